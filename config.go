@@ -1,0 +1,203 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Mode is how a request holds its key while the handler runs.
+type Mode int
+
+const (
+	// ModeLeased commits the PROCESSING claim before the handler runs and
+	// holds the key with a renewed, fenced lease. Choose it when the handler
+	// calls anything outside the store's database (a bank, a card network):
+	// the claim must survive that call. It costs one more commit per request.
+	ModeLeased Mode = iota
+	// ModeAtomic runs the claim, the handler's writes and the completion in
+	// one transaction: the transaction is the lock. A duplicate waits for the
+	// first request to end, then replays it. Choose it when the handler only
+	// writes to the store's database.
+	ModeAtomic
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeLeased:
+		return "leased"
+	case ModeAtomic:
+		return "atomic"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// ParseMode parses "leased" or "atomic".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "leased":
+		return ModeLeased, nil
+	case "atomic":
+		return ModeAtomic, nil
+	}
+	return 0, fmt.Errorf("idem: unknown mode %q (want leased or atomic)", s)
+}
+
+// Config configures the middleware. Its zero value is valid; every field
+// documents its default.
+type Config struct {
+	// Mode is how a request holds its key. Default ModeLeased, which is safe
+	// for any handler; use ModeAtomic for handlers that only write to the
+	// store's database.
+	Mode Mode
+
+	// Header is the request header that carries the key. Default
+	// "Idempotency-Key".
+	Header string
+
+	// ScopeFunc says which user a request belongs to; every key is scoped by
+	// it. A request whose scope is empty is rejected with 401 and nothing is
+	// stored. Default: the scope that an authentication middleware put in the
+	// context with WithScope.
+	ScopeFunc func(*http.Request) string
+
+	// LockTimeout is the lease of a leased-mode claim. A live request renews
+	// it every third of its length; a crashed one's lock expires after it and
+	// a retry re-acquires the key. Default 30s.
+	LockTimeout time.Duration
+
+	// WaitTimeout bounds how long an atomic-mode duplicate waits for the
+	// request that holds its key before answering 409. Default 5s.
+	WaitTimeout time.Duration
+
+	// RetryAfter is the Retry-After of a 409 for a request in flight, rounded
+	// up to whole seconds. In-flight requests usually end in milliseconds, so
+	// it is short whatever the lease. Default 1s.
+	RetryAfter time.Duration
+
+	// TTL is how long a record binds its key, counted from creation. After
+	// it the key may be used afresh. Default 48h.
+	TTL time.Duration
+
+	// ReplayHeaders are the response headers stored and replayed. Set-Cookie
+	// and authentication headers are never replayed, even when listed.
+	// Default Content-Type and Location.
+	ReplayHeaders []string
+
+	// MaxRequestBytes is the largest request body accepted; larger → 413.
+	// Default 1 MiB.
+	MaxRequestBytes int64
+
+	// MaxResponseBytes is the largest response body stored. A larger one is
+	// replaced, for the first caller and every retry alike, by a stored
+	// problem response saying so; the request is never run again. Default
+	// 1 MiB.
+	MaxResponseBytes int64
+
+	// StoreTimeout bounds the writes that finish a request (completion,
+	// release), which run even when the client has gone. Default 10s.
+	StoreTimeout time.Duration
+
+	// ProblemTypeBase prefixes the type URI of every problem response.
+	// Default "https://github.com/idem-dev/idem/blob/main/docs/problems.md#".
+	ProblemTypeBase string
+
+	// ObserveFunc, when set, is called once for every request that carries
+	// a key, after its response is decided: the hook for metrics, logs and
+	// traces. It must not block. Default none.
+	ObserveFunc func(Event)
+}
+
+// Defaults of Config.
+const (
+	DefaultHeader           = "Idempotency-Key"
+	DefaultLockTimeout      = 30 * time.Second
+	DefaultWaitTimeout      = 5 * time.Second
+	DefaultRetryAfter       = time.Second
+	DefaultTTL              = 48 * time.Hour
+	DefaultMaxRequestBytes  = 1 << 20
+	DefaultMaxResponseBytes = 1 << 20
+	DefaultStoreTimeout     = 10 * time.Second
+	DefaultProblemTypeBase  = "https://github.com/idem-dev/idem/blob/main/docs/problems.md#"
+)
+
+// neverReplayed are headers that would leak a session or credentials to
+// whoever retries.
+var neverReplayed = map[string]bool{
+	"Set-Cookie":          true,
+	"Authorization":       true,
+	"Proxy-Authorization": true,
+	"Www-Authenticate":    true,
+	"Proxy-Authenticate":  true,
+	"Cookie":              true,
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Mode != ModeLeased && c.Mode != ModeAtomic {
+		return c, fmt.Errorf("idem: unknown mode %d", int(c.Mode))
+	}
+	if c.Header == "" {
+		c.Header = DefaultHeader
+	}
+	c.Header = http.CanonicalHeaderKey(c.Header)
+	if c.ScopeFunc == nil {
+		c.ScopeFunc = func(r *http.Request) string { return ScopeFromContext(r.Context()) }
+	}
+	var errs []error
+	durations := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"LockTimeout", &c.LockTimeout, DefaultLockTimeout},
+		{"WaitTimeout", &c.WaitTimeout, DefaultWaitTimeout},
+		{"RetryAfter", &c.RetryAfter, DefaultRetryAfter},
+		{"TTL", &c.TTL, DefaultTTL},
+		{"StoreTimeout", &c.StoreTimeout, DefaultStoreTimeout},
+	}
+	for _, d := range durations {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			errs = append(errs, fmt.Errorf("idem: %s must be positive, got %v", d.name, *d.v))
+		}
+	}
+	if c.LockTimeout > 0 && c.LockTimeout < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("idem: LockTimeout %v is too short to renew (minimum 100ms)", c.LockTimeout))
+	}
+	sizes := []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"MaxRequestBytes", &c.MaxRequestBytes, DefaultMaxRequestBytes},
+		{"MaxResponseBytes", &c.MaxResponseBytes, DefaultMaxResponseBytes},
+	}
+	for _, s := range sizes {
+		switch {
+		case *s.v == 0:
+			*s.v = s.def
+		case *s.v < 0:
+			errs = append(errs, fmt.Errorf("idem: %s must be positive, got %d", s.name, *s.v))
+		}
+	}
+	if c.ReplayHeaders == nil {
+		c.ReplayHeaders = []string{"Content-Type", "Location"}
+	}
+	replay := make([]string, 0, len(c.ReplayHeaders))
+	for _, h := range c.ReplayHeaders {
+		h = http.CanonicalHeaderKey(strings.TrimSpace(h))
+		if h == "" || neverReplayed[h] {
+			continue
+		}
+		replay = append(replay, h)
+	}
+	c.ReplayHeaders = replay
+	if c.ProblemTypeBase == "" {
+		c.ProblemTypeBase = DefaultProblemTypeBase
+	}
+	return c, errors.Join(errs...)
+}

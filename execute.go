@@ -1,0 +1,245 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+)
+
+// serveLeased commits the claim first, then runs the handler holding a
+// renewed, fenced lease; the handler's writes and the completion commit in
+// one transaction.
+func (m *Middleware) serveLeased(q *request) {
+	ctx := q.r.Context()
+	held, rec, err := m.acquire(ctx, m.store, q)
+	if !held {
+		m.notHeld(q, rec, err)
+		return
+	}
+	lock := q.lock()
+	release := func(ctx context.Context) error {
+		if err := m.store.Fail(ctx, lock); err != nil && !errors.Is(err, ErrLockLost) {
+			return fmt.Errorf("release key: %w", err)
+		}
+		return nil
+	}
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := m.keepLease(lock, cancel)
+	tx, err := m.store.Begin(ctx, TxOptions{LockWait: m.cfg.WaitTimeout})
+	if err != nil {
+		stop()
+		dctx, dcancel := m.detached(q)
+		defer dcancel()
+		m.storeFailed(q, errors.Join(fmt.Errorf("begin: %w", err), release(dctx)))
+		return
+	}
+	c, p := m.run(q, tx, hctx)
+	q.event.Renewals = stop()
+	m.finish(q, tx, lock, c, p, release, func(ctx context.Context, resp Response) error {
+		// The handler's transaction is gone with its writes; the claim was
+		// committed on its own, so the fenced completion can run alone.
+		return m.store.Complete(ctx, lock, resp)
+	})
+}
+
+// serveAtomic runs the claim, the handler and the completion in one
+// transaction. A duplicate's claim waits on the first one's uncommitted row,
+// then sees it COMPLETED and replays, or claims it if the first rolled back.
+func (m *Middleware) serveAtomic(q *request) {
+	ctx := q.r.Context()
+	tx, err := m.store.Begin(ctx, TxOptions{LockWait: m.cfg.WaitTimeout})
+	if err != nil {
+		// A store whose transactions take a database-wide write lock
+		// (SQLite) waits here rather than in the claim.
+		m.notHeld(q, nil, fmt.Errorf("begin: %w", err))
+		return
+	}
+	held, rec, err := m.acquire(ctx, tx, q)
+	if !held {
+		_ = tx.Rollback(ctx)
+		m.notHeld(q, rec, err)
+		return
+	}
+	// Rolling back the transaction undoes the claim itself: nothing to
+	// release.
+	release := func(context.Context) error { return nil }
+	c, p := m.run(q, tx, ctx)
+	m.finish(q, tx, q.lock(), c, p, release, func(ctx context.Context, resp Response) error {
+		return m.completeAfresh(ctx, q, resp)
+	})
+}
+
+// completeAfresh stores a final response in a new transaction after the
+// handler's transaction aborted (atomic mode): the claim went with it, so
+// it is taken again.
+func (m *Middleware) completeAfresh(ctx context.Context, q *request, resp Response) error {
+	tx, err := m.store.Begin(ctx, TxOptions{LockWait: m.cfg.WaitTimeout})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	held, _, err := m.acquire(ctx, tx, q)
+	if err != nil {
+		return err
+	}
+	if !held {
+		// Another request took the key in between; its answer stands and
+		// this attempt's is dropped, which the client sees as a lost lock.
+		return ErrLockLost
+	}
+	if err := tx.Complete(ctx, q.lock(), resp); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// notHeld answers a request that did not get its key.
+func (m *Middleware) notHeld(q *request, rec *Record, err error) {
+	switch {
+	case errors.Is(err, ErrWaitTimeout):
+		m.inFlight(q)
+	case err != nil:
+		m.storeFailed(q, fmt.Errorf("claim key: %w", err))
+	case rec == nil || !m.answer(q, rec):
+		m.inFlight(q)
+	}
+}
+
+// run calls the handler with the transaction in its context, capturing the
+// response. A panic is recovered here, to be re-raised after cleanup.
+func (m *Middleware) run(q *request, tx Tx, ctx context.Context) (c *capture, panicked *any) {
+	c = newCapture(m.cfg.MaxResponseBytes)
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = &p
+		}
+	}()
+	q.next.ServeHTTP(c, q.r.WithContext(tx.Context(ctx)))
+	return c, nil
+}
+
+// finish ends an executed request. A final response (2xx, other 4xx)
+// commits with the completion and only then reaches the client. Anything
+// else rolls back and releases the key for a retry.
+func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *any,
+	release func(context.Context) error, completeAfterAbort func(context.Context, Response) error) {
+	// The finishing writes must not be cut short by a client that leaves.
+	ctx, cancel := m.detached(q)
+	defer cancel()
+	abandon := func(outcome Outcome, cause error) {
+		_ = tx.Rollback(ctx)
+		q.event.Outcome, q.event.Err = outcome, errors.Join(cause, release(ctx))
+	}
+	if panicked != nil {
+		abandon(OutcomeAbandoned, fmt.Errorf("handler panicked: %v", *panicked))
+		panic(*panicked)
+	}
+	if err := q.r.Context().Err(); err != nil {
+		abandon(OutcomeAbandoned, fmt.Errorf("client gone before commit: %w", err))
+		return
+	}
+	status := c.statusCode()
+	q.event.StatusCode = status
+	if !isFinal(status) {
+		abandon(OutcomeFailed, nil)
+		m.sendCaptured(q, c, nil)
+		return
+	}
+	resp := m.storedResponse(c)
+	err := tx.Complete(ctx, lock, resp)
+	if err == nil {
+		err = tx.Commit(ctx)
+	} else {
+		_ = tx.Rollback(ctx)
+		if errors.Is(err, ErrTxAborted) && status >= 400 {
+			// A business error aborted the transaction (a unique
+			// violation, say): its writes are gone, but the 4xx is final.
+			err = completeAfterAbort(ctx, resp)
+		}
+	}
+	switch {
+	case err == nil:
+		q.event.Outcome = OutcomeExecuted
+		m.sendCaptured(q, c, &resp)
+	case errors.Is(err, ErrLockLost):
+		q.event.Outcome, q.event.Err = OutcomeLockLost, err
+		m.reject(q, ProblemLockLost, http.StatusConflict, "This attempt lost its hold on the "+m.cfg.Header+" to a retry and was rolled back; retry after a moment.")
+	default:
+		m.storeFailed(q, errors.Join(fmt.Errorf("complete key: %w", err), release(ctx)))
+	}
+}
+
+// isFinal reports whether a status is the request's last word: 2xx, 3xx and
+// 4xx except 408 and 429, which ask for a retry.
+func isFinal(status int) bool {
+	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+}
+
+// storedResponse is what the record keeps of a captured response: its
+// status, allow-listed headers and body; or, when the body was over the
+// limit, a problem response saying so.
+func (m *Middleware) storedResponse(c *capture) Response {
+	if c.overflow {
+		return Response{
+			StatusCode: http.StatusInternalServerError,
+			Header:     http.Header{"Content-Type": {"application/problem+json"}},
+			Body: m.problemBody(ProblemResponseTooLarge, http.StatusInternalServerError,
+				fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes)),
+		}
+	}
+	resp := Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}
+	for _, h := range m.cfg.ReplayHeaders {
+		if v := c.header.Values(h); len(v) > 0 {
+			resp.Header[h] = append([]string(nil), v...)
+		}
+	}
+	resp.ResourceType, resp.ResourceID = resourceOf(c.header.Get("Location"))
+	return resp
+}
+
+// resourceOf names the resource a Location header points at: its last two
+// path segments, as in /v1/transactions/{id}.
+func resourceOf(location string) (typ, id string) {
+	u, err := url.Parse(location)
+	if err != nil || u.Path == "" {
+		return "", ""
+	}
+	dir, id := path.Split(strings.TrimSuffix(u.Path, "/"))
+	return path.Base(dir), id
+}
+
+// sendCaptured sends the handler's response to the client: every header it
+// set (the first caller may get a cookie a retry never will), and the body
+// as stored. A stored replacement (resp) wins over an oversized body.
+func (m *Middleware) sendCaptured(q *request, c *capture, resp *Response) {
+	h := q.w.Header()
+	switch {
+	case resp != nil && c.overflow:
+		for k, v := range resp.Header {
+			h[k] = v
+		}
+		q.w.WriteHeader(resp.StatusCode)
+		_, _ = q.w.Write(resp.Body)
+		return
+	case c.overflow:
+		// Not stored and not complete: never send a truncated body.
+		m.writeProblem(q.w, ProblemResponseTooLarge, http.StatusInternalServerError, "The response exceeded the size the idempotency layer can hold.")
+		return
+	}
+	for k, v := range c.header {
+		h[k] = v
+	}
+	q.w.WriteHeader(c.statusCode())
+	_, _ = q.w.Write(c.body.Bytes())
+}
+
+// detached returns a context that outlives the client, bounded by
+// StoreTimeout, for the writes that finish a request.
+func (m *Middleware) detached(q *request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(q.r.Context()), m.cfg.StoreTimeout)
+}

@@ -1,0 +1,78 @@
+package idem
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/jcs"
+)
+
+// FingerprintVersion is the version of the fingerprint algorithm new
+// records are made with. Each record keeps the version it was made with and
+// is always compared using that version, so changing the algorithm never
+// turns retries of old requests into 422s.
+const FingerprintVersion = 1
+
+// fingerprinters holds every algorithm version still needed to compare old
+// records. A new version is added here, never replacing an old one.
+var fingerprinters = map[int]func(r *http.Request, body []byte) ([]byte, error){
+	1: fingerprintV1,
+}
+
+// NewFingerprint fingerprints a request with the current algorithm. It
+// fails when a JSON body cannot be canonicalised.
+func NewFingerprint(r *http.Request, body []byte) (Fingerprint, error) {
+	return fingerprintWith(FingerprintVersion, r, body)
+}
+
+func fingerprintWith(version int, r *http.Request, body []byte) (Fingerprint, error) {
+	fn, ok := fingerprinters[version]
+	if !ok {
+		return Fingerprint{}, fmt.Errorf("idem: unknown fingerprint version %d", version)
+	}
+	h, err := fn(r, body)
+	if err != nil {
+		return Fingerprint{}, err
+	}
+	return Fingerprint{Version: version, Method: r.Method, Path: r.URL.RequestURI(), Hash: h}, nil
+}
+
+// fingerprintV1 is SHA-256 over length-prefixed fields: a version tag, the
+// method, the path with its query, the body's kind, and the body (its RFC
+// 8785 canonical form when the request says it is JSON, else its bytes).
+// Length prefixes make the encoding unambiguous.
+func fingerprintV1(r *http.Request, body []byte) ([]byte, error) {
+	kind := "raw"
+	if isJSON(r.Header.Get("Content-Type")) && len(body) > 0 {
+		c, err := jcs.Canonicalize(body)
+		if err != nil {
+			return nil, err
+		}
+		kind, body = "json", c
+	}
+	h := sha256.New()
+	for _, field := range [][]byte{[]byte("idem-fingerprint-v1"), []byte(r.Method), []byte(r.URL.RequestURI()), []byte(kind), body} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(field)))
+		h.Write(n[:])
+		h.Write(field)
+	}
+	return h.Sum(nil), nil
+}
+
+// isJSON reports whether a Content-Type names JSON: application/json or any
+// +json type.
+func isJSON(contentType string) bool {
+	if contentType == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}

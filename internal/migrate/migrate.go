@@ -1,0 +1,62 @@
+// Package migrate applies numbered, embedded SQL migrations, each in one
+// transaction, and prints them as plain SQL for teams that run their own
+// migration tool.
+package migrate
+
+import (
+	"fmt"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one numbered SQL file.
+type Migration struct {
+	Version int
+	Name    string // the file name without its number and extension
+	SQL     string
+}
+
+var fileName = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.sql$`)
+
+// Load reads every NNN_name.sql file at the root of fsys. Versions must
+// run 1, 2, 3… without gaps or repeats.
+func Load(fsys fs.FS) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, ".")
+	if err != nil {
+		return nil, fmt.Errorf("read migrations: %w", err)
+	}
+	var ms []Migration
+	for _, e := range entries {
+		m := fileName.FindStringSubmatch(e.Name())
+		if e.IsDir() || m == nil {
+			continue
+		}
+		v, _ := strconv.Atoi(m[1])
+		b, err := fs.ReadFile(fsys, e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read migration %s: %w", e.Name(), err)
+		}
+		ms = append(ms, Migration{Version: v, Name: m[2], SQL: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
+	for i, m := range ms {
+		if m.Version != i+1 {
+			return nil, fmt.Errorf("migration %03d_%s: want version %d", m.Version, m.Name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// Script renders migrations as one plain SQL script, each in its own
+// transaction, for teams that apply SQL with their own tool.
+func Script(ms []Migration, table string) string {
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "-- %s\nBEGIN;\n%s\nINSERT INTO %s (version, name) VALUES (%d, '%s');\nCOMMIT;\n\n",
+			fmt.Sprintf("%03d_%s.sql", m.Version, m.Name), strings.TrimSpace(m.SQL), table, m.Version, m.Name)
+	}
+	return b.String()
+}

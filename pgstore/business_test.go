@@ -1,0 +1,166 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/pgstore"
+)
+
+// payments is a handler that writes through the ambient transaction: a
+// payments row whose key is unique, as a business table's last net.
+func payments(pool *pgxpool.Pool, status int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		_, err := pgstore.DB(r.Context(), pool).Exec(r.Context(),
+			`INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.URL.Query().Get("ref"))
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
+			// The transaction is aborted now; the middleware stores this 4xx
+			// in a fresh one.
+			w.WriteHeader(http.StatusConflict)
+			fmt.Fprint(w, "duplicate payment")
+			return
+		}
+		if err != nil {
+			http.Error(w, "database error", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(status)
+		fmt.Fprintf(w, "paid %s", key)
+	})
+}
+
+func setup(t *testing.T, mode idem.Mode, status int) (*pgxpool.Pool, *httptest.Server) {
+	t.Helper()
+	store := newStore(t)
+	pool := store.Pool()
+	_, err := pool.Exec(context.Background(), `CREATE TABLE payments (ref text UNIQUE, amount bigint)`)
+	require.NoError(t, err)
+	mw, err := idem.New(store, idem.Config{Mode: mode})
+	require.NoError(t, err)
+	h := mw.Require(payments(pool, status))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(idem.WithScope(r.Context(), "alice")))
+	}))
+	t.Cleanup(srv.Close)
+	return pool, srv
+}
+
+func post(t *testing.T, srv *httptest.Server, key, ref string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/pay?ref="+ref, strings.NewReader("{}"))
+	require.NoError(t, err)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func count(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM payments`).Scan(&n))
+	return n
+}
+
+func TestBusinessWritesCommitWithKey(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []idem.Mode{idem.ModeLeased, idem.ModeAtomic} {
+		t.Run(strings.ToUpper(mode.String()[:1])+mode.String()[1:], func(t *testing.T) {
+			t.Parallel()
+
+			t.Run("FinalResponseCommitsWrites", func(t *testing.T) {
+				t.Parallel()
+				pool, srv := setup(t, mode, http.StatusCreated)
+				status, _ := post(t, srv, "k1", "r1")
+				require.Equal(t, http.StatusCreated, status)
+				status, _ = post(t, srv, "k1", "r1")
+				require.Equal(t, http.StatusCreated, status)
+				require.Equal(t, 1, count(t, pool))
+			})
+
+			t.Run("ServerErrorRollsWritesBack", func(t *testing.T) {
+				t.Parallel()
+				pool, srv := setup(t, mode, http.StatusServiceUnavailable)
+				for range 3 {
+					status, _ := post(t, srv, "k1", "r1")
+					require.Equal(t, http.StatusServiceUnavailable, status)
+				}
+				require.Equal(t, 0, count(t, pool), "a 5xx leaves no business write behind")
+			})
+
+			t.Run("AbortedTransactionStillStores4xx", func(t *testing.T) {
+				t.Parallel()
+				pool, srv := setup(t, mode, http.StatusCreated)
+				status, _ := post(t, srv, "k1", "same-ref")
+				require.Equal(t, http.StatusCreated, status)
+				// Another key for the same payment: the business table's
+				// unique index fires and aborts the transaction.
+				status, body := post(t, srv, "k2", "same-ref")
+				require.Equal(t, http.StatusConflict, status)
+				require.Equal(t, "duplicate payment", body)
+				status, body = post(t, srv, "k2", "same-ref")
+				require.Equal(t, http.StatusConflict, status, "the 409 was stored as k2's final answer")
+				require.Equal(t, "duplicate payment", body)
+				require.Equal(t, 1, count(t, pool))
+			})
+		})
+	}
+}
+
+func TestStoreUnavailableFailsClosed(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []idem.Mode{idem.ModeLeased, idem.ModeAtomic} {
+		t.Run(strings.ToUpper(mode.String()[:1])+mode.String()[1:], func(t *testing.T) {
+			t.Parallel()
+			store := newStore(t)
+			ran := false
+			mw, err := idem.New(store, idem.Config{Mode: mode})
+			require.NoError(t, err)
+			h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { ran = true }))
+			store.Pool().Close() // the database is gone
+			req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader("{}"))
+			req.Header.Set("Idempotency-Key", "k1")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req.WithContext(idem.WithScope(req.Context(), "alice")))
+			require.Equal(t, http.StatusServiceUnavailable, rec.Code)
+			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
+			require.Contains(t, rec.Body.String(), "store-unavailable")
+			require.False(t, ran, "the handler never runs without the store")
+		})
+	}
+}
+
+// Atomic mode needs READ COMMITTED: under REPEATABLE READ a waiting
+// duplicate's claim would fail with a serialization error. The store asks
+// for READ COMMITTED whatever the database's default.
+func TestAtomicModeUnderRepeatableReadDefault(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	cfg := store.Pool().Config()
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
+	rrPool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	defer rrPool.Close()
+	tx, err := pgstore.New(rrPool).Begin(context.Background(), idem.TxOptions{})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	var level string
+	require.NoError(t, pgstore.DB(tx.Context(context.Background()), nil).
+		QueryRow(context.Background(), `SHOW transaction_isolation`).Scan(&level))
+	require.Equal(t, "read committed", level)
+}

@@ -1,0 +1,64 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DBTX is what a repository needs of PostgreSQL. *pgxpool.Pool, *pgx.Conn
+// and pgx.Tx all satisfy it, and so does what DB returns.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	// Begin starts a transaction, or a savepoint inside the ambient one, so
+	// the same repository code works with and without idempotency.
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+type txKey struct{}
+
+// ambient is the request's transaction as a handler sees it: everything but
+// Commit and Rollback, which belong to the middleware.
+type ambient struct{ tx pgx.Tx }
+
+// DB returns the request's ambient transaction when ctx carries one (an
+// idempotent request), else fallback (usually the pool). Repositories call
+// it for every unit of work, so their writes commit together with the
+// request's idempotency key:
+//
+//	_, err := pgstore.DB(ctx, r.pool).Exec(ctx, "INSERT INTO payments …")
+func DB(ctx context.Context, fallback DBTX) DBTX {
+	if a, ok := ctx.Value(txKey{}).(ambient); ok {
+		return a
+	}
+	return fallback
+}
+
+func (a ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return a.tx.Exec(ctx, sql, args...)
+}
+
+func (a ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return a.tx.Query(ctx, sql, args...)
+}
+
+func (a ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return a.tx.QueryRow(ctx, sql, args...)
+}
+
+func (a ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	return a.tx.SendBatch(ctx, b)
+}
+
+func (a ambient) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	return a.tx.CopyFrom(ctx, table, columns, src)
+}
+
+// Begin starts a savepoint: a business error the handler rolls back to it
+// leaves the request's transaction usable.
+func (a ambient) Begin(ctx context.Context) (pgx.Tx, error) { return a.tx.Begin(ctx) }

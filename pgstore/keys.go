@@ -1,0 +1,215 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idem-dev/idem"
+)
+
+// conn is what the key operations run on: the pool (each statement its own
+// transaction) or a transaction.
+type conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// keys runs the key-table SQL on a conn. Every time is the database's.
+type keys struct {
+	db conn
+	// lockWait bounds the waits of Insert and Reacquire on a row another
+	// transaction holds.
+	lockWait time.Duration
+}
+
+const selectRecord = `
+SELECT request_method, request_path, request_hash, fingerprint_version,
+       status, attempts, lock_token::text, locked_at, lock_expires_at,
+       lock_expires_at > now(),
+       response_code, response_headers, response_body, resource_type, resource_id,
+       created_at, expires_at, expires_at <= now()
+  FROM idempotency_keys
+ WHERE user_id = $1 AND idempotency_key = $2`
+
+func (k keys) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+	return scanRecord(k.db.QueryRow(ctx, selectRecord, scope, key), scope, key)
+}
+
+func scanRecord(row pgx.Row, scope, key string) (*idem.Record, error) {
+	rec := &idem.Record{Scope: scope, Key: key}
+	var (
+		code                 *int32
+		headers, body        []byte
+		resourceT, resourceI *string
+	)
+	err := row.Scan(&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
+		&rec.Status, &rec.Attempts, &rec.LockToken, &rec.LockedAt, &rec.LockExpiresAt, &rec.LockLive,
+		&code, &headers, &body, &resourceT, &resourceI,
+		&rec.CreatedAt, &rec.ExpiresAt, &rec.Expired)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, idem.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read record: %w", translate(err))
+	}
+	if code != nil {
+		resp := &idem.Response{StatusCode: int(*code), Body: body}
+		if body == nil {
+			resp.Body = []byte{}
+		}
+		if headers != nil {
+			if err := json.Unmarshal(headers, &resp.Header); err != nil {
+				return nil, fmt.Errorf("decode stored headers: %w", err)
+			}
+		}
+		if resourceT != nil {
+			resp.ResourceType = *resourceT
+		}
+		if resourceI != nil {
+			resp.ResourceID = *resourceI
+		}
+		rec.Response = resp
+	}
+	return rec, nil
+}
+
+const insertClaim = `
+INSERT INTO idempotency_keys
+       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6,
+        'PROCESSING', 1, $7, now(), now() + $8 * interval '1 microsecond', now(), now() + $9 * interval '1 microsecond')
+ON CONFLICT (user_id, idempotency_key) DO NOTHING`
+
+// Insert claims the key with one INSERT … ON CONFLICT DO NOTHING. On
+// conflict it reads the record with a second statement: in READ COMMITTED a
+// new statement sees the row that a concurrent transaction just committed,
+// which the INSERT's own snapshot may not.
+func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, error) {
+	fp := c.Fingerprint
+	tag, err := k.bounded(ctx, insertClaim, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+		c.Token, c.LockFor.Microseconds(), c.TTL.Microseconds())
+	if err != nil {
+		return nil, false, fmt.Errorf("insert claim: %w", err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil, true, nil
+	}
+	rec, err := k.Get(ctx, c.Scope, c.Key)
+	if errors.Is(err, idem.ErrNotFound) {
+		return nil, false, nil
+	}
+	return rec, false, err
+}
+
+// reacquire takes over a re-acquirable row that prevToken still holds. The
+// token in the WHERE clause makes it a compare-and-swap: once one contender
+// has changed the token, every other one matches no row. A row past
+// retention starts a new life: new fingerprint, creation and expiry.
+const reacquire = `
+UPDATE idempotency_keys
+   SET request_method = $3, request_path = $4, request_hash = $5, fingerprint_version = $6,
+       status = 'PROCESSING',
+       attempts   = CASE WHEN expires_at <= now() THEN 1 ELSE attempts + 1 END,
+       created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
+       expires_at = CASE WHEN expires_at <= now() THEN now() + $9 * interval '1 microsecond' ELSE expires_at END,
+       lock_token = $7, locked_at = now(), lock_expires_at = now() + $8 * interval '1 microsecond',
+       response_code = NULL, response_headers = NULL, response_body = NULL,
+       resource_type = NULL, resource_id = NULL
+ WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $10
+   AND (status = 'FAILED'
+        OR (status = 'PROCESSING' AND lock_expires_at <= now())
+        OR expires_at <= now())`
+
+func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bool, error) {
+	fp := c.Fingerprint
+	tag, err := k.bounded(ctx, reacquire, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+		c.Token, c.LockFor.Microseconds(), c.TTL.Microseconds(), prevToken)
+	if err != nil {
+		return false, fmt.Errorf("re-acquire: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+const complete = `
+UPDATE idempotency_keys
+   SET status = 'COMPLETED', lock_expires_at = now(),
+       response_code = $4, response_headers = $5, response_body = $6,
+       resource_type = nullif($7, ''), resource_id = nullif($8, '')
+ WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+
+func (k keys) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+	headers, err := json.Marshal(resp.Header)
+	if err != nil {
+		return fmt.Errorf("encode headers: %w", err)
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return k.fenced(ctx, "complete", complete, l.Scope, l.Key, l.Token,
+		resp.StatusCode, headers, body, resp.ResourceType, resp.ResourceID)
+}
+
+const fail = `
+UPDATE idempotency_keys
+   SET status = 'FAILED', lock_expires_at = now()
+ WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+
+func (k keys) Fail(ctx context.Context, l idem.Lock) error {
+	return k.fenced(ctx, "fail", fail, l.Scope, l.Key, l.Token)
+}
+
+const renew = `
+UPDATE idempotency_keys
+   SET lock_expires_at = now() + $4 * interval '1 microsecond'
+ WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+
+func (k keys) Renew(ctx context.Context, l idem.Lock, d time.Duration) error {
+	return k.fenced(ctx, "renew", renew, l.Scope, l.Key, l.Token, d.Microseconds())
+}
+
+// fenced runs an update that must match the row its lock token holds;
+// matching none means another attempt holds it now.
+func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
+	tag, err := k.db.Exec(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, translate(err))
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%s: %w", op, idem.ErrLockLost)
+	}
+	return nil
+}
+
+// bounded runs a statement that may wait on a row another transaction
+// holds, with lock_timeout set to lockWait for that statement alone: the
+// three statements go in one batch (one round trip), and the handler's own
+// statements keep the session's setting.
+func (k keys) bounded(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(`SELECT set_config('idem.lock_timeout', current_setting('lock_timeout'), true),
+	                set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", max(k.lockWait.Milliseconds(), 1)))
+	b.Queue(sql, args...)
+	b.Queue(`SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`)
+	br := k.db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return pgconn.CommandTag{}, translate(err)
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return tag, translate(err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return tag, translate(err)
+	}
+	return tag, translate(br.Close())
+}

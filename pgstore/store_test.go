@@ -1,0 +1,49 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/storetest"
+)
+
+// newStore returns a migrated store in a schema of its own.
+func newStore(t *testing.T) *pgstore.Store {
+	pool := pgtest.Pool(t, 80)
+	_, err := pgstore.Migrate(context.Background(), pool)
+	require.NoError(t, err)
+	return pgstore.New(pool)
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) idem.Store { return newStore(t) })
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, 4)
+	applied, err := pgstore.Migrate(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, applied)
+	applied, err = pgstore.Migrate(ctx, pool)
+	require.NoError(t, err)
+	require.Empty(t, applied, "a current schema is left alone")
+
+	script, err := pgstore.MigrationSQL()
+	require.NoError(t, err)
+	require.Contains(t, script, "CREATE TABLE idempotency_keys")
+	// The printed script builds the same schema in an empty one.
+	other := pgtest.Pool(t, 4)
+	_, err = other.Exec(ctx, script)
+	require.NoError(t, err)
+	applied, err = pgstore.Migrate(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, applied, "the script records what it applied")
+}

@@ -1,0 +1,289 @@
+package storetest
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+)
+
+const (
+	long = time.Minute
+	ttl  = 48 * time.Hour
+)
+
+// RunKeys checks every state transition of a record through the store's
+// own (auto-committed) operations.
+func RunKeys(t *testing.T, newStore NewStoreFunc) {
+	ctx := context.Background()
+
+	t.Run("GetUnusedKeyIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		_, err := s.Get(ctx, "alice", newKey())
+		require.ErrorIs(t, err, idem.ErrNotFound)
+	})
+
+	t.Run("InsertClaimsUnusedKey", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		rec, inserted, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.True(t, inserted)
+		require.Nil(t, rec)
+
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, c.Token, got.LockToken)
+		require.Equal(t, c.Fingerprint, got.Fingerprint)
+		require.True(t, got.LockLive)
+		require.False(t, got.Expired)
+		require.Nil(t, got.Response)
+		require.WithinDuration(t, got.CreatedAt.Add(ttl), got.ExpiresAt, time.Second)
+		require.WithinDuration(t, got.LockedAt.Add(long), got.LockExpiresAt, time.Second)
+	})
+
+	t.Run("InsertOnUsedKeyReturnsRecord", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		first := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, first)
+		require.NoError(t, err)
+		second := claim("alice", first.Key, "other body", long, ttl)
+		rec, inserted, err := s.Insert(ctx, second)
+		require.NoError(t, err)
+		require.False(t, inserted)
+		require.Equal(t, first.Token, rec.LockToken)
+		require.Equal(t, first.Fingerprint, rec.Fingerprint)
+	})
+
+	t.Run("KeysAreScopedByUser", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		key := newKey()
+		a := claim("alice", key, "a", long, ttl)
+		b := claim("bob", key, "b", long, ttl)
+		_, inserted, err := s.Insert(ctx, a)
+		require.NoError(t, err)
+		require.True(t, inserted)
+		_, inserted, err = s.Insert(ctx, b)
+		require.NoError(t, err)
+		require.True(t, inserted, "bob's key must not collide with alice's")
+		require.NoError(t, s.Complete(ctx, lockOf(a), idem.Response{StatusCode: 201, Body: []byte("alice's")}))
+
+		got, err := s.Get(ctx, "bob", key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Nil(t, got.Response)
+		require.ErrorIs(t, s.Complete(ctx, idem.Lock{Scope: "bob", Key: key, Token: a.Token}, idem.Response{StatusCode: 201}), idem.ErrLockLost,
+			"alice's token must not complete bob's record")
+	})
+
+	t.Run("CompleteStoresResponseByteForByte", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		body := []byte("{ \"b\": 1,\n  \"a\": \"\u00e9\" }\x00\xff trailing ")
+		resp := idem.Response{
+			StatusCode:   201,
+			Header:       http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/payments/p1"}},
+			Body:         body,
+			ResourceType: "payments",
+			ResourceID:   "p1",
+		}
+		require.NoError(t, s.Complete(ctx, lockOf(c), resp))
+
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.False(t, got.LockLive, "completion releases the lock")
+		require.Equal(t, &resp, got.Response)
+	})
+
+	t.Run("CompleteStoresEmptyBody", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 204, Header: http.Header{}}))
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, 204, got.Response.StatusCode)
+		require.Empty(t, got.Response.Body)
+	})
+
+	t.Run("WritesAreFencedByToken", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		stranger := idem.Lock{Scope: c.Scope, Key: c.Key, Token: claim("", "", "", 0, 0).Token}
+		require.ErrorIs(t, s.Complete(ctx, stranger, idem.Response{StatusCode: 200}), idem.ErrLockLost)
+		require.ErrorIs(t, s.Fail(ctx, stranger), idem.ErrLockLost)
+		require.ErrorIs(t, s.Renew(ctx, stranger, long), idem.ErrLockLost)
+
+		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 200}))
+		// Once completed, even the holder's token writes nothing more.
+		require.ErrorIs(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 500}), idem.ErrLockLost)
+		require.ErrorIs(t, s.Fail(ctx, lockOf(c)), idem.ErrLockLost)
+		require.ErrorIs(t, s.Renew(ctx, lockOf(c), long), idem.ErrLockLost)
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, 200, got.Response.StatusCode)
+	})
+
+	t.Run("FailReleasesForReacquire", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusFailed, got.Status)
+		require.False(t, got.LockLive)
+
+		retry := claim("alice", c.Key, "body", long, ttl)
+		won, err := s.Reacquire(ctx, retry, got.LockToken)
+		require.NoError(t, err)
+		require.True(t, won)
+		got, err = s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, 2, got.Attempts)
+		require.Equal(t, retry.Token, got.LockToken)
+		require.True(t, got.LockLive)
+		// The first attempt is fenced out.
+		require.ErrorIs(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201}), idem.ErrLockLost)
+		require.NoError(t, s.Complete(ctx, lockOf(retry), idem.Response{StatusCode: 201}))
+	})
+
+	t.Run("ReacquireNeedsExpiredLock", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", 300*time.Millisecond, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
+		require.NoError(t, err)
+		require.False(t, won, "a live lock cannot be taken over")
+
+		waitUntil(t, func() bool {
+			got, err := s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+			return !got.LockLive
+		})
+		retry := claim("alice", c.Key, "body", long, ttl)
+		won, err = s.Reacquire(ctx, retry, c.Token)
+		require.NoError(t, err)
+		require.True(t, won, "an expired lock is taken over")
+		require.ErrorIs(t, s.Renew(ctx, lockOf(c), long), idem.ErrLockLost, "the crashed attempt is fenced out")
+	})
+
+	t.Run("ReacquireWithStaleTokenLoses", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), "00000000-0000-0000-0000-000000000000")
+		require.NoError(t, err)
+		require.False(t, won)
+	})
+
+	t.Run("ReacquireCompletedLoses", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201}))
+		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
+		require.NoError(t, err)
+		require.False(t, won, "a completed record within retention is final")
+	})
+
+	t.Run("RenewExtendsLease", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", 400*time.Millisecond, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.NoError(t, s.Renew(ctx, lockOf(c), long))
+		time.Sleep(600 * time.Millisecond)
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.True(t, got.LockLive, "a renewed lease outlives its first length")
+		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
+		require.NoError(t, err)
+		require.False(t, won)
+	})
+
+	t.Run("ExpiredRecordStartsAfresh", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, 300*time.Millisecond)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201, Body: []byte("old")}))
+		var rec *idem.Record
+		waitUntil(t, func() bool {
+			rec, err = s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+			return rec.Expired
+		})
+		fresh := claim("alice", c.Key, "a different body", long, ttl)
+		won, err := s.Reacquire(ctx, fresh, rec.LockToken)
+		require.NoError(t, err)
+		require.True(t, won, "a record past retention no longer binds its key")
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, fresh.Fingerprint, got.Fingerprint)
+		require.Equal(t, 1, got.Attempts)
+		require.Nil(t, got.Response)
+		require.False(t, got.Expired)
+		require.WithinDuration(t, got.CreatedAt.Add(ttl), got.ExpiresAt, time.Second)
+	})
+
+	t.Run("AbandonedProcessingExpires", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, 300*time.Millisecond)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		waitUntil(t, func() bool {
+			rec, err := s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+			return rec.Expired
+		})
+		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
+		require.NoError(t, err)
+		require.True(t, won, "past retention, even a live lock no longer binds the key")
+	})
+}
+
+// waitUntil polls cond until it holds, failing after five seconds.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached within 5s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

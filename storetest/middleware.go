@@ -1,0 +1,486 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+)
+
+// created answers 201 with a body that differs on every run, so a replay
+// is told apart from a second execution.
+func created(w http.ResponseWriter, _ *http.Request, n int) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprintf("/v1/payments/p%d", n))
+	w.Header().Set("Set-Cookie", "session=secret")
+	w.Header().Set("X-Request-Cost", "3")
+	w.WriteHeader(http.StatusCreated)
+	fmt.Fprintf(w, "{\"id\":\"p%d\",  \"amount\": 100}\n", n)
+}
+
+// RunMiddleware drives the middleware over real HTTP in one mode, on every
+// branch of the flow.
+func RunMiddleware(t *testing.T, newStore NewStoreFunc, mode idem.Mode) {
+	cfg := idem.Config{Mode: mode}
+	ctx := context.Background()
+
+	t.Run("ExecutesOnceAndReplaysByteForByte", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, created)
+		key := newKey()
+		first := s.do(t, call{keys: []string{key}, body: `{"b":1,"a":"é"}`})
+		require.Equal(t, http.StatusCreated, first.status)
+		require.Equal(t, "session=secret", first.header.Get("Set-Cookie"), "the first caller gets every header")
+		require.Empty(t, first.header.Get("Idempotent-Replayed"))
+
+		// The same request, written differently: the same JSON, canonically.
+		again := s.do(t, call{keys: []string{`"` + key + `"`}, body: `{ "a": "\u00e9", "b": 1.0 }`})
+		require.Equal(t, http.StatusCreated, again.status)
+		require.Equal(t, first.body, again.body)
+		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+		require.Equal(t, "/v1/payments/p1", again.header.Get("Location"))
+		require.Equal(t, "application/json", again.header.Get("Content-Type"))
+		require.Empty(t, again.header.Get("Set-Cookie"), "cookies are never replayed")
+		require.Empty(t, again.header.Get("X-Request-Cost"), "only allow-listed headers are replayed")
+		require.Equal(t, int32(1), s.runs.Load())
+
+		rec, err := s.store.Get(ctx, "alice", key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, "payments", rec.Response.ResourceType)
+		require.Equal(t, "p1", rec.Response.ResourceID)
+	})
+
+	t.Run("KeyReusedForAnotherRequestIs422", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, created)
+		key := newKey()
+		require.Equal(t, http.StatusCreated, s.do(t, call{keys: []string{key}, body: `{"amount":100}`}).status)
+		for name, c := range map[string]call{
+			"OtherBody":   {keys: []string{key}, body: `{"amount":101}`},
+			"OtherPath":   {keys: []string{key}, body: `{"amount":100}`, path: "/v1/refunds"},
+			"OtherQuery":  {keys: []string{key}, body: `{"amount":100}`, path: "/v1/payments?dry=1"},
+			"OtherMethod": {keys: []string{key}, body: `{"amount":100}`, method: http.MethodPut},
+		} {
+			r := s.do(t, c)
+			require.Equal(t, http.StatusUnprocessableEntity, r.status, name)
+			require.Equal(t, "key-reused", problemType(t, r), name)
+		}
+		require.Equal(t, int32(1), s.runs.Load())
+	})
+
+	t.Run("KeysAreScopedByUser", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, created)
+		key := newKey()
+		alice := s.do(t, call{keys: []string{key}, body: `{}`, user: "alice"})
+		bob := s.do(t, call{keys: []string{key}, body: `{"other":true}`, user: "bob"})
+		require.Equal(t, http.StatusCreated, bob.status, "bob's key is his own: no 422, no replay")
+		require.Empty(t, bob.header.Get("Idempotent-Replayed"))
+		require.NotEqual(t, alice.body, bob.body)
+		require.Equal(t, int32(2), s.runs.Load())
+	})
+
+	t.Run("InvalidKeyIs400AndStoresNothing", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, created)
+		cases := map[string][]string{
+			"Missing":        nil,
+			"Empty":          {""},
+			"EmptyQuoted":    {`""`},
+			"TooLong":        {strings.Repeat("k", 256)},
+			"Space":          {"a b"},
+			"NonASCII":       {"clé"},
+			"Parameters":     {`"abc";x=1`},
+			"BareParameters": {`abc;x=1`},
+			"Twice":          {"abc", "abc"},
+			"List":           {"abc, def"},
+			"Unterminated":   {`"abc`},
+			"BadEscape":      {`"a\bc"`},
+			"TrailingJunk":   {`"abc"x`},
+		}
+		for name, keys := range cases {
+			r := s.do(t, call{keys: keys, body: `{}`})
+			require.Equal(t, http.StatusBadRequest, r.status, name)
+			want := "key-invalid"
+			if keys == nil {
+				want = "key-missing"
+			}
+			require.Equal(t, want, problemType(t, r), name)
+		}
+		require.Equal(t, int32(0), s.runs.Load())
+		_, err := s.store.Get(ctx, "alice", "abc")
+		require.ErrorIs(t, err, idem.ErrNotFound)
+		ok := s.do(t, call{keys: []string{strings.Repeat("k", 255)}, body: `{}`})
+		require.Equal(t, http.StatusCreated, ok.status, "255 characters is the limit, not over it")
+	})
+
+	t.Run("OptionalRouteWithoutKeyPassesThrough", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, created)
+		for range 2 {
+			require.Equal(t, http.StatusCreated, s.do(t, call{path: "/optional/x", body: `{}`}).status)
+		}
+		require.Equal(t, int32(2), s.runs.Load())
+		key := newKey()
+		s.do(t, call{path: "/optional/x", keys: []string{key}, body: `{}`})
+		r := s.do(t, call{path: "/optional/x", keys: []string{key}, body: `{}`})
+		require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+		require.Equal(t, int32(3), s.runs.Load())
+	})
+
+	t.Run("UnscopedRequestIs401", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, created)
+		r := s.do(t, call{keys: []string{newKey()}, body: `{}`, user: "-"})
+		require.Equal(t, http.StatusUnauthorized, r.status)
+		require.Equal(t, "scope-missing", problemType(t, r))
+		require.Equal(t, int32(0), s.runs.Load())
+	})
+
+	t.Run("BadBodyIsRejectedAndStoresNothing", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.MaxRequestBytes = 64
+		s := newServer(t, newStore(t), c, created)
+		cases := map[string]struct {
+			body    string
+			status  int
+			problem string
+		}{
+			"TooLarge":      {`{"pad":"` + strings.Repeat("x", 100) + `"}`, 413, "body-too-large"},
+			"Malformed":     {`{"a":`, 400, "body-invalid"},
+			"Trailing":      {`{"a":1} {}`, 400, "body-invalid"},
+			"DuplicateName": {`{"a":1,"a":2}`, 400, "body-invalid"},
+			"InvalidUTF8":   {"{\"a\":\"\xff\"}", 400, "body-invalid"},
+		}
+		for name, tc := range cases {
+			key := newKey()
+			r := s.do(t, call{keys: []string{key}, body: tc.body})
+			require.Equal(t, tc.status, r.status, name)
+			require.Equal(t, tc.problem, problemType(t, r), name)
+			_, err := s.store.Get(ctx, "alice", key)
+			require.ErrorIs(t, err, idem.ErrNotFound, name)
+		}
+		require.Equal(t, int32(0), s.runs.Load())
+		// Bytes that are not JSON are fingerprinted raw when not declared JSON.
+		r := s.do(t, call{keys: []string{newKey()}, body: `{"a":`, ctype: "text/plain"})
+		require.Equal(t, http.StatusCreated, r.status)
+	})
+
+	t.Run("ServerErrorsAreRetried", func(t *testing.T) {
+		t.Parallel()
+		for _, code := range []int{500, 503, 408, 429} {
+			s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					w.WriteHeader(code)
+					return
+				}
+				created(w, r, n)
+			})
+			key := newKey()
+			require.Equal(t, code, s.do(t, call{keys: []string{key}, body: `{}`}).status)
+			if mode == idem.ModeLeased {
+				rec, err := s.store.Get(ctx, "alice", key)
+				require.NoError(t, err)
+				require.Equal(t, idem.StatusFailed, rec.Status)
+				require.False(t, rec.LockLive, "a failure releases the lock")
+			}
+			r := s.do(t, call{keys: []string{key}, body: `{}`})
+			require.Equal(t, http.StatusCreated, r.status, "status %d is retriable", code)
+			require.Empty(t, r.header.Get("Idempotent-Replayed"))
+			r = s.do(t, call{keys: []string{key}, body: `{}`})
+			require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+			require.Equal(t, int32(2), s.runs.Load())
+		}
+	})
+
+	t.Run("ClientErrorsAreFinal", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, _ *http.Request, n int) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusPaymentRequired)
+			fmt.Fprintf(w, `{"title":"insufficient funds","run":%d}`, n)
+		})
+		key := newKey()
+		first := s.do(t, call{keys: []string{key}, body: `{}`})
+		again := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusPaymentRequired, again.status)
+		require.Equal(t, first.body, again.body)
+		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+		require.Equal(t, int32(1), s.runs.Load())
+	})
+
+	t.Run("PanicReleasesKey", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
+			if n == 1 {
+				panic("boom")
+			}
+			created(w, r, n)
+		})
+		key := newKey()
+		_, err := s.send(ctx, call{keys: []string{key}, body: `{}`})
+		require.Error(t, err, "net/http drops the connection of a panicking handler")
+		r := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusCreated, r.status)
+		require.Equal(t, int32(2), s.runs.Load())
+	})
+
+	t.Run("InFlightIs409WithRetryAfter", func(t *testing.T) {
+		t.Parallel()
+		release := make(chan struct{})
+		c := cfg
+		c.WaitTimeout = 300 * time.Millisecond
+		s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
+			<-release
+			created(w, r, n)
+		})
+		key := newKey()
+		firstDone := make(chan reply, 1)
+		go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
+		waitUntil(t, func() bool { return s.runs.Load() == 1 })
+		r := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusConflict, r.status)
+		require.Equal(t, "in-flight", problemType(t, r))
+		require.Equal(t, "1", r.header.Get("Retry-After"))
+		close(release)
+		first := <-firstDone
+		require.Equal(t, http.StatusCreated, first.status)
+		again := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, first.body, again.body)
+		require.Equal(t, int32(1), s.runs.Load())
+	})
+
+	t.Run("CrashedClaimIsReacquiredAfterLockExpiry", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, created)
+		key := newKey()
+		// A claim whose process died: PROCESSING, with a short lock that
+		// nobody renews.
+		crashed := crashedClaim(t, s, key, `{}`, time.Second)
+		busy := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusConflict, busy.status, "the lock is live until it expires")
+		waitUntil(t, func() bool {
+			rec, err := s.store.Get(ctx, "alice", key)
+			require.NoError(t, err)
+			return !rec.LockLive
+		})
+		r := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusCreated, r.status)
+		rec, err := s.store.Get(ctx, "alice", key)
+		require.NoError(t, err)
+		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, 2, rec.Attempts)
+		require.ErrorIs(t, s.store.Complete(ctx, crashed, idem.Response{StatusCode: 201}), idem.ErrLockLost)
+	})
+
+	t.Run("ResponseTooLargeIsStoredAsProblem", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.MaxResponseBytes = 16
+		s := newServer(t, newStore(t), c, created)
+		key := newKey()
+		first := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusInternalServerError, first.status)
+		require.Equal(t, "response-too-large", problemType(t, first))
+		again := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, first.body, again.body)
+		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+		require.Equal(t, int32(1), s.runs.Load(), "a request whose response was too large is never run again")
+	})
+
+	t.Run("ClientGoneBeforeCommitLeavesNoHalfState", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
+			if n == 1 {
+				select {
+				case <-r.Context().Done():
+				case <-time.After(10 * time.Second):
+				}
+			}
+			created(w, r, n)
+		})
+		key := newKey()
+		cctx, cancel := context.WithCancel(ctx)
+		go func() {
+			waitUntil(t, func() bool { return s.runs.Load() == 1 })
+			cancel()
+		}()
+		_, err := s.send(cctx, call{keys: []string{key}, body: `{}`})
+		require.Error(t, err)
+		var r reply
+		waitUntil(t, func() bool {
+			r = s.do(t, call{keys: []string{key}, body: `{}`})
+			return r.status != http.StatusConflict // the first attempt may still be rolling back
+		})
+		require.Equal(t, http.StatusCreated, r.status)
+		require.Empty(t, r.header.Get("Idempotent-Replayed"), "the abandoned attempt stored nothing")
+		require.Contains(t, string(r.body), `"p2"`)
+	})
+
+	t.Run("ExpiredKeyMayBeReused", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.TTL = 300 * time.Millisecond
+		s := newServer(t, newStore(t), c, created)
+		key := newKey()
+		require.Equal(t, http.StatusCreated, s.do(t, call{keys: []string{key}, body: `{"n":1}`}).status)
+		waitUntil(t, func() bool {
+			rec, err := s.store.Get(ctx, "alice", key)
+			require.NoError(t, err)
+			return rec.Expired
+		})
+		r := s.do(t, call{keys: []string{key}, body: `{"n":2}`})
+		require.Equal(t, http.StatusCreated, r.status, "past retention the key starts afresh, no 422")
+		require.Equal(t, int32(2), s.runs.Load())
+	})
+
+	t.Run("ConcurrentDuplicatesExecuteOnce", func(t *testing.T) {
+		t.Parallel()
+		s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
+			time.Sleep(50 * time.Millisecond)
+			created(w, r, n)
+		})
+		key := newKey()
+		var (
+			mu      sync.Mutex
+			replies []reply
+		)
+		race(t, func() error {
+			r, err := s.send(ctx, call{keys: []string{key}, body: `{"amount":100}`})
+			mu.Lock()
+			replies = append(replies, r)
+			mu.Unlock()
+			return err
+		})
+		require.Equal(t, int32(1), s.runs.Load(), "exactly one of %d executes", Racers)
+		var firstBody []byte
+		for _, r := range replies {
+			switch r.status {
+			case http.StatusCreated:
+				if firstBody == nil {
+					firstBody = r.body
+				}
+				require.Equal(t, firstBody, r.body, "every 201 is the one execution's response")
+			case http.StatusConflict:
+				require.Equal(t, "1", r.header.Get("Retry-After"))
+			default:
+				t.Fatalf("unexpected status %d: %s", r.status, r.body)
+			}
+		}
+		require.NotNil(t, firstBody)
+	})
+
+	if mode == idem.ModeAtomic {
+		t.Run("DuplicateWaitsAndReplays", func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
+				time.Sleep(300 * time.Millisecond)
+				created(w, r, n)
+			})
+			key := newKey()
+			firstDone := make(chan reply, 1)
+			go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
+			waitUntil(t, func() bool { return s.runs.Load() == 1 })
+			dup := s.do(t, call{keys: []string{key}, body: `{}`})
+			first := <-firstDone
+			require.Equal(t, http.StatusCreated, dup.status, "the transaction is the lock: the duplicate waits and replays")
+			require.Equal(t, "true", dup.header.Get("Idempotent-Replayed"))
+			require.Equal(t, first.body, dup.body)
+		})
+	}
+
+	if mode == idem.ModeLeased {
+		t.Run("LeaseIsRenewedWhileHandlerRuns", func(t *testing.T) {
+			t.Parallel()
+			c := cfg
+			c.LockTimeout = 300 * time.Millisecond
+			s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
+				time.Sleep(1200 * time.Millisecond)
+				created(w, r, n)
+			})
+			key := newKey()
+			firstDone := make(chan reply, 1)
+			go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
+			time.Sleep(800 * time.Millisecond) // well past the first lease
+			dup := s.do(t, call{keys: []string{key}, body: `{}`})
+			require.Equal(t, http.StatusConflict, dup.status, "a renewed lease keeps the key")
+			require.Equal(t, http.StatusCreated, (<-firstDone).status)
+			require.Equal(t, int32(1), s.runs.Load())
+			ev := eventFor(t, s, key, idem.OutcomeExecuted)
+			require.GreaterOrEqual(t, ev.Renewals, 2)
+		})
+
+		t.Run("StaleHolderIsFencedOut", func(t *testing.T) {
+			t.Parallel()
+			c := cfg
+			c.LockTimeout = 300 * time.Millisecond
+			var thief idem.Lock
+			var s *server
+			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
+				// While this attempt runs, another takes the key over (as
+				// after a pause longer than the lease).
+				key := r.Header.Get("Idempotency-Key")
+				rec, err := s.store.Get(ctx, "alice", key)
+				require.NoError(t, err)
+				require.NoError(t, s.store.Fail(ctx, idem.Lock{Scope: "alice", Key: key, Token: rec.LockToken}))
+				cl := claim("alice", key, "thief", time.Minute, ttl)
+				won, err := s.store.Reacquire(ctx, cl, rec.LockToken)
+				require.NoError(t, err)
+				require.True(t, won)
+				thief = lockOf(cl)
+				time.Sleep(300 * time.Millisecond) // let a renewal find the lock gone
+				created(w, r, n)
+			})
+			key := newKey()
+			r := s.do(t, call{keys: []string{key}, body: `{}`})
+			require.Equal(t, http.StatusConflict, r.status)
+			require.Equal(t, "lock-lost", problemType(t, r))
+			rec, err := s.store.Get(ctx, "alice", key)
+			require.NoError(t, err)
+			require.Equal(t, idem.StatusProcessing, rec.Status)
+			require.Equal(t, thief.Token, rec.LockToken, "the stale holder wrote nothing")
+		})
+	}
+}
+
+// crashedClaim leaves a PROCESSING record as a process that died after its
+// claim would, and returns its lock.
+func crashedClaim(t *testing.T, s *server, key, body string, lockFor time.Duration) idem.Lock {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	fp, err := idem.NewFingerprint(req, []byte(body))
+	require.NoError(t, err)
+	c := idem.Claim{Scope: "alice", Key: key, Fingerprint: fp, Token: uuid.NewString(), LockFor: lockFor, TTL: ttl}
+	_, inserted, err := s.store.Insert(context.Background(), c)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	return lockOf(c)
+}
+
+// eventFor waits for the observer's event of key with outcome.
+func eventFor(t *testing.T, s *server, key string, outcome idem.Outcome) idem.Event {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case e := <-s.events:
+			if e.Key == key && e.Outcome == outcome {
+				return e
+			}
+		case <-timeout:
+			t.Fatalf("no %s event for key %s", outcome, key)
+		}
+	}
+}
