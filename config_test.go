@@ -1,0 +1,66 @@
+package idem_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/pgstore"
+)
+
+func TestConfig(t *testing.T) {
+	t.Parallel()
+	store := pgstore.New(nil) // never used: construction does not touch the store
+
+	t.Run("ZeroValueGetsDocumentedDefaults", func(t *testing.T) {
+		t.Parallel()
+		mw, err := idem.New(store, idem.Config{})
+		require.NoError(t, err)
+		c := mw.Config()
+		require.Equal(t, idem.ModeLeased, c.Mode)
+		require.Equal(t, "Idempotency-Key", c.Header)
+		require.Equal(t, 30*time.Second, c.LockTimeout)
+		require.Equal(t, 48*time.Hour, c.TTL)
+		require.Equal(t, 5*time.Second, c.WaitTimeout)
+		require.Equal(t, time.Second, c.RetryAfter)
+		require.Equal(t, int64(1<<20), c.MaxRequestBytes)
+		require.Equal(t, int64(1<<20), c.MaxResponseBytes)
+		require.Equal(t, []string{"Content-Type", "Location"}, c.ReplayHeaders)
+		require.NotNil(t, c.ScopeFunc)
+	})
+
+	t.Run("SecretHeadersAreNeverReplayed", func(t *testing.T) {
+		t.Parallel()
+		mw, err := idem.New(store, idem.Config{ReplayHeaders: []string{"set-cookie", "Authorization", "x-trace", "WWW-Authenticate"}})
+		require.NoError(t, err)
+		require.Equal(t, []string{"X-Trace"}, mw.Config().ReplayHeaders)
+	})
+
+	t.Run("InvalidConfigFailsAtConstruction", func(t *testing.T) {
+		t.Parallel()
+		for name, cfg := range map[string]idem.Config{
+			"NegativeTTL":        {TTL: -time.Second},
+			"NegativeLock":       {LockTimeout: -time.Second},
+			"TinyLock":           {LockTimeout: time.Millisecond},
+			"NegativeMaxRequest": {MaxRequestBytes: -1},
+			"UnknownMode":        {Mode: idem.Mode(7)},
+		} {
+			_, err := idem.New(store, cfg)
+			require.Error(t, err, name)
+		}
+		_, err := idem.New(nil, idem.Config{})
+		require.Error(t, err)
+	})
+
+	t.Run("ParseMode", func(t *testing.T) {
+		t.Parallel()
+		m, err := idem.ParseMode("atomic")
+		require.NoError(t, err)
+		require.Equal(t, idem.ModeAtomic, m)
+		require.Equal(t, "atomic", m.String())
+		_, err = idem.ParseMode("eventual")
+		require.ErrorContains(t, err, "unknown mode")
+	})
+}
