@@ -1,0 +1,21 @@
+// Package pgstore keeps idempotency records in PostgreSQL: the production
+// store and the source of truth.
+//
+// The key table lives in the schema the pool's search_path names. Create or
+// upgrade it with Migrate (safe from several replicas at once), or print
+// MigrationSQL for your own migration tool.
+//
+//	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+//	if _, err := pgstore.Migrate(ctx, pool); err != nil { … }
+//	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: idem.ModeAtomic})
+//
+// Repositories reach the request's transaction with DB, so their writes and
+// the key's completion commit together:
+//
+//	pgstore.DB(ctx, pool).Exec(ctx, `INSERT INTO payments …`)
+//
+// Every time that decides a lock or an expiry is the database's now(),
+// never an application clock. Every write to a record names its lock token
+// (fencing), and a statement that may wait on another transaction's hold
+// on a key is bounded by lock_timeout for that statement alone.
+package pgstore
