@@ -164,3 +164,27 @@ func TestAtomicModeUnderRepeatableReadDefault(t *testing.T) {
 		QueryRow(context.Background(), `SHOW transaction_isolation`).Scan(&level))
 	require.Equal(t, "read committed", level)
 }
+
+// A leased-mode handler that calls out (to a bank, say) and writes nothing
+// holds no database connection while it waits: the transaction begins on
+// its first statement.
+func TestLeasedHandlerHoldsNoConnectionUntilItWrites(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased})
+	require.NoError(t, err)
+	var held int32 = -1
+	h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		held = store.Pool().Stat().AcquiredConns()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader("{}"))
+	req.Header.Set("Idempotency-Key", "k1")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req.WithContext(idem.WithScope(req.Context(), "alice")))
+	require.Equal(t, http.StatusCreated, rec.Code)
+	require.Equal(t, int32(0), held)
+	got, err := store.Get(context.Background(), "alice", "k1")
+	require.NoError(t, err)
+	require.Equal(t, idem.StatusCompleted, got.Status)
+}

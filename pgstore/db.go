@@ -24,7 +24,7 @@ type txKey struct{}
 
 // ambient is the request's transaction as a handler sees it: everything but
 // Commit and Rollback, which belong to the middleware.
-type ambient struct{ tx pgx.Tx }
+type ambient struct{ t *Tx }
 
 // DB returns the request's ambient transaction when ctx carries one (an
 // idempotent request), else fallback (usually the pool). Repositories call
@@ -40,25 +40,35 @@ func DB(ctx context.Context, fallback DBTX) DBTX {
 }
 
 func (a ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return a.tx.Exec(ctx, sql, args...)
+	return lazy(a).Exec(ctx, sql, args...)
 }
 
 func (a ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return a.tx.Query(ctx, sql, args...)
+	return lazy(a).Query(ctx, sql, args...)
 }
 
 func (a ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return a.tx.QueryRow(ctx, sql, args...)
+	return lazy(a).QueryRow(ctx, sql, args...)
 }
 
 func (a ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return a.tx.SendBatch(ctx, b)
+	return lazy(a).SendBatch(ctx, b)
 }
 
 func (a ambient) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	return a.tx.CopyFrom(ctx, table, columns, src)
+	tx, err := a.t.conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return tx.CopyFrom(ctx, table, columns, src)
 }
 
 // Begin starts a savepoint: a business error the handler rolls back to it
 // leaves the request's transaction usable.
-func (a ambient) Begin(ctx context.Context) (pgx.Tx, error) { return a.tx.Begin(ctx) }
+func (a ambient) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := a.t.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Begin(ctx)
+}

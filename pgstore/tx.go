@@ -1,0 +1,145 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+)
+
+// Tx is a transaction of the store. It begins on its first statement, so a
+// leased-mode handler that calls a bank and never touches the database
+// holds no connection while it waits, and its completion is a single
+// auto-committed statement. The handler reaches it through DB.
+type Tx struct {
+	pool *pgxpool.Pool
+	tx   pgx.Tx // nil until the first statement
+	keys
+}
+
+var _ idem.Tx = (*Tx)(nil)
+
+// txOptions asks for READ COMMITTED whatever the database's default: under
+// REPEATABLE READ an atomic-mode duplicate's claim would fail with a
+// serialization error instead of waiting and replaying.
+var txOptions = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// conn begins the transaction if it has not begun.
+func (t *Tx) conn(ctx context.Context) (pgx.Tx, error) {
+	if t.tx != nil {
+		return t.tx, nil
+	}
+	tx, err := t.pool.BeginTx(ctx, txOptions)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", translate(err))
+	}
+	t.tx = tx
+	return tx, nil
+}
+
+// Complete stores the response in the transaction; when the transaction
+// never began (the handler wrote nothing), in one auto-committed statement.
+func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+	if t.tx == nil {
+		return keys{db: t.pool, lockWait: t.lockWait}.Complete(ctx, l, resp)
+	}
+	return t.keys.Complete(ctx, l, resp)
+}
+
+// Context returns a copy of ctx carrying the transaction for DB.
+func (t *Tx) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, ambient{t})
+}
+
+// Commit commits the transaction. An error on a transaction that a failed
+// statement aborted is ErrTxAborted.
+func (t *Tx) Commit(ctx context.Context) error {
+	if t.tx == nil {
+		return nil
+	}
+	if err := t.tx.Commit(ctx); err != nil {
+		if errors.Is(err, pgx.ErrTxCommitRollback) {
+			return fmt.Errorf("commit: %w", errors.Join(idem.ErrTxAborted, err))
+		}
+		return fmt.Errorf("commit: %w", translate(err))
+	}
+	return nil
+}
+
+// Rollback rolls the transaction back; after a Commit it does nothing.
+func (t *Tx) Rollback(ctx context.Context) error {
+	if t.tx == nil {
+		return nil
+	}
+	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+// lazy is the Tx as a conn: each statement begins the transaction first.
+type lazy struct{ t *Tx }
+
+func (l lazy) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	tx, err := l.t.conn(ctx)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	return tx.Exec(ctx, sql, args...)
+}
+
+func (l lazy) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	tx, err := l.t.conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return tx.Query(ctx, sql, args...)
+}
+
+func (l lazy) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	tx, err := l.t.conn(ctx)
+	if err != nil {
+		return errRow{err}
+	}
+	return tx.QueryRow(ctx, sql, args...)
+}
+
+// SendBatch sends b in the transaction. When the transaction has not begun,
+// BEGIN goes in front of b in the same round trip: an atomic-mode claim
+// costs one round trip, not two.
+func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	if l.t.tx == nil {
+		nb := &pgx.Batch{}
+		nb.BeginTx(txOptions)
+		nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+		br := l.t.pool.SendBatch(ctx, nb)
+		l.t.tx = br.Tx()
+		if _, err := br.Exec(); err != nil { // BEGIN's own result
+			_ = br.Close()
+			return errBatch{fmt.Errorf("begin: %w", translate(err))}
+		}
+		return br
+	}
+	tx, err := l.t.conn(ctx)
+	if err != nil {
+		return errBatch{err}
+	}
+	return tx.SendBatch(ctx, b)
+}
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+type errBatch struct{ err error }
+
+func (b errBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, b.err }
+func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
+func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
+func (b errBatch) Close() error                     { return b.err }
+func (b errBatch) Tx() pgx.Tx                       { return nil }
