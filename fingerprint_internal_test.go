@@ -1,0 +1,37 @@
+package idem
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A record is always compared with the algorithm version that made it, so
+// a new version never turns retries of old requests into 422s.
+func TestRecordsAreComparedWithTheirOwnVersion(t *testing.T) {
+	const next = FingerprintVersion + 1
+	fingerprinters[next] = func(_ *http.Request, _ []byte) ([]byte, error) {
+		return []byte("a different algorithm"), nil
+	}
+	t.Cleanup(func() { delete(fingerprinters, next) })
+
+	body := `{"amount":100}`
+	r := httptest.NewRequest("POST", "/v1/payments", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	old, err := fingerprintWith(FingerprintVersion, r, []byte(body))
+	require.NoError(t, err)
+	current, err := fingerprintWith(next, r, []byte(body))
+	require.NoError(t, err)
+	require.NotEqual(t, old.Hash, current.Hash)
+
+	m := &Middleware{}
+	q := &request{r: r, body: []byte(body), fp: current}
+	require.True(t, m.sameRequest(q, old), "the old record is compared with the old algorithm")
+	changed := &request{r: r, body: []byte(`{"amount":101}`), fp: current}
+	require.False(t, m.sameRequest(changed, old))
+	_, err = fingerprintWith(next+1, r, []byte(body))
+	require.ErrorContains(t, err, "unknown fingerprint version")
+}
