@@ -54,8 +54,8 @@ func (m *Middleware) serveAtomic(q *request) {
 	ctx := q.r.Context()
 	tx, err := m.store.Begin(ctx, TxOptions{LockWait: m.cfg.WaitTimeout})
 	if err != nil {
-		// A store whose transactions take a database-wide write lock
-		// (SQLite) waits here rather than in the claim.
+		// A store may wait for its lock here rather than in the claim:
+		// a bounded wait still answers 409.
 		m.notHeld(q, nil, fmt.Errorf("begin: %w", err))
 		return
 	}

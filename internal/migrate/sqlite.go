@@ -1,0 +1,116 @@
+package migrate
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// SQLiteTableSQL creates the table that records applied migrations.
+func SQLiteTableSQL(table string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at TEXT    NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))
+) STRICT`, quoteSQLite(table))
+}
+
+// ApplySQLite applies the migrations not yet recorded in table, each in one
+// BEGIN IMMEDIATE transaction: it holds the database's write lock from its
+// first statement, so processes starting together on one file apply each
+// migration once (the second waits, then finds it recorded). It returns the
+// versions it applied.
+func ApplySQLite(ctx context.Context, db *sql.DB, table string, ms []Migration) ([]int, error) {
+	var applied []int
+	for _, m := range ms {
+		done, err := applySQLite(ctx, db, table, m)
+		if err != nil {
+			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+		if done {
+			applied = append(applied, m.Version)
+		}
+	}
+	return applied, nil
+}
+
+func applySQLite(ctx context.Context, db *sql.DB, table string, m Migration) (bool, error) {
+	// One connection for the whole transaction: BEGIN, the migration and
+	// COMMIT must not be spread over the pool.
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	if err := beginImmediateSQLite(ctx, c); err != nil {
+		return false, err
+	}
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		// ROLLBACK must run even when ctx is done: a connection that goes
+		// back to the pool inside a transaction keeps the write lock.
+		if _, err := c.ExecContext(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			_ = c.Raw(func(any) error { return driver.ErrBadConn }) // discard it instead
+		}
+	}()
+	if _, err := c.ExecContext(ctx, SQLiteTableSQL(table)); err != nil {
+		return false, err
+	}
+	var exists bool
+	q := fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE version = ?)`, quoteSQLite(table))
+	if err := c.QueryRowContext(ctx, q, m.Version).Scan(&exists); err != nil {
+		return false, err
+	}
+	if exists {
+		return false, nil
+	}
+	if _, err := c.ExecContext(ctx, m.SQL); err != nil {
+		return false, err
+	}
+	ins := fmt.Sprintf(`INSERT INTO %s (version, name) VALUES (?, ?)`, quoteSQLite(table))
+	if _, err := c.ExecContext(ctx, ins, m.Version, m.Name); err != nil {
+		return false, err
+	}
+	if _, err := c.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
+		return false, err
+	}
+	committed = true
+	return true, nil
+}
+
+// beginImmediateSQLite starts a transaction that holds the write lock,
+// waiting for another writer under the connection's busy_timeout, and again
+// after it (a zero or short busy_timeout) until ctx is done: like
+// ApplyPostgres's advisory lock, a migration waits for the one running.
+func beginImmediateSQLite(ctx context.Context, c *sql.Conn) error {
+	for {
+		_, err := c.ExecContext(ctx, "BEGIN IMMEDIATE")
+		if err == nil || !sqliteBusy(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func sqliteBusy(err error) bool {
+	e, ok := errors.AsType[*sqlite.Error](err)
+	return ok && (e.Code()&0xff == sqlite3.SQLITE_BUSY || e.Code()&0xff == sqlite3.SQLITE_LOCKED)
+}
+
+func quoteSQLite(ident string) string {
+	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
+}

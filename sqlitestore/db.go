@@ -1,0 +1,88 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// DBTX is what a repository needs of SQLite. *sql.DB, *sql.Conn and
+// *sql.Tx all satisfy it, and so does what DB returns.
+type DBTX interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type txKey struct{}
+
+// ambient is the request's transaction as a handler sees it: statements,
+// but no Commit or Rollback, which belong to the middleware.
+type ambient struct{ t *writeTx }
+
+// DB returns the request's ambient transaction when ctx carries one (an
+// idempotent request), else fallback (usually the *sql.DB). Repositories
+// call it for every unit of work, so their writes commit together with the
+// request's idempotency key:
+//
+//	_, err := sqlitestore.DB(ctx, r.db).ExecContext(ctx, "INSERT INTO payments …")
+//
+// The transaction takes the database's write lock at its first statement,
+// a read included, and keeps it until the middleware commits: in leased
+// mode, make the calls outside the database (a bank, a card network)
+// before the first statement, not between statements.
+//
+// A business error (a UNIQUE violation, say) fails only its statement; the
+// transaction goes on. To undo more than one statement, use SAVEPOINT and
+// ROLLBACK TO. Never run COMMIT or ROLLBACK: either ends the transaction
+// (a COMMIT is turned into a rollback), and every later statement in it
+// fails with idem.ErrTxAborted.
+func DB(ctx context.Context, fallback DBTX) DBTX {
+	if a, ok := ctx.Value(txKey{}).(ambient); ok {
+		return a
+	}
+	return fallback
+}
+
+func (a ambient) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c, err := a.t.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.ExecContext(ctx, query, args...)
+	return res, a.t.explain(err)
+}
+
+func (a ambient) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c, err := a.t.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.QueryContext(ctx, query, args...)
+	return rows, a.t.explain(err)
+}
+
+func (a ambient) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	c, err := a.t.begin(ctx)
+	if err != nil {
+		return errRow(a.t.s.db, err)
+	}
+	return c.QueryRowContext(ctx, query, args...)
+}
+
+// errRow returns a *sql.Row whose Scan reports err. database/sql has no
+// constructor for one, but a query on a context that is already done fails
+// with the context's Err before it reaches the database.
+func errRow(db *sql.DB, err error) *sql.Row {
+	return db.QueryRowContext(failedContext{err}, "SELECT 1")
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// failedContext is a context that is done, with err as its Err.
+type failedContext struct{ err error }
+
+func (failedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (failedContext) Done() <-chan struct{}       { return closed }
+func (f failedContext) Err() error                { return f.err }
+func (failedContext) Value(any) any               { return nil }

@@ -1,0 +1,248 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+// querier is what the key SQL runs on: a transaction's connection, or the
+// pool for a read.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// session runs key operations: the Store's each in a transaction of its
+// own, a Tx's inside itself. Either hands fn the operation's one reading of
+// the clock, taken once the write lock is held; every time the operation
+// stores or compares is derived from it.
+type session interface {
+	// read runs fn where it sees the session's view of the key table.
+	read(ctx context.Context, fn func(q querier, now time.Time) error) error
+	// write runs fn holding the database's write lock.
+	write(ctx context.Context, fn func(q querier, now time.Time) error) error
+}
+
+// keys runs the key-table SQL through a session. The SQL mirrors pgstore's
+// statement by statement; SQLite's now() is replaced by the :now parameter.
+type keys struct{ s session }
+
+// micros is how the table stores a time: microseconds since the Unix epoch.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+const selectRecord = `
+SELECT request_method, request_path, request_hash, fingerprint_version,
+       status, attempts, lock_token, locked_at, lock_expires_at,
+       lock_expires_at > :now,
+       response_code, response_headers, response_body, resource_type, resource_id,
+       created_at, expires_at, expires_at <= :now
+  FROM idempotency_keys
+ WHERE user_id = :scope AND idempotency_key = :key`
+
+func (k keys) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+	var rec *idem.Record
+	err := k.s.read(ctx, func(q querier, now time.Time) (err error) {
+		rec, err = getRecord(ctx, q, now, scope, key)
+		return err
+	})
+	if err != nil && !errors.Is(err, idem.ErrNotFound) {
+		return nil, fmt.Errorf("read record: %w", err)
+	}
+	return rec, err
+}
+
+func getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*idem.Record, error) {
+	rec := &idem.Record{Scope: scope, Key: key}
+	var (
+		lockedAt, lockExpiresAt, createdAt, expiresAt int64
+		code                                          sql.NullInt64
+		headers, resourceT, resourceI                 sql.NullString
+		body                                          []byte
+	)
+	err := q.QueryRowContext(ctx, selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key)).Scan(
+		&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
+		&rec.Status, &rec.Attempts, &rec.LockToken, &lockedAt, &lockExpiresAt, &rec.LockLive,
+		&code, &headers, &body, &resourceT, &resourceI,
+		&createdAt, &expiresAt, &rec.Expired)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, idem.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec.LockedAt, rec.LockExpiresAt = time.UnixMicro(lockedAt).UTC(), time.UnixMicro(lockExpiresAt).UTC()
+	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(createdAt).UTC(), time.UnixMicro(expiresAt).UTC()
+	if code.Valid {
+		// A zero-length BLOB scans as nil; a stored response always has a
+		// body, if an empty one.
+		resp := &idem.Response{StatusCode: int(code.Int64), Body: body}
+		if body == nil {
+			resp.Body = []byte{}
+		}
+		if headers.Valid {
+			if err := json.Unmarshal([]byte(headers.String), &resp.Header); err != nil {
+				return nil, fmt.Errorf("decode stored headers: %w", err)
+			}
+		}
+		resp.ResourceType, resp.ResourceID = resourceT.String, resourceI.String
+		rec.Response = resp
+	}
+	return rec, nil
+}
+
+const insertClaim = `
+INSERT INTO idempotency_keys
+       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+VALUES (:scope, :key, :method, :path, :hash, :version,
+        'PROCESSING', 1, :token, :now, :now + :lock_for, :now, :now + :ttl)
+ON CONFLICT (user_id, idempotency_key) DO NOTHING`
+
+// Insert claims the key with one INSERT … ON CONFLICT DO NOTHING. On
+// conflict it reads the record in the same transaction: it holds the write
+// lock, so the row it conflicted with is still there.
+func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, error) {
+	var (
+		rec      *idem.Record
+		inserted bool
+	)
+	err := k.s.write(ctx, func(q querier, now time.Time) error {
+		fp := c.Fingerprint
+		res, err := q.ExecContext(ctx, insertClaim,
+			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
+			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
+			sql.Named("token", c.Token), sql.Named("now", micros(now)),
+			sql.Named("lock_for", c.LockFor.Microseconds()), sql.Named("ttl", c.TTL.Microseconds()))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			inserted = true
+			return nil
+		}
+		rec, err = getRecord(ctx, q, now, c.Scope, c.Key)
+		if errors.Is(err, idem.ErrNotFound) {
+			return nil // as the interface allows: the caller tries again
+		}
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("insert claim: %w", err)
+	}
+	return rec, inserted, nil
+}
+
+// reacquire takes over a re-acquirable row that prevToken still holds. The
+// token in the WHERE clause makes it a compare-and-swap: once one contender
+// has changed the token, every other one matches no row. A row past
+// retention starts a new life: new fingerprint, creation and expiry. As in
+// PostgreSQL, every SET expression reads the row as it was before the
+// update, so the three CASEs agree.
+const reacquire = `
+UPDATE idempotency_keys
+   SET request_method = :method, request_path = :path, request_hash = :hash, fingerprint_version = :version,
+       status = 'PROCESSING',
+       attempts   = CASE WHEN expires_at <= :now THEN 1 ELSE attempts + 1 END,
+       created_at = CASE WHEN expires_at <= :now THEN :now ELSE created_at END,
+       expires_at = CASE WHEN expires_at <= :now THEN :now + :ttl ELSE expires_at END,
+       lock_token = :token, locked_at = :now, lock_expires_at = :now + :lock_for,
+       response_code = NULL, response_headers = NULL, response_body = NULL,
+       resource_type = NULL, resource_id = NULL
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :prev_token
+   AND (status = 'FAILED'
+        OR (status = 'PROCESSING' AND lock_expires_at <= :now)
+        OR expires_at <= :now)`
+
+func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bool, error) {
+	var won bool
+	err := k.s.write(ctx, func(q querier, now time.Time) error {
+		fp := c.Fingerprint
+		res, err := q.ExecContext(ctx, reacquire,
+			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
+			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
+			sql.Named("token", c.Token), sql.Named("now", micros(now)),
+			sql.Named("lock_for", c.LockFor.Microseconds()), sql.Named("ttl", c.TTL.Microseconds()),
+			sql.Named("prev_token", prevToken))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		won = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("re-acquire: %w", err)
+	}
+	return won, nil
+}
+
+const complete = `
+UPDATE idempotency_keys
+   SET status = 'COMPLETED', lock_expires_at = :now,
+       response_code = :code, response_headers = :headers, response_body = :body,
+       resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+
+func (k keys) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+	headers, err := json.Marshal(resp.Header)
+	if err != nil {
+		return fmt.Errorf("encode headers: %w", err)
+	}
+	body := resp.Body
+	if body == nil {
+		body = []byte{} // NULL would mean "no response"
+	}
+	return k.fenced(ctx, "complete", complete, l,
+		sql.Named("code", resp.StatusCode), sql.Named("headers", string(headers)), sql.Named("body", body),
+		sql.Named("resource_type", resp.ResourceType), sql.Named("resource_id", resp.ResourceID))
+}
+
+const fail = `
+UPDATE idempotency_keys
+   SET status = 'FAILED', lock_expires_at = :now
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+
+func (k keys) Fail(ctx context.Context, l idem.Lock) error {
+	return k.fenced(ctx, "fail", fail, l)
+}
+
+const renew = `
+UPDATE idempotency_keys
+   SET lock_expires_at = :now + :lock_for
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+
+func (k keys) Renew(ctx context.Context, l idem.Lock, d time.Duration) error {
+	return k.fenced(ctx, "renew", renew, l, sql.Named("lock_for", d.Microseconds()))
+}
+
+// fenced runs an update that must match the row l's token holds; matching
+// none means another attempt holds it now.
+func (k keys) fenced(ctx context.Context, op, query string, l idem.Lock, args ...any) error {
+	err := k.s.write(ctx, func(q querier, now time.Time) error {
+		args = append(args, sql.Named("scope", l.Scope), sql.Named("key", l.Key), sql.Named("token", l.Token),
+			sql.Named("now", micros(now)))
+		res, err := q.ExecContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err == nil && n == 0 {
+			return idem.ErrLockLost
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}

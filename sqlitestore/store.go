@@ -1,0 +1,108 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+// DefaultLockWait bounds a wait for the database's write lock when
+// TxOptions.LockWait is zero, and always for the Store's own operations
+// (Insert, Reacquire, Complete, Fail, Renew), each of which runs in a
+// transaction of its own.
+const DefaultLockWait = 5 * time.Second
+
+// Store keeps idempotency records in a SQLite database. Open the database
+// with Open and create the table with Migrate.
+type Store struct {
+	db *sql.DB
+	// gate holds a token while one of the store's transactions holds the
+	// write lock: the store's writers queue on it, in order, instead of
+	// polling SQLite's lock.
+	gate chan struct{}
+	keys
+}
+
+var _ idem.Store = (*Store)(nil)
+
+// New returns a Store on db, which should come from Open: the store needs
+// WAL mode, so that reads go on while a transaction holds the write lock.
+// Make one Store per database file and share it: its transactions queue in
+// the order they ask for the write lock. Two Stores on one file (or two
+// processes) still exclude each other through SQLite's lock, but find it
+// free only by polling.
+func New(db *sql.DB) *Store {
+	s := &Store{db: db, gate: make(chan struct{}, 1)}
+	s.keys = keys{s: storeSession{s}}
+	return s
+}
+
+// storeSession runs each of the Store's key operations on its own: a read
+// on the pool, a write in a transaction of its own.
+type storeSession struct{ s *Store }
+
+func (ss storeSession) read(ctx context.Context, fn func(q querier, now time.Time) error) error {
+	return translate(fn(ss.s.db, time.Now()))
+}
+
+func (ss storeSession) write(ctx context.Context, fn func(q querier, now time.Time) error) error {
+	t := ss.s.newTx(DefaultLockWait)
+	if err := t.write(ctx, fn); err != nil {
+		t.rollback(ctx)
+		return err
+	}
+	return t.commit(ctx)
+}
+
+// Begin returns a transaction: the unit of work a handler shares with the
+// completion of its key. It holds nothing until its first statement, which
+// takes the database's write lock (BEGIN IMMEDIATE), waiting at most
+// opts.LockWait (zero: DefaultLockWait) for the transaction that holds it,
+// and then fails with idem.ErrWaitTimeout. From then on it holds the lock
+// until Commit or Rollback: SQLite has one writer at a time, so this is
+// what makes an atomic-mode duplicate wait for the request it repeats and
+// then see its outcome. SQLite transactions are SERIALIZABLE, which here
+// does no harm: a transaction that holds the write lock from its first
+// statement never meets a conflict.
+func (s *Store) Begin(ctx context.Context, opts idem.TxOptions) (idem.Tx, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	wait := opts.LockWait
+	if wait <= 0 {
+		wait = DefaultLockWait
+	}
+	t := s.newTx(wait)
+	return &Tx{w: t, keys: keys{s: t}}, nil
+}
+
+// Tx is a transaction of the store. The handler reaches it through DB.
+type Tx struct {
+	w *writeTx
+	keys
+}
+
+var _ idem.Tx = (*Tx)(nil)
+
+// Context returns a copy of ctx carrying the transaction for DB.
+func (t *Tx) Context(ctx context.Context) context.Context {
+	return context.WithValue(ctx, txKey{}, ambient{t.w})
+}
+
+// Commit commits the transaction. A transaction that SQLite rolled back on
+// its own (an interrupted statement, say) is idem.ErrTxAborted.
+func (t *Tx) Commit(ctx context.Context) error {
+	if err := t.w.commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// Rollback rolls the transaction back; after a Commit it does nothing.
+func (t *Tx) Rollback(ctx context.Context) error {
+	t.w.rollback(ctx)
+	return nil
+}
