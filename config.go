@@ -108,6 +108,12 @@ type Config struct {
 	// a key, after its response is decided: the hook for metrics, logs and
 	// traces. It must not block. Default none.
 	ObserveFunc func(Event)
+
+	// TraceFunc, when set, is called around every store operation the
+	// middleware runs: the hook for store latency metrics and tracing spans
+	// (see TraceFunc). It must not block. Default none, and then the
+	// middleware calls the store directly, at no cost.
+	TraceFunc TraceFunc
 }
 
 // Defaults of Config.

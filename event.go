@@ -38,4 +38,35 @@ type Event struct {
 	// Err is the store error behind OutcomeStoreError, or what went wrong
 	// behind OutcomeAbandoned and OutcomeLockLost. It names no body.
 	Err error
+	// Route is the pattern of the http.ServeMux route that matched
+	// (http.Request.Pattern), such as "POST /v1/transactions", or "" when
+	// the middleware runs outside one. Unlike Path it names no resource, so
+	// it suits a metric label.
+	Route string
+}
+
+// ObserveAll returns an ObserveFunc that passes each Event to every one of
+// fns in turn, for metrics and logs at once:
+//
+//	cfg.ObserveFunc = idem.ObserveAll(m.Observe, idem.LogEvents(logger))
+//
+// Nil entries are skipped; with none left it returns nil.
+func ObserveAll(fns ...func(Event)) func(Event) {
+	var live []func(Event)
+	for _, f := range fns {
+		if f != nil {
+			live = append(live, f)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return nil
+	case 1:
+		return live[0]
+	}
+	return func(e Event) {
+		for _, f := range live {
+			f(e)
+		}
+	}
 }

@@ -27,6 +27,9 @@ func New(store Store, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.TraceFunc != nil {
+		store = traced(store, c.TraceFunc)
+	}
 	return &Middleware{store: store, cfg: c}, nil
 }
 
@@ -75,7 +78,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	q := &request{w: w, r: r, next: next, start: time.Now()}
-	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path}
+	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path, Route: r.Pattern}
 	defer m.observe(q)
 
 	key, err := ParseKey(values)

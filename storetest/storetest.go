@@ -29,6 +29,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Keys", func(t *testing.T) { t.Parallel(); RunKeys(t, newStore) })
 	t.Run("Tx", func(t *testing.T) { t.Parallel(); RunTx(t, newStore) })
 	t.Run("Race", func(t *testing.T) { t.Parallel(); RunRace(t, newStore) })
+	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	for _, mode := range []idem.Mode{idem.ModeLeased, idem.ModeAtomic} {
 		t.Run("Middleware"+modeName(mode), func(t *testing.T) { t.Parallel(); RunMiddleware(t, newStore, mode) })
 	}

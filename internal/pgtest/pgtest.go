@@ -2,6 +2,13 @@
 //
 // The database is DATABASE_URL, by default postgres://postgres@127.0.0.1:5432/postgres.
 // A test never skips for want of a database: it fails and says what to do.
+//
+// With PGBOUNCER=1 (scripts/with-pgbouncer.sh sets it) DATABASE_URL is a
+// PgBouncer in transaction pooling mode, which keeps no session state: it
+// refuses a search_path startup parameter, and a prepared statement made on
+// one server connection is gone on the next. Each schema then lives in a
+// database of its own name whose default search_path is that schema, and
+// connections use pgx's exec mode, which prepares nothing by name.
 package pgtest
 
 import (
@@ -28,8 +35,13 @@ func URL() string {
 	return DefaultURL
 }
 
+// PgBouncer reports whether DATABASE_URL is a PgBouncer in transaction
+// pooling mode (PGBOUNCER=1).
+func PgBouncer() bool { return os.Getenv("PGBOUNCER") == "1" }
+
 // Schema creates a fresh schema, dropped when the test ends, and returns
-// its name.
+// its name. Through PgBouncer the schema is in a database of the same name
+// (see the package doc).
 func Schema(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -44,6 +56,10 @@ func Schema(t testing.TB) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	schema := "test_" + hex.EncodeToString(b[:])
+	if PgBouncer() {
+		databaseSchema(t, conn, schema)
+		return schema
+	}
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("create test schema: %v", err)
 	}
@@ -63,16 +79,65 @@ func Schema(t testing.TB) string {
 	return schema
 }
 
+// databaseSchema creates schema in a database of its own name, the
+// database's default search_path, and drops the database when the test
+// ends.
+func databaseSchema(t testing.TB, conn *pgx.Conn, schema string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sql := range []string{
+		"CREATE DATABASE " + schema,
+		"ALTER DATABASE " + schema + " SET search_path = " + schema,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatalf("create test database: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, URL())
+		if err != nil {
+			t.Errorf("drop test database: %v", err)
+			return
+		}
+		defer conn.Close(ctx)
+		// FORCE ends PgBouncer's idle server connections to it.
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+schema+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop test database: %v", err)
+		}
+	})
+	dbConn, err := pgx.Connect(ctx, SchemaURL(t, schema))
+	if err != nil {
+		t.Fatalf("connect to test database: %v", err)
+	}
+	defer dbConn.Close(ctx)
+	if _, err := dbConn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create test schema: %v", err)
+	}
+}
+
 // SchemaURL returns a connection string for the test database whose
-// search_path is schema: for a server process under test.
+// search_path is schema: for a server process under test. Through
+// PgBouncer it names the schema's database instead, and asks pgx for exec
+// mode (default_query_exec_mode=exec).
 func SchemaURL(t testing.TB, schema string) string {
 	t.Helper()
 	u, err := url.Parse(URL())
 	if err != nil || u.Scheme == "" {
+		if PgBouncer() {
+			t.Fatalf("PGBOUNCER=1 needs DATABASE_URL in URL form, got a keyword/value string")
+		}
 		return URL() + " search_path=" + schema // a keyword/value connection string
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	if PgBouncer() {
+		u.Path = "/" + schema
+		q.Set("default_query_exec_mode", "cache_statement")
+	} else {
+		q.Set("search_path", schema)
+	}
 	u.RawQuery = q.Encode()
 	return u.String()
 }
@@ -83,10 +148,15 @@ func Pool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
 	schema := Schema(t)
 	cfg, err := pgxpool.ParseConfig(URL())
+	if PgBouncer() {
+		cfg, err = pgxpool.ParseConfig(SchemaURL(t, schema))
+	}
 	if err != nil {
 		t.Fatalf("parse DATABASE_URL: %v", err)
 	}
-	cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	if !PgBouncer() {
+		cfg.ConnConfig.RuntimeParams["search_path"] = schema
+	}
 	cfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

@@ -1,0 +1,229 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+)
+
+// RunSweep checks the optional idem.Sweeper capability: every record past
+// its expiry goes, whatever its status, and nothing else; batches are
+// bounded; the batch's own work commits or rolls back with it; a record
+// another transaction holds is skipped, not waited on. A store without the
+// capability skips these tests.
+func RunSweep(t *testing.T, newStore NewStoreFunc) {
+	ctx := context.Background()
+	sweeper := func(t *testing.T) (idem.Store, idem.Sweeper) {
+		t.Helper()
+		s := newStore(t)
+		sw, ok := s.(idem.Sweeper)
+		if !ok {
+			t.Skipf("%T does not implement idem.Sweeper", s)
+		}
+		return s, sw
+	}
+
+	t.Run("DeletesExpiredWhateverStatus", func(t *testing.T) {
+		t.Parallel()
+		s, sw := sweeper(t)
+		expired := map[idem.Status]idem.Claim{}
+		live := map[idem.Status]idem.Claim{}
+		for _, st := range []idem.Status{idem.StatusCompleted, idem.StatusFailed, idem.StatusProcessing} {
+			// Expired PROCESSING is abandoned: its lock is long gone too.
+			expired[st] = putRecord(t, s, "alice", st, time.Millisecond, time.Millisecond)
+			live[st] = putRecord(t, s, "alice", st, long, ttl)
+		}
+		// Past its retention, even a PROCESSING record whose lock is still
+		// live goes: it no longer binds its key.
+		heldTooLong := putRecord(t, s, "bob", idem.StatusProcessing, long, time.Millisecond)
+		want := []idem.KeyRef{ref(heldTooLong)}
+		for _, c := range expired {
+			want = append(want, ref(c))
+		}
+		waitExpired(t, s, want...)
+
+		deleted, err := sw.DeleteExpired(ctx, 100, nil)
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, deleted)
+		for _, k := range want {
+			_, err := s.Get(ctx, k.Scope, k.Key)
+			require.ErrorIs(t, err, idem.ErrNotFound, "%+v", k)
+		}
+		for st, c := range live {
+			rec, err := s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err, "a live %s record stays", st)
+			require.Equal(t, st, rec.Status)
+		}
+		deleted, err = sw.DeleteExpired(ctx, 100, nil)
+		require.NoError(t, err)
+		require.Empty(t, deleted)
+	})
+
+	t.Run("BatchesAreBounded", func(t *testing.T) {
+		t.Parallel()
+		s, sw := sweeper(t)
+		var want []idem.KeyRef
+		for range 5 {
+			want = append(want, ref(putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)))
+		}
+		putRecord(t, s, "alice", idem.StatusCompleted, long, ttl)
+		waitExpired(t, s, want...)
+		var all []idem.KeyRef
+		for _, n := range []int{2, 2, 1, 0} {
+			deleted, err := sw.DeleteExpired(ctx, 2, nil)
+			require.NoError(t, err)
+			require.Len(t, deleted, n)
+			all = append(all, deleted...)
+		}
+		require.ElementsMatch(t, want, all)
+	})
+
+	t.Run("InTxCommitsOrRollsBackWithBatch", func(t *testing.T) {
+		t.Parallel()
+		s, sw := sweeper(t)
+		c := putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)
+		waitExpired(t, s, ref(c))
+		boom := errors.New("business table unavailable")
+		var seen []idem.KeyRef
+		_, err := sw.DeleteExpired(ctx, 10, func(ctx context.Context, deleted []idem.KeyRef) error {
+			seen = deleted
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		require.Equal(t, []idem.KeyRef{ref(c)}, seen)
+		_, err = s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err, "the batch rolled back with its inTx")
+
+		calls := 0
+		deleted, err := sw.DeleteExpired(ctx, 10, func(ctx context.Context, deleted []idem.KeyRef) error {
+			calls++
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, []idem.KeyRef{ref(c)}, deleted)
+		require.Equal(t, 1, calls)
+		_, err = sw.DeleteExpired(ctx, 10, func(context.Context, []idem.KeyRef) error {
+			calls++
+			return nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, 1, calls, "inTx is not called for an empty batch")
+	})
+
+	t.Run("HeldRecordIsSkippedNotWaitedOn", func(t *testing.T) {
+		t.Parallel()
+		s, sw := sweeper(t)
+		held := putRecord(t, s, "alice", idem.StatusProcessing, time.Millisecond, time.Millisecond)
+		free := putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)
+		waitExpired(t, s, ref(held), ref(free))
+
+		// A retry re-acquiring the expired key holds its row in an open
+		// transaction.
+		tx, err := s.Begin(ctx, idem.TxOptions{})
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		won, err := tx.Reacquire(ctx, claim("alice", held.Key, "body", long, ttl), held.Token)
+		require.NoError(t, err)
+		require.True(t, won)
+
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		deleted, err := sw.DeleteExpired(sctx, 10, nil)
+		require.Less(t, time.Since(start), 2*time.Second, "the sweep must not wait for the holder")
+		if !errors.Is(err, idem.ErrSweepBusy) { // a store that locks the whole database may say busy
+			require.NoError(t, err)
+			require.Equal(t, []idem.KeyRef{ref(free)}, deleted)
+		}
+		require.NoError(t, tx.Commit(ctx))
+		rec, err := s.Get(ctx, held.Scope, held.Key)
+		require.NoError(t, err, "the re-acquired record survived the sweep")
+		require.False(t, rec.Expired)
+	})
+
+	t.Run("ConcurrentSweepsDeleteEachRecordOnce", func(t *testing.T) {
+		t.Parallel()
+		s, sw := sweeper(t)
+		var want []idem.KeyRef
+		for range 30 {
+			want = append(want, ref(putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)))
+		}
+		waitExpired(t, s, want...)
+		var (
+			mu  sync.Mutex
+			all []idem.KeyRef
+			wg  sync.WaitGroup
+		)
+		for range 4 {
+			wg.Go(func() {
+				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+					deleted, err := sw.DeleteExpired(ctx, 3, nil)
+					if errors.Is(err, idem.ErrSweepBusy) {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					if !assertNoError(t, err) {
+						return
+					}
+					mu.Lock()
+					all = append(all, deleted...)
+					n := len(all)
+					mu.Unlock()
+					if n >= len(want) {
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.ElementsMatch(t, want, all, "each record deleted, and reported, exactly once")
+	})
+}
+
+// putRecord makes a record in status st, locked for lockFor, kept for ttl.
+func putRecord(t *testing.T, s idem.Store, scope string, st idem.Status, lockFor, ttl time.Duration) idem.Claim {
+	t.Helper()
+	ctx := context.Background()
+	c := claim(scope, newKey(), "body", lockFor, ttl)
+	_, inserted, err := s.Insert(ctx, c)
+	require.NoError(t, err)
+	require.True(t, inserted)
+	switch st {
+	case idem.StatusCompleted:
+		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201, Body: []byte("ok")}))
+	case idem.StatusFailed:
+		require.NoError(t, s.Fail(ctx, lockOf(c)))
+	}
+	return c
+}
+
+func ref(c idem.Claim) idem.KeyRef { return idem.KeyRef{Scope: c.Scope, Key: c.Key} }
+
+// waitExpired waits until the store's clock has passed the records' expiry.
+func waitExpired(t *testing.T, s idem.Store, refs ...idem.KeyRef) {
+	t.Helper()
+	for _, k := range refs {
+		waitUntil(t, func() bool {
+			rec, err := s.Get(context.Background(), k.Scope, k.Key)
+			require.NoError(t, err)
+			return rec.Expired
+		})
+	}
+}
+
+// assertNoError reports err from a goroutine other than the test's, where
+// require must not be used.
+func assertNoError(t *testing.T, err error) bool {
+	t.Helper()
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}

@@ -1,0 +1,183 @@
+// Package sweeper deletes idempotency records past their retention, in
+// bounded, paced batches, so that the key table stays the size of its TTL
+// without a long lock or a burst of I/O.
+//
+//	sw, err := sweeper.New(store, sweeper.Config{}) // pgstore or sqlitestore
+//	go sw.Run(ctx)                                  // every replica may run it
+//
+// Every record whose expires_at has passed goes, whatever its status: an
+// abandoned PROCESSING record too. A round deletes batches of BatchSize,
+// one short transaction each, with Pause between them, until a batch comes
+// back short; Run starts a round every Interval. When several replicas run
+// a sweeper, the store's sweep lock lets one batch run at a time and the
+// others skip their round (idem.ErrSweepBusy).
+//
+// OnDeleteFunc runs inside each batch's transaction with the deleted keys,
+// so an application can release state tied to a key's life (a business
+// row's unique idempotency key, say) atomically with the record.
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idem-dev/idem"
+)
+
+// Defaults of Config.
+const (
+	DefaultInterval  = time.Minute
+	DefaultBatchSize = 1000
+	DefaultPause     = 100 * time.Millisecond
+)
+
+// Config configures a Sweeper. Its zero value is valid; every field
+// documents its default.
+type Config struct {
+	// Interval is the time from the end of one round of Run to the start of
+	// the next. Default 1m.
+	Interval time.Duration
+
+	// BatchSize is the most records one batch deletes, in one transaction.
+	// It bounds how long the batch holds its row locks. Default 1000.
+	BatchSize int
+
+	// Pause is the wait between two batches of a round, which leaves the
+	// database's I/O and WAL to the requests. Default 100ms; a negative
+	// Pause means none.
+	Pause time.Duration
+
+	// OnDeleteFunc, when set, runs inside each batch's transaction with the
+	// keys it deleted; ctx carries the transaction for the store's context
+	// accessor (pgstore.DB, sqlitestore.DB). An error rolls the batch back
+	// and ends the round: the records stay until a later round succeeds.
+	// Keep it short: the batch's row locks are held while it runs. Default
+	// none.
+	OnDeleteFunc func(ctx context.Context, deleted []idem.KeyRef) error
+
+	// ObserveFunc, when set, is called after every batch: the hook for
+	// metrics (metrics.Metrics.ObserveSweep). It must not block. Default
+	// none.
+	ObserveFunc func(Batch)
+
+	// Logger, when set, gets one record per round of Run that deleted
+	// something (Info) or failed (Error). Default none.
+	Logger *slog.Logger
+}
+
+// Batch describes one batch, for Config.ObserveFunc.
+type Batch struct {
+	Deleted  int
+	Duration time.Duration
+	// Err is why the batch deleted nothing: idem.ErrSweepBusy when another
+	// process holds the sweep lock, else a store or OnDeleteFunc error.
+	Err error
+}
+
+// Sweeper deletes expired records from a store.
+type Sweeper struct {
+	store idem.Sweeper
+	cfg   Config
+}
+
+// New returns a Sweeper on store. It fails on an invalid Config, never
+// later.
+func New(store idem.Sweeper, cfg Config) (*Sweeper, error) {
+	if store == nil {
+		return nil, errors.New("sweeper: New needs a store")
+	}
+	var errs []error
+	switch {
+	case cfg.Interval == 0:
+		cfg.Interval = DefaultInterval
+	case cfg.Interval < 0:
+		errs = append(errs, fmt.Errorf("sweeper: Interval must be positive, got %v", cfg.Interval))
+	}
+	switch {
+	case cfg.BatchSize == 0:
+		cfg.BatchSize = DefaultBatchSize
+	case cfg.BatchSize < 0:
+		errs = append(errs, fmt.Errorf("sweeper: BatchSize must be positive, got %d", cfg.BatchSize))
+	}
+	switch {
+	case cfg.Pause == 0:
+		cfg.Pause = DefaultPause
+	case cfg.Pause < 0:
+		cfg.Pause = 0
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Sweeper{store: store, cfg: cfg}, nil
+}
+
+// Config returns the configuration in force, defaults filled in (a
+// negative Pause reads as zero).
+func (s *Sweeper) Config() Config { return s.cfg }
+
+// Run sweeps one round now and then one every Interval, until ctx is done;
+// it then returns ctx's error. A failed round does not stop it: the next
+// round tries again (watch the Logger or ObserveFunc).
+func (s *Sweeper) Run(ctx context.Context) error {
+	for {
+		start := time.Now()
+		n, err := s.Once(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && !errors.Is(err, idem.ErrSweepBusy):
+			s.log(slog.LevelError, "sweep failed", n, start, slog.String("error", err.Error()))
+		case n > 0:
+			s.log(slog.LevelInfo, "swept expired idempotency keys", n, start)
+		}
+		t := time.NewTimer(s.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Sweeper) log(level slog.Level, msg string, n int, start time.Time, attrs ...slog.Attr) {
+	if s.cfg.Logger == nil {
+		return
+	}
+	attrs = append(attrs, slog.Int("deleted", n), slog.Duration("duration", time.Since(start)))
+	s.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
+}
+
+// Once sweeps one round: batches of BatchSize with Pause between them,
+// until a batch deletes fewer than BatchSize. It returns how many records
+// it deleted. When another process holds the sweep lock it stops and
+// returns an error that is idem.ErrSweepBusy: that process sweeps.
+func (s *Sweeper) Once(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		start := time.Now()
+		deleted, err := s.store.DeleteExpired(ctx, s.cfg.BatchSize, s.cfg.OnDeleteFunc)
+		if s.cfg.ObserveFunc != nil {
+			s.cfg.ObserveFunc(Batch{Deleted: len(deleted), Duration: time.Since(start), Err: err})
+		}
+		total += len(deleted)
+		if err != nil {
+			return total, fmt.Errorf("sweep: %w", err)
+		}
+		if len(deleted) < s.cfg.BatchSize {
+			return total, nil
+		}
+		if s.cfg.Pause > 0 {
+			t := time.NewTimer(s.cfg.Pause)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return total, ctx.Err()
+			case <-t.C:
+			}
+		}
+	}
+}

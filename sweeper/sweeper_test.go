@@ -1,0 +1,187 @@
+package sweeper_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/sweeper"
+)
+
+func newStore(t *testing.T) *pgstore.Store {
+	t.Helper()
+	pool := pgtest.Pool(t, 4)
+	_, err := pgstore.Migrate(context.Background(), pool)
+	require.NoError(t, err)
+	return pgstore.New(pool)
+}
+
+// addRecords adds n completed records for user, expired when expired says
+// so, else live for two days.
+func addRecords(t *testing.T, s *pgstore.Store, user string, n int, expired bool) {
+	t.Helper()
+	expiry := "now() + interval '48 hours'"
+	if expired {
+		expiry = "now() - interval '1 minute'"
+	}
+	_, err := s.Pool().Exec(context.Background(), `
+INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
+       fingerprint_version, status, lock_token, locked_at, lock_expires_at, response_code, created_at, expires_at)
+SELECT $1, md5(random()::text), 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'COMPLETED',
+       gen_random_uuid(), now(), now(), 201, now(), `+expiry+`
+  FROM generate_series(1, $2::int) AS i`, user, n)
+	require.NoError(t, err)
+}
+
+func count(t *testing.T, s *pgstore.Store) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&n))
+	return n
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	store := pgstore.New(nil) // never used: construction does not touch the store
+
+	t.Run("ZeroValueGetsDocumentedDefaults", func(t *testing.T) {
+		t.Parallel()
+		sw, err := sweeper.New(store, sweeper.Config{})
+		require.NoError(t, err)
+		c := sw.Config()
+		require.Equal(t, time.Minute, c.Interval)
+		require.Equal(t, 1000, c.BatchSize)
+		require.Equal(t, 100*time.Millisecond, c.Pause)
+	})
+
+	t.Run("NegativePauseMeansNone", func(t *testing.T) {
+		t.Parallel()
+		sw, err := sweeper.New(store, sweeper.Config{Pause: -1})
+		require.NoError(t, err)
+		require.Zero(t, sw.Config().Pause)
+	})
+
+	t.Run("InvalidConfigFails", func(t *testing.T) {
+		t.Parallel()
+		_, err := sweeper.New(store, sweeper.Config{Interval: -time.Second, BatchSize: -1})
+		require.ErrorContains(t, err, "Interval must be positive")
+		require.ErrorContains(t, err, "BatchSize must be positive")
+		_, err = sweeper.New(nil, sweeper.Config{})
+		require.Error(t, err)
+	})
+}
+
+func TestOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+
+	t.Run("DeletesEveryExpiredRecordInPacedBatches", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		addRecords(t, s, "alice", 25, true)
+		addRecords(t, s, "alice", 5, false)
+		var (
+			batches []int
+			keys    []idem.KeyRef
+		)
+		sw, err := sweeper.New(s, sweeper.Config{
+			BatchSize:   10,
+			Pause:       50 * time.Millisecond,
+			ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+			OnDeleteFunc: func(_ context.Context, deleted []idem.KeyRef) error {
+				keys = append(keys, deleted...)
+				return nil
+			},
+		})
+		require.NoError(t, err)
+		start := time.Now()
+		n, err := sw.Once(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 25, n)
+		require.Equal(t, []int{10, 10, 5}, batches)
+		require.Len(t, keys, 25)
+		require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "two pauses between three batches")
+		require.Equal(t, 5, count(t, s), "live records stay")
+	})
+
+	t.Run("OnDeleteErrorRollsBackAndEndsRound", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		addRecords(t, s, "alice", 3, true)
+		boom := errors.New("boom")
+		var observed []error
+		sw, err := sweeper.New(s, sweeper.Config{
+			OnDeleteFunc: func(context.Context, []idem.KeyRef) error { return boom },
+			ObserveFunc:  func(b sweeper.Batch) { observed = append(observed, b.Err) },
+		})
+		require.NoError(t, err)
+		n, err := sw.Once(ctx)
+		require.ErrorIs(t, err, boom)
+		require.Zero(t, n)
+		require.Len(t, observed, 1)
+		require.ErrorIs(t, observed[0], boom)
+		require.Equal(t, 3, count(t, s))
+	})
+
+	t.Run("BusyWhileAnotherProcessSweeps", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		addRecords(t, s, "alice", 3, true)
+		// The other process is inside a batch: it holds the sweep lock.
+		release := make(chan struct{})
+		inside := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			_, _ = s.DeleteExpired(ctx, 1, func(context.Context, []idem.KeyRef) error {
+				close(inside)
+				<-release
+				return nil
+			})
+		})
+		<-inside
+		sw, err := sweeper.New(s, sweeper.Config{})
+		require.NoError(t, err)
+		n, err := sw.Once(ctx)
+		require.ErrorIs(t, err, idem.ErrSweepBusy)
+		require.Zero(t, n)
+		close(release)
+		wg.Wait()
+		n, err = sw.Once(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+	})
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	sw, err := sweeper.New(s, sweeper.Config{Interval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sw.Run(ctx) }()
+
+	addRecords(t, s, "alice", 3, true)
+	addRecords(t, s, "bob", 2, false)
+	left := func() bool { // runs on Eventually's goroutine: no require
+		var n int
+		err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&n)
+		return err == nil && n == 2
+	}
+	require.Eventually(t, left, 5*time.Second, 20*time.Millisecond,
+		"a later round sweeps records that expired after Run started")
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context was canceled")
+	}
+}

@@ -1,0 +1,180 @@
+package idem
+
+import (
+	"context"
+	"time"
+)
+
+// The store operations a TraceFunc sees. Inside a transaction the key
+// operations keep their names; Begin, Commit and Rollback frame them.
+const (
+	OpGet       = "get"
+	OpInsert    = "insert"
+	OpReacquire = "reacquire"
+	OpComplete  = "complete"
+	OpFail      = "fail"
+	OpRenew     = "renew"
+	OpBegin     = "begin"
+	OpCommit    = "commit"
+	OpRollback  = "rollback"
+)
+
+// TraceFunc is called as a store operation of the middleware starts, with
+// the operation's context and its name (OpGet, …). It returns the context
+// the operation runs with, which may carry a tracing span, and a function
+// the middleware calls when the operation ends, with its error. It must not
+// block.
+//
+// The error is the store's, unchanged: ErrNotFound from a Get of an unused
+// key, ErrLockLost from a fenced write that another attempt overtook,
+// ErrWaitTimeout from a bounded wait. They are answers, not failures; tell
+// them apart with errors.Is.
+//
+// Lease renewals run on a context of their own, not the request's, so a
+// span they start has no parent. A Rollback after a Commit, which does
+// nothing, is not reported.
+//
+// To trace with OpenTelemetry, without this library importing it:
+//
+//	tracer := otel.Tracer("github.com/idem-dev/idem")
+//	cfg.TraceFunc = func(ctx context.Context, op string) (context.Context, func(error)) {
+//		ctx, span := tracer.Start(ctx, "idem."+op, trace.WithSpanKind(trace.SpanKindClient))
+//		return ctx, func(err error) {
+//			if err != nil && !errors.Is(err, idem.ErrNotFound) {
+//				span.RecordError(err)
+//				span.SetStatus(codes.Error, err.Error())
+//			}
+//			span.End()
+//		}
+//	}
+//
+// A pgx tracer (otelpgx, say) on the pool then hangs its query spans under
+// these.
+type TraceFunc func(ctx context.Context, op string) (context.Context, func(err error))
+
+// TraceAll returns a TraceFunc that calls each of fns in turn, each with the
+// context the one before returned, and ends them in reverse order. Nil
+// entries are skipped; with none left it returns nil, which costs nothing.
+func TraceAll(fns ...TraceFunc) TraceFunc {
+	var live []TraceFunc
+	for _, f := range fns {
+		if f != nil {
+			live = append(live, f)
+		}
+	}
+	switch len(live) {
+	case 0:
+		return nil
+	case 1:
+		return live[0]
+	}
+	return func(ctx context.Context, op string) (context.Context, func(error)) {
+		ends := make([]func(error), len(live))
+		for i, f := range live {
+			ctx, ends[i] = f(ctx, op)
+		}
+		return ctx, func(err error) {
+			for i := len(ends) - 1; i >= 0; i-- {
+				ends[i](err)
+			}
+		}
+	}
+}
+
+// traced wraps a store so that every operation is reported to trace. New
+// wraps only when Config.TraceFunc is set: without it the middleware calls
+// the store itself, at no cost.
+func traced(s Store, trace TraceFunc) Store {
+	return &tracedStore{tracedKeys: tracedKeys{k: s, trace: trace}, s: s}
+}
+
+type tracedKeys struct {
+	k     Keys
+	trace TraceFunc
+}
+
+func (t tracedKeys) Get(ctx context.Context, scope, key string) (*Record, error) {
+	ctx, end := t.trace(ctx, OpGet)
+	rec, err := t.k.Get(ctx, scope, key)
+	end(err)
+	return rec, err
+}
+
+func (t tracedKeys) Insert(ctx context.Context, c Claim) (*Record, bool, error) {
+	ctx, end := t.trace(ctx, OpInsert)
+	rec, inserted, err := t.k.Insert(ctx, c)
+	end(err)
+	return rec, inserted, err
+}
+
+func (t tracedKeys) Reacquire(ctx context.Context, c Claim, prevToken string) (bool, error) {
+	ctx, end := t.trace(ctx, OpReacquire)
+	won, err := t.k.Reacquire(ctx, c, prevToken)
+	end(err)
+	return won, err
+}
+
+func (t tracedKeys) Complete(ctx context.Context, l Lock, resp Response) error {
+	ctx, end := t.trace(ctx, OpComplete)
+	err := t.k.Complete(ctx, l, resp)
+	end(err)
+	return err
+}
+
+func (t tracedKeys) Fail(ctx context.Context, l Lock) error {
+	ctx, end := t.trace(ctx, OpFail)
+	err := t.k.Fail(ctx, l)
+	end(err)
+	return err
+}
+
+func (t tracedKeys) Renew(ctx context.Context, l Lock, d time.Duration) error {
+	ctx, end := t.trace(ctx, OpRenew)
+	err := t.k.Renew(ctx, l, d)
+	end(err)
+	return err
+}
+
+type tracedStore struct {
+	tracedKeys
+	s Store
+}
+
+func (t *tracedStore) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
+	tctx, end := t.trace(ctx, OpBegin)
+	tx, err := t.s.Begin(tctx, opts)
+	end(err)
+	if err != nil {
+		return nil, err
+	}
+	return &tracedTx{tracedKeys: tracedKeys{k: tx, trace: t.trace}, tx: tx}, nil
+}
+
+type tracedTx struct {
+	tracedKeys
+	tx Tx
+	// ended: Commit or Rollback ran, so a later Rollback is the deferred
+	// no-op and is not reported. Only the request's goroutine uses a Tx.
+	ended bool
+}
+
+func (t *tracedTx) Context(ctx context.Context) context.Context { return t.tx.Context(ctx) }
+
+func (t *tracedTx) Commit(ctx context.Context) error {
+	t.ended = true
+	ctx, end := t.trace(ctx, OpCommit)
+	err := t.tx.Commit(ctx)
+	end(err)
+	return err
+}
+
+func (t *tracedTx) Rollback(ctx context.Context) error {
+	if t.ended {
+		return t.tx.Rollback(ctx)
+	}
+	t.ended = true
+	ctx, end := t.trace(ctx, OpRollback)
+	err := t.tx.Rollback(ctx)
+	end(err)
+	return err
+}

@@ -1,0 +1,32 @@
+package idem
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// unusedStore is a Store that is never called: construction alone is
+// under test.
+type unusedStore struct{ Store }
+
+// Without a TraceFunc the middleware holds the caller's store itself: no
+// wrapper, no indirection, no allocation per operation.
+func TestNilTraceFuncCallsStoreDirectly(t *testing.T) {
+	t.Parallel()
+	var s Store = unusedStore{}
+	m, err := New(s, Config{})
+	require.NoError(t, err)
+	require.Equal(t, s, m.store)
+
+	m, err = New(s, Config{TraceFunc: TraceAll(nil, nil)})
+	require.NoError(t, err)
+	require.Equal(t, s, m.store, "TraceAll of nothing is nil")
+
+	m, err = New(s, Config{TraceFunc: func(ctx context.Context, _ string) (context.Context, func(error)) {
+		return ctx, func(error) {}
+	}})
+	require.NoError(t, err)
+	require.IsType(t, &tracedStore{}, m.store)
+}
