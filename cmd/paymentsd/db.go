@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/payments/pgledger"
+	"github.com/idem-dev/idem/payments/sqliteledger"
+	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/sqlitestore"
+)
+
+// defaultDB is the embedded database a new user gets: nothing to install.
+const defaultDB = "paymentsd.db"
+
+// defaultPoolConns is the PostgreSQL pool size unless the URL sets
+// pool_max_conns: pgxpool's own default (the number of CPUs, at least 4)
+// is small for requests that hold a connection while they wait for a
+// duplicate.
+const defaultPoolConns = 20
+
+// connectTimeout bounds opening the database at start.
+const connectTimeout = 10 * time.Second
+
+// backend is one database: the key store and the wallet's ledger on it.
+type backend struct {
+	kind    string // "sqlite" or "postgres"
+	display string // where it is, without a password
+	store   idem.Store
+	ledger  payments.Ledger
+	// migrate applies the key table's and the wallet's pending migrations
+	// and describes what it did.
+	migrate func(ctx context.Context) (string, error)
+	close   func()
+}
+
+func isPostgresURL(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
+// openBackend opens db and checks that it answers.
+func openBackend(ctx context.Context, db string) (*backend, error) {
+	if isPostgresURL(db) {
+		return openPostgres(ctx, db)
+	}
+	return openSQLite(db)
+}
+
+func openPostgres(ctx context.Context, dsn string) (*backend, error) {
+	display := redact(dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL URL %s: %v", display, err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = defaultPoolConns
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = connectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %v", display, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %v", display, err)
+	}
+	return &backend{
+		kind: "postgres", display: display,
+		store: pgstore.New(pool), ledger: pgledger.New(pool),
+		migrate: func(ctx context.Context) (string, error) {
+			keys, err := pgstore.Migrate(ctx, pool)
+			if err != nil {
+				return "", err
+			}
+			wallet, err := pgledger.Migrate(ctx, pool)
+			return describeMigrations(keys, wallet), err
+		},
+		close: pool.Close,
+	}, nil
+}
+
+func openSQLite(path string) (*backend, error) {
+	db, err := sqlitestore.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return &backend{
+		kind: "sqlite", display: path,
+		store: sqlitestore.New(db), ledger: sqliteledger.New(db),
+		migrate: func(ctx context.Context) (string, error) {
+			keys, err := sqlitestore.Migrate(ctx, db)
+			if err != nil {
+				return "", err
+			}
+			wallet, err := sqliteledger.Migrate(ctx, db)
+			return describeMigrations(keys, wallet), err
+		},
+		close: func() { _ = db.Close() },
+	}, nil
+}
+
+func describeMigrations(keys, wallet []int) string {
+	if len(keys) == 0 && len(wallet) == 0 {
+		return "schema is up to date"
+	}
+	return fmt.Sprintf("applied migrations: idempotency keys %v, wallet %v", keys, wallet)
+}
+
+// redact hides the password of a database URL.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

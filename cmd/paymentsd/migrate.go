@@ -1,0 +1,30 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+)
+
+// migrateCmd applies pending migrations (the key table's and the
+// wallet's) and says what it did. serve does the same at start; this is for
+// deploys that migrate first.
+func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	db := dbFlag(fs)
+	if err := parseFlags(fs, args, stderr, "paymentsd migrate [--db URL]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
+		return err
+	}
+	b, err := openBackend(ctx, resolveDB(*db, getenv))
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	what, err := b.migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", b.display, err)
+	}
+	_, err = fmt.Fprintf(stdout, "paymentsd: %s (%s %s)\n", what, b.kind, b.display)
+	return err
+}

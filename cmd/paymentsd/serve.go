@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/payments/api"
+	"github.com/idem-dev/idem/payments/money"
+)
+
+type serveFlags struct {
+	addr            string
+	db              *string
+	ttl             time.Duration
+	lockTimeout     time.Duration
+	waitTimeout     time.Duration
+	mode            string
+	rates           string
+	shutdownTimeout time.Duration
+	logLevel        slog.Level
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var f serveFlags
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "the address to listen on; port 0 picks a free port")
+	f.db = dbFlag(fs)
+	fs.DurationVar(&f.ttl, "idempotency-ttl", idem.DefaultTTL, "how long an Idempotency-Key binds its first response")
+	fs.DurationVar(&f.lockTimeout, "lock-timeout", idem.DefaultLockTimeout, "the lease of a request in leased mode: after a crash, a retry may take the key over after this long")
+	fs.DurationVar(&f.waitTimeout, "wait-timeout", idem.DefaultWaitTimeout, "how long a duplicate waits for the request it repeats before it gets 409 in atomic mode")
+	fs.StringVar(&f.mode, "idempotency-mode", "atomic", "how a request holds its key: atomic (one transaction; the handlers only touch the database) or leased")
+	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
+	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level logged: debug, info, warn or error")
+	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
+	if err != nil {
+		return err
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout}} {
+		if d.v <= 0 {
+			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
+		}
+	}
+	mode, err := idem.ParseMode(f.mode)
+	if err != nil {
+		return usageError("serve: --idempotency-mode %q: want atomic or leased", f.mode)
+	}
+	rates := money.DefaultTable()
+	if f.rates != "" {
+		if rates, err = readRates(f.rates); err != nil {
+			return err
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
+
+	b, err := openBackend(ctx, resolveDB(*f.db, getenv))
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	what, err := b.migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", b.display, err)
+	}
+	logger.Info("database ready", "store", b.kind, "db", b.display, "migrations", what)
+
+	svc, err := payments.New(b.ledger, payments.Config{Rates: rates})
+	if err != nil {
+		return err
+	}
+	mw, err := idem.New(b.store, idem.Config{
+		Mode: mode, TTL: f.ttl, LockTimeout: f.lockTimeout, WaitTimeout: f.waitTimeout,
+		ObserveFunc: idem.LogEvents(logger),
+	})
+	if err != nil {
+		return usageError("serve: %v", err)
+	}
+	handler, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: logger})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	defer ln.Close() // Serve closes it too; this covers the returns before Serve
+	base := "http://" + ln.Addr().String()
+	// The demo user is made once the address is known, so its key (shown
+	// only once) is never lost to a port already in use, and its curl line
+	// names the real address.
+	var demoKey string
+	if b.kind == "sqlite" {
+		if demoKey, err = demoUser(ctx, svc); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "paymentsd: listening on %s (store %s, mode %s)\n", base, b.kind, mode)
+	if demoKey != "" {
+		printDemo(stdout, base, demoKey, b.display)
+	}
+
+	srv := &http.Server{
+		Handler:           accessLog(logger, handler),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+
+	// Drain: stop accepting, let every in-flight request finish (and its
+	// key complete), then close the database.
+	logger.Info("shutting down: draining in-flight requests", "timeout", f.shutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: in-flight requests did not finish within %v", f.shutdownTimeout)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func readRates(path string) (*money.Table, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("rates: %w", err)
+	}
+	defer fh.Close()
+	t, err := money.ReadTable(fh)
+	if err != nil {
+		return nil, fmt.Errorf("rates %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// demoUser makes a user on an empty embedded database, so a new user can
+// try the API at once. It returns the user's API key, or "" when the
+// database already has users.
+func demoUser(ctx context.Context, svc *payments.Service) (string, error) {
+	has, err := svc.HasUsers(ctx)
+	if err != nil || has {
+		return "", err
+	}
+	_, key, err := svc.CreateUser(ctx)
+	return key, err
+}
+
+// printDemo prints lines that work when pasted into a shell: the comment
+// lines are shell comments.
+func printDemo(w io.Writer, base, apiKey, path string) {
+	more := "paymentsd users create"
+	if path != defaultDB {
+		more += " --db " + shellQuote(path)
+	}
+	fmt.Fprintf(w, `# paymentsd made a demo user. Its API key is shown only this once (more users: %s).
+# Paste these two lines into a shell to make a deposit; paste the curl line again to see it replayed.
+export API_KEY=%s
+curl -sS -i -X POST %s/v1/deposits -H "Authorization: Bearer $API_KEY" -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-deposit-1' -d '{"currency":"USD","amount":10000}'
+`, more, apiKey, base)
+}
+
+// accessLog logs one line per request: never a body, never a header that
+// could hold a secret.
+func accessLog(logger *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w}
+		next.ServeHTTP(rec, r)
+		logger.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("path", r.URL.Path),
+			slog.Int("status", rec.statusCode()), slog.Duration("duration", time.Since(start)),
+			slog.Bool("replayed", w.Header().Get("Idempotent-Replayed") == "true"))
+	})
+}
+
+// statusRecorder remembers the status a handler sent.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(p []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(p)
+}
+
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *statusRecorder) statusCode() int {
+	if s.status == 0 {
+		return http.StatusOK
+	}
+	return s.status
+}
+
+// shellQuote quotes s for a POSIX shell when it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

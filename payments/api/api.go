@@ -1,0 +1,92 @@
+// Package api is paymentsd's HTTP API: JSON over HTTP, authenticated with
+// bearer API keys, with the routes that move money behind the idem
+// middleware. api/openapi.yaml at the repository's root describes it.
+//
+// A request passes, in order: authentication (401 before anything else, so
+// an unauthenticated request never reaches the key table), the media type
+// check of a POST (415), the idem middleware (key, body size, fingerprint,
+// claim or replay) and the handler, which reaches the database only through
+// the Ledger and so inside the request's ambient transaction.
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/payments"
+)
+
+// Config configures the API's handler.
+type Config struct {
+	// Service is the wallet. Required.
+	Service *payments.Service
+	// Idempotency wraps the routes that move money. Required.
+	Idempotency *idem.Middleware
+	// Logger receives the errors behind 500 and 503 responses, never a
+	// request or response body. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// New returns the API's handler: /healthz and the /v1 routes.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("api: Config.Service is required")
+	}
+	if cfg.Idempotency == nil {
+		return nil, errors.New("api: Config.Idempotency is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header}
+	once := func(f http.HandlerFunc) http.Handler { return requireJSON(cfg.Idempotency.Require(f)) }
+
+	v1 := http.NewServeMux()
+	route(v1, "/v1/deposits", map[string]http.Handler{"POST": once(h.createDeposit)})
+	route(v1, "/v1/deposits/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getDeposit)})
+	route(v1, "/v1/transactions", map[string]http.Handler{"POST": once(h.createTransaction)})
+	route(v1, "/v1/transactions/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getTransaction)})
+	route(v1, "/v1/balances", map[string]http.Handler{"GET": http.HandlerFunc(h.balances)})
+	route(v1, "/v1/rates", map[string]http.Handler{"GET": http.HandlerFunc(h.rates)})
+	v1.HandleFunc("/", notFound)
+
+	root := http.NewServeMux()
+	route(root, "/healthz", map[string]http.Handler{"GET": http.HandlerFunc(h.healthz)})
+	root.Handle("/v1/", h.authenticate(v1))
+	root.HandleFunc("/", notFound)
+	return root, nil
+}
+
+// route registers a path's handlers by method, and a problem response for
+// every other method (ServeMux's own 405 is plain text).
+func route(mux *http.ServeMux, path string, byMethod map[string]http.Handler) {
+	allow := ""
+	for _, method := range slices.Sorted(maps.Keys(byMethod)) {
+		mux.Handle(method+" "+path, byMethod[method])
+		if allow != "" {
+			allow += ", "
+		}
+		allow += method
+		if method == http.MethodGet {
+			allow += ", HEAD"
+		}
+	}
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeProblem(w, ProblemMethodNotAllowed, http.StatusMethodNotAllowed, r.Method+" is not allowed here; allowed: "+allow+".")
+	})
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, ProblemNotFound, http.StatusNotFound, "There is no route "+r.URL.Path+".")
+}
+
+type handlers struct {
+	svc       *payments.Service
+	log       *slog.Logger
+	keyHeader string
+}

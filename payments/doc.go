@@ -1,0 +1,34 @@
+// Package payments is the multi-currency wallet behind paymentsd: users hold
+// a balance per currency, deposit money and convert it between currencies.
+//
+// Money is int64 minor units (cents; whole yen), never floating point;
+// conversions are exact (package money) and rounded half-even.
+//
+// Every movement is recorded as ledger entries: a deposit is one credit, a
+// transaction one debit and one credit. A balance is the sum of its entries;
+// it is also kept in a balance row, updated in the same database transaction
+// as the entries, and never negative (the schema checks it too).
+//
+// Service holds all of the business logic: validation, conversion, the order
+// in which balances are locked, the entries a movement makes. A Ledger is the
+// small per-database part underneath it: package pgledger for PostgreSQL,
+// sqliteledger for SQLite. Both pass the conformance suite in ledgertest.
+//
+// # Idempotency and the nets
+//
+// paymentsd wraps the money-moving routes in the idem middleware, and a
+// Ledger runs its writes inside the request's ambient transaction, so a
+// movement and its idempotency key commit together. The business tables
+// carry nets of their own, so that a path which forgot the middleware still
+// cannot move money twice:
+//
+//   - the key net: a deposit or transaction row keeps the Idempotency-Key it
+//     was made with, unique per user. It is bound for as long as the key's
+//     record lives; ReleaseExpiredKeys frees the keys whose records have
+//     expired or been deleted.
+//   - the minute net: at most one live transaction per user, currency pair
+//     and amount in each UTC calendar minute.
+//
+// A net that fires is ErrDuplicateKey or ErrDuplicateTransfer (both
+// ErrDuplicate), and nothing moves.
+package payments

@@ -1,0 +1,62 @@
+package pgledger_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/payments/ledgertest"
+	"github.com/idem-dev/idem/payments/pgledger"
+	"github.com/idem-dev/idem/pgstore"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	ledgertest.Run(t, func(t *testing.T) ledgertest.Harness {
+		pool := pgtest.Pool(t, 8)
+		ctx := context.Background()
+		_, err := pgstore.Migrate(ctx, pool)
+		require.NoError(t, err)
+		_, err = pgledger.Migrate(ctx, pool)
+		require.NoError(t, err)
+		return ledgertest.Harness{Ledger: pgledger.New(pool), Store: pgstore.New(pool)}
+	})
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, 4)
+	applied, err := pgledger.Migrate(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, []int{1}, applied)
+	applied, err = pgledger.Migrate(ctx, pool)
+	require.NoError(t, err)
+	require.Empty(t, applied, "a current schema is left alone")
+
+	script, err := pgledger.MigrationSQL()
+	require.NoError(t, err)
+	require.Contains(t, script, "CREATE UNIQUE INDEX transactions_minute_net")
+	other := pgtest.Pool(t, 4)
+	_, err = other.Exec(ctx, script)
+	require.NoError(t, err)
+	applied, err = pgledger.Migrate(ctx, other)
+	require.NoError(t, err)
+	require.Empty(t, applied, "the script records what it applied")
+}
+
+// TestBalanceCheck: the schema refuses a negative balance even when the
+// service is bypassed.
+func TestBalanceCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, 4)
+	_, err := pgledger.Migrate(ctx, pool)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO users (id) VALUES ('00000000-0000-0000-0000-000000000001')`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, `INSERT INTO balances (user_id, currency, amount) VALUES ('00000000-0000-0000-0000-000000000001', 'USD', -1)`)
+	require.ErrorContains(t, err, "balances_amount_check")
+}

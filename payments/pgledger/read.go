@@ -1,0 +1,170 @@
+package pgledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/payments"
+)
+
+func (l *Ledger) Deposit(ctx context.Context, userID, id string) (payments.Deposit, error) {
+	d := payments.Deposit{ID: id, UserID: userID}
+	err := l.db(ctx).QueryRow(ctx, `SELECT currency, amount, created_at FROM deposits WHERE user_id = $1 AND id = $2`,
+		userID, id).Scan(&d.Currency, &d.Amount, &d.CreatedAt)
+	return d, notFound("deposit", err)
+}
+
+func (l *Ledger) Transaction(ctx context.Context, userID, id string) (payments.Transaction, error) {
+	t := payments.Transaction{ID: id, UserID: userID}
+	err := l.db(ctx).QueryRow(ctx, `
+SELECT source_currency, target_currency, amount, converted_amount, rate::text, status, created_at
+  FROM transactions WHERE user_id = $1 AND id = $2`, userID, id).
+		Scan(&t.SourceCurrency, &t.TargetCurrency, &t.Amount, &t.ConvertedAmount, &t.Rate, &t.Status, &t.CreatedAt)
+	return t, notFound("transaction", err)
+}
+
+func notFound(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return payments.ErrNotFound
+	}
+	return fmt.Errorf("pgledger: read %s: %w", what, err)
+}
+
+func (l *Ledger) Balances(ctx context.Context, userID string) ([]payments.Balance, error) {
+	return l.balances(ctx, `SELECT currency, amount FROM balances WHERE user_id = $1 ORDER BY currency`, userID)
+}
+
+func (l *Ledger) EntryTotals(ctx context.Context, userID string) ([]payments.Balance, error) {
+	return l.balances(ctx, `SELECT currency, sum(amount)::bigint FROM ledger_entries WHERE user_id = $1
+	                        GROUP BY currency ORDER BY currency`, userID)
+}
+
+func (l *Ledger) balances(ctx context.Context, sql, userID string) ([]payments.Balance, error) {
+	rows, err := l.db(ctx).Query(ctx, sql, userID)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: read balances: %w", err)
+	}
+	bs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (payments.Balance, error) {
+		var b payments.Balance
+		return b, r.Scan(&b.Currency, &b.Amount)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: read balances: %w", err)
+	}
+	return bs, nil
+}
+
+func (l *Ledger) CreateUser(ctx context.Context, userID string, keyHash []byte) error {
+	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO users (id) VALUES ($1)`, userID)
+	b.Queue(`INSERT INTO api_keys (key_hash, user_id) VALUES ($1, $2)`, keyHash, userID)
+	return l.inTx(ctx, func(tx pgx.Tx) error {
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("pgledger: create user: %w", err)
+		}
+		return nil
+	})
+}
+
+func (l *Ledger) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	tx, err := l.db(ctx).Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("pgledger: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func (l *Ledger) UserByKeyHash(ctx context.Context, keyHash []byte) (string, error) {
+	var userID string
+	err := l.db(ctx).QueryRow(ctx, `SELECT user_id::text FROM api_keys WHERE key_hash = $1`, keyHash).Scan(&userID)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", payments.ErrUnauthorized
+	case err != nil:
+		return "", fmt.Errorf("pgledger: look up API key: %w", err)
+	}
+	return userID, nil
+}
+
+func (l *Ledger) HasUsers(ctx context.Context) (bool, error) {
+	var ok bool
+	if err := l.db(ctx).QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users)`).Scan(&ok); err != nil {
+		return false, fmt.Errorf("pgledger: count users: %w", err)
+	}
+	return ok, nil
+}
+
+// releaseKeys frees the key of up to $1 rows of a table whose key record in
+// idempotency_keys (pgstore's table, in the same schema) has expired or is
+// gone. SKIP LOCKED leaves rows that a request is writing to that request.
+const releaseKeys = `
+WITH stale AS (
+    SELECT b.user_id, b.id FROM %[1]s b
+     WHERE b.idempotency_key IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
+                        WHERE k.user_id = b.user_id::text AND k.idempotency_key = b.idempotency_key
+                          AND k.expires_at > now())
+     LIMIT $1
+     FOR UPDATE SKIP LOCKED
+)
+UPDATE %[1]s b SET idempotency_key = NULL
+  FROM stale WHERE b.user_id = stale.user_id AND b.id = stale.id`
+
+func (l *Ledger) ReleaseExpiredKeys(ctx context.Context, limit int) (int64, error) {
+	var n int64
+	for _, table := range []string{"deposits", "transactions"} {
+		tag, err := l.db(ctx).Exec(ctx, fmt.Sprintf(releaseKeys, table), limit)
+		if err != nil {
+			return n, fmt.Errorf("pgledger: release keys of %s: %w", table, err)
+		}
+		n += tag.RowsAffected()
+	}
+	return n, nil
+}
+
+// releaseKeysOf frees the keys the sweeper deleted: $1 and $2 are parallel
+// arrays of user ids and keys.
+const releaseKeysOf = `
+UPDATE %s b SET idempotency_key = NULL
+  FROM unnest($1::uuid[], $2::text[]) AS d (user_id, idempotency_key)
+ WHERE b.user_id = d.user_id AND b.idempotency_key = d.idempotency_key`
+
+func (l *Ledger) ReleaseKeys(ctx context.Context, keys []idem.KeyRef) (int64, error) {
+	users, names := make([]string, 0, len(keys)), make([]string, 0, len(keys))
+	for _, k := range keys {
+		if err := uuid.Validate(k.Scope); err == nil {
+			users, names = append(users, k.Scope), append(names, k.Key)
+		}
+	}
+	if len(users) == 0 {
+		return 0, nil
+	}
+	var n int64
+	for _, table := range []string{"deposits", "transactions"} {
+		tag, err := l.db(ctx).Exec(ctx, fmt.Sprintf(releaseKeysOf, table), users, names)
+		if err != nil {
+			return n, fmt.Errorf("pgledger: release keys of %s: %w", table, err)
+		}
+		n += tag.RowsAffected()
+	}
+	return n, nil
+}
+
+func (l *Ledger) Ping(ctx context.Context) error {
+	if _, err := l.db(ctx).Exec(ctx, `SELECT 1`); err != nil {
+		return fmt.Errorf("pgledger: ping: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,159 @@
+// Package sqliteledger is the SQLite Ledger of package payments: the
+// embedded database paymentsd uses by default. Its tables live beside
+// sqlitestore's key table in one database file; open it with
+// sqlitestore.Open and create them with Migrate.
+package sqliteledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/sqlitestore"
+)
+
+// Ledger keeps the wallet in SQLite.
+type Ledger struct {
+	db *sql.DB
+}
+
+var _ payments.Ledger = (*Ledger)(nil)
+
+// New returns a Ledger on db, which should come from sqlitestore.Open.
+func New(db *sql.DB) *Ledger { return &Ledger{db: db} }
+
+// db is the request's ambient transaction, or the pool.
+func (l *Ledger) conn(ctx context.Context) sqlitestore.DBTX { return sqlitestore.DB(ctx, l.db) }
+
+// micros is a time as the tables keep it.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// Atomic runs fn in a savepoint of the ambient transaction, or in a BEGIN
+// IMMEDIATE transaction of its own. Rolling back to the savepoint undoes
+// fn's writes and leaves the ambient transaction usable.
+func (l *Ledger) Atomic(ctx context.Context, fn func(payments.LedgerTx) error) error {
+	if amb := sqlitestore.DB(ctx, nil); amb != nil {
+		return savepoint(ctx, amb, fn)
+	}
+	tx, err := l.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: sqlitestore.Open sets it
+	if err != nil {
+		return fmt.Errorf("sqliteledger: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	if err := fn(ledgerTx{tx}); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqliteledger: commit: %w", err)
+	}
+	return nil
+}
+
+func savepoint(ctx context.Context, db sqlitestore.DBTX, fn func(payments.LedgerTx) error) error {
+	if _, err := db.ExecContext(ctx, `SAVEPOINT payments_atomic`); err != nil {
+		return fmt.Errorf("sqliteledger: savepoint: %w", err)
+	}
+	if err := fn(ledgerTx{db}); err != nil {
+		// Undo fn's writes, not the request's: the transaction goes on.
+		// This must run even when ctx is done.
+		wctx := context.WithoutCancel(ctx)
+		if _, rerr := db.ExecContext(wctx, `ROLLBACK TO payments_atomic`); rerr != nil {
+			return errors.Join(err, fmt.Errorf("sqliteledger: rollback to savepoint: %w", rerr))
+		}
+		if _, rerr := db.ExecContext(wctx, `RELEASE payments_atomic`); rerr != nil {
+			return errors.Join(err, fmt.Errorf("sqliteledger: release savepoint: %w", rerr))
+		}
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `RELEASE payments_atomic`); err != nil {
+		return fmt.Errorf("sqliteledger: release savepoint: %w", err)
+	}
+	return nil
+}
+
+type ledgerTx struct{ db sqlitestore.DBTX }
+
+// LockBalance needs no row lock: every writer holds the database's write
+// lock from its first statement to its end.
+func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int64, error) {
+	if _, err := t.db.ExecContext(ctx, `INSERT INTO balances (user_id, currency, amount, updated_at) VALUES (?, ?, 0, ?)
+	                                    ON CONFLICT (user_id, currency) DO NOTHING`, userID, currency, micros(time.Now())); err != nil {
+		return 0, fmt.Errorf("sqliteledger: create balance: %w", err)
+	}
+	var amount int64
+	err := t.db.QueryRowContext(ctx, `SELECT amount FROM balances WHERE user_id = ? AND currency = ?`, userID, currency).Scan(&amount)
+	if err != nil {
+		return 0, fmt.Errorf("sqliteledger: read balance: %w", err)
+	}
+	return amount, nil
+}
+
+func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, amount int64) error {
+	_, err := t.db.ExecContext(ctx, `UPDATE balances SET amount = ?, updated_at = ? WHERE user_id = ? AND currency = ?`,
+		amount, micros(time.Now()), userID, currency)
+	if err != nil {
+		return fmt.Errorf("sqliteledger: set balance: %w", err)
+	}
+	return nil
+}
+
+// A net that fires makes the INSERT do nothing instead of failing.
+func (t ledgerTx) InsertDeposit(ctx context.Context, d payments.Deposit, key string) (time.Time, bool, error) {
+	now := time.Now()
+	return t.insert(ctx, now, `
+INSERT INTO deposits (id, user_id, currency, amount, idempotency_key, created_at)
+VALUES (?, ?, ?, ?, nullif(?, ''), ?)
+ON CONFLICT DO NOTHING`, d.ID, d.UserID, d.Currency, d.Amount, key, micros(now))
+}
+
+func (t ledgerTx) InsertTransaction(ctx context.Context, tr payments.Transaction, key string) (time.Time, bool, error) {
+	now := time.Now()
+	return t.insert(ctx, now, `
+INSERT INTO transactions (id, user_id, source_currency, target_currency, amount, converted_amount, rate, status, idempotency_key, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, nullif(?, ''), ?)
+ON CONFLICT DO NOTHING`, tr.ID, tr.UserID, tr.SourceCurrency, tr.TargetCurrency, tr.Amount, tr.ConvertedAmount,
+		tr.Rate, string(tr.Status), key, micros(now))
+}
+
+func (t ledgerTx) insert(ctx context.Context, now time.Time, query string, args ...any) (time.Time, bool, error) {
+	res, err := t.db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("sqliteledger: insert: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("sqliteledger: insert: %w", err)
+	}
+	return fromMicros(micros(now)), n == 1, nil
+}
+
+var keyBound = map[payments.Kind]string{
+	payments.KindDeposit:     `SELECT EXISTS (SELECT 1 FROM deposits WHERE user_id = ? AND idempotency_key = ?)`,
+	payments.KindTransaction: `SELECT EXISTS (SELECT 1 FROM transactions WHERE user_id = ? AND idempotency_key = ?)`,
+}
+
+func (t ledgerTx) KeyBound(ctx context.Context, kind payments.Kind, userID, key string) (bool, error) {
+	var bound bool
+	if err := t.db.QueryRowContext(ctx, keyBound[kind], userID, key).Scan(&bound); err != nil {
+		return false, fmt.Errorf("sqliteledger: key bound: %w", err)
+	}
+	return bound, nil
+}
+
+func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
+	now := micros(time.Now())
+	for _, e := range entries {
+		_, err := t.db.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id, created_at)
+		                                 VALUES (?, ?, ?, nullif(?, ''), nullif(?, ''), ?)`,
+			e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID, now)
+		if err != nil {
+			return fmt.Errorf("sqliteledger: insert entry: %w", err)
+		}
+	}
+	return nil
+}

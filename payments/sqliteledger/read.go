@@ -1,0 +1,170 @@
+package sqliteledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/payments"
+)
+
+func (l *Ledger) Deposit(ctx context.Context, userID, id string) (payments.Deposit, error) {
+	d := payments.Deposit{ID: id, UserID: userID}
+	var created int64
+	err := l.conn(ctx).QueryRowContext(ctx, `SELECT currency, amount, created_at FROM deposits WHERE user_id = ? AND id = ?`,
+		userID, id).Scan(&d.Currency, &d.Amount, &created)
+	d.CreatedAt = fromMicros(created)
+	return d, notFound("deposit", err)
+}
+
+func (l *Ledger) Transaction(ctx context.Context, userID, id string) (payments.Transaction, error) {
+	t := payments.Transaction{ID: id, UserID: userID}
+	var created int64
+	err := l.conn(ctx).QueryRowContext(ctx, `
+SELECT source_currency, target_currency, amount, converted_amount, rate, status, created_at
+  FROM transactions WHERE user_id = ? AND id = ?`, userID, id).
+		Scan(&t.SourceCurrency, &t.TargetCurrency, &t.Amount, &t.ConvertedAmount, &t.Rate, &t.Status, &created)
+	t.CreatedAt = fromMicros(created)
+	return t, notFound("transaction", err)
+}
+
+func notFound(what string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sql.ErrNoRows):
+		return payments.ErrNotFound
+	}
+	return fmt.Errorf("sqliteledger: read %s: %w", what, err)
+}
+
+func (l *Ledger) Balances(ctx context.Context, userID string) ([]payments.Balance, error) {
+	return l.balances(ctx, `SELECT currency, amount FROM balances WHERE user_id = ? ORDER BY currency`, userID)
+}
+
+func (l *Ledger) EntryTotals(ctx context.Context, userID string) ([]payments.Balance, error) {
+	return l.balances(ctx, `SELECT currency, sum(amount) FROM ledger_entries WHERE user_id = ?
+	                        GROUP BY currency ORDER BY currency`, userID)
+}
+
+func (l *Ledger) balances(ctx context.Context, query, userID string) ([]payments.Balance, error) {
+	rows, err := l.conn(ctx).QueryContext(ctx, query, userID)
+	if err != nil {
+		return nil, fmt.Errorf("sqliteledger: read balances: %w", err)
+	}
+	defer rows.Close()
+	bs := []payments.Balance{}
+	for rows.Next() {
+		var b payments.Balance
+		if err := rows.Scan(&b.Currency, &b.Amount); err != nil {
+			return nil, fmt.Errorf("sqliteledger: read balances: %w", err)
+		}
+		bs = append(bs, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqliteledger: read balances: %w", err)
+	}
+	return bs, nil
+}
+
+func (l *Ledger) CreateUser(ctx context.Context, userID string, keyHash []byte) error {
+	return l.Atomic(ctx, func(tx payments.LedgerTx) error {
+		db := tx.(ledgerTx).db
+		now := micros(time.Now())
+		if _, err := db.ExecContext(ctx, `INSERT INTO users (id, created_at) VALUES (?, ?)`, userID, now); err != nil {
+			return fmt.Errorf("sqliteledger: create user: %w", err)
+		}
+		if _, err := db.ExecContext(ctx, `INSERT INTO api_keys (key_hash, user_id, created_at) VALUES (?, ?, ?)`, keyHash, userID, now); err != nil {
+			return fmt.Errorf("sqliteledger: create user: %w", err)
+		}
+		return nil
+	})
+}
+
+func (l *Ledger) UserByKeyHash(ctx context.Context, keyHash []byte) (string, error) {
+	var userID string
+	err := l.conn(ctx).QueryRowContext(ctx, `SELECT user_id FROM api_keys WHERE key_hash = ?`, keyHash).Scan(&userID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return "", payments.ErrUnauthorized
+	case err != nil:
+		return "", fmt.Errorf("sqliteledger: look up API key: %w", err)
+	}
+	return userID, nil
+}
+
+func (l *Ledger) HasUsers(ctx context.Context) (bool, error) {
+	var ok bool
+	if err := l.conn(ctx).QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM users)`).Scan(&ok); err != nil {
+		return false, fmt.Errorf("sqliteledger: count users: %w", err)
+	}
+	return ok, nil
+}
+
+// releaseKeysOf frees the keys the sweeper deleted, given as a JSON array
+// of [user_id, key] pairs.
+const releaseKeysOf = `
+UPDATE %s SET idempotency_key = NULL
+ WHERE idempotency_key IS NOT NULL
+   AND (user_id, idempotency_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
+
+func (l *Ledger) ReleaseKeys(ctx context.Context, keys []idem.KeyRef) (int64, error) {
+	pairs := make([][2]string, len(keys))
+	for i, k := range keys {
+		pairs[i] = [2]string{k.Scope, k.Key}
+	}
+	arg, err := json.Marshal(pairs)
+	if err != nil {
+		return 0, err
+	}
+	return l.release(ctx, releaseKeysOf, string(arg))
+}
+
+// releaseExpired frees the key of up to ? rows of a table whose key record
+// in idempotency_keys (sqlitestore's table, in the same file) has expired
+// or is gone.
+const releaseExpired = `
+UPDATE %[1]s SET idempotency_key = NULL
+ WHERE (user_id, id) IN (
+       SELECT b.user_id, b.id FROM %[1]s b
+        WHERE b.idempotency_key IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
+                           WHERE k.user_id = b.user_id AND k.idempotency_key = b.idempotency_key
+                             AND k.expires_at > ?)
+        LIMIT ?)`
+
+func (l *Ledger) ReleaseExpiredKeys(ctx context.Context, limit int) (int64, error) {
+	// sqlitestore's times are the application's clock, in microseconds.
+	return l.release(ctx, releaseExpired, micros(time.Now()), limit)
+}
+
+func (l *Ledger) release(ctx context.Context, query string, args ...any) (int64, error) {
+	var n int64
+	for _, table := range []string{"deposits", "transactions"} {
+		res, err := l.conn(ctx).ExecContext(ctx, fmt.Sprintf(query, table), args...)
+		if err != nil {
+			return n, fmt.Errorf("sqliteledger: release keys of %s: %w", table, err)
+		}
+		m, err := res.RowsAffected()
+		if err != nil {
+			return n, fmt.Errorf("sqliteledger: release keys of %s: %w", table, err)
+		}
+		n += m
+	}
+	return n, nil
+}
+
+func (l *Ledger) Ping(ctx context.Context) error {
+	if err := l.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqliteledger: ping: %w", err)
+	}
+	var one int
+	if err := l.db.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+		return fmt.Errorf("sqliteledger: ping: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,69 @@
+package payments
+
+import "time"
+
+// Status is the state of a transaction. Every transaction paymentsd makes is
+// COMPLETED at once; the other states exist so that the minute net can
+// ignore transactions that did not, or no longer, move money.
+type Status string
+
+// The states of a transaction.
+const (
+	StatusPending   Status = "PENDING"
+	StatusCompleted Status = "COMPLETED"
+	StatusFailed    Status = "FAILED"
+	StatusCancelled Status = "CANCELLED"
+)
+
+// Deposit is money paid into one of a user's balances.
+type Deposit struct {
+	ID        string
+	UserID    string
+	Currency  string
+	Amount    int64 // minor units, > 0
+	CreatedAt time.Time
+}
+
+// Transaction is a conversion between two of a user's balances: Amount
+// leaves the source balance and ConvertedAmount enters the target balance.
+type Transaction struct {
+	ID              string
+	UserID          string
+	SourceCurrency  string
+	TargetCurrency  string
+	Amount          int64  // minor units of SourceCurrency, > 0
+	ConvertedAmount int64  // minor units of TargetCurrency, > 0
+	Rate            string // target units per source major unit, exactly as applied
+	Status          Status
+	CreatedAt       time.Time
+}
+
+// Balance is what a user holds in one currency.
+type Balance struct {
+	Currency string
+	Amount   int64 // minor units, >= 0
+}
+
+// Entry is one line of the ledger: a signed change to one balance, made by
+// one deposit or one transaction.
+type Entry struct {
+	UserID        string
+	Currency      string
+	Amount        int64  // > 0 credits the balance, < 0 debits it
+	DepositID     string // set for a deposit's credit
+	TransactionID string // set for a transaction's debit and credit
+}
+
+// DepositRequest asks for a deposit.
+type DepositRequest struct {
+	Currency string
+	Amount   int64
+}
+
+// TransferRequest asks to convert Amount of SourceCurrency into
+// TargetCurrency.
+type TransferRequest struct {
+	SourceCurrency string
+	TargetCurrency string
+	Amount         int64
+}
