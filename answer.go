@@ -16,21 +16,24 @@ const (
 )
 
 // judge decides what an existing record means for q. A record past
-// retention no longer binds its key, whatever it holds.
+// retention no longer binds its key, unless an attempt still holds it: a
+// live lease is never taken over.
 func (m *Middleware) judge(q *request, rec *Record) verdict {
+	live := rec.Status == StatusProcessing && rec.LockLive
 	if rec.Expired {
+		if live {
+			return verdictInFlight
+		}
 		return verdictReacquire
 	}
 	if !m.sameRequest(q, rec.Fingerprint) {
 		return verdictMismatch
 	}
-	switch rec.Status {
-	case StatusCompleted:
+	switch {
+	case rec.Status == StatusCompleted:
 		return verdictReplay
-	case StatusProcessing:
-		if rec.LockLive {
-			return verdictInFlight
-		}
+	case live:
+		return verdictInFlight
 	}
 	return verdictReacquire
 }

@@ -77,8 +77,10 @@ type Config struct {
 	// it is short whatever the lease. Default 1s.
 	RetryAfter time.Duration
 
-	// TTL is how long a record binds its key, counted from creation. After
-	// it the key may be used afresh. Default 48h.
+	// TTL is how long a record binds its key: from its creation, and at
+	// least this long after its last attempt began, so a retry near the end
+	// of retention is still replayed. After it the key may be used afresh,
+	// unless an attempt still holds a live lease. Default 48h.
 	TTL time.Duration
 
 	// ReplayHeaders are the response headers stored and replayed. Set-Cookie

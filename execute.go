@@ -8,13 +8,22 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"time"
 )
 
 // serveLeased commits the claim first, then runs the handler holding a
 // renewed, fenced lease; the handler's writes and the completion commit in
 // one transaction.
+//
+// The handler runs detached from the client: it calls a bank or a card
+// network, and a client that drops its connection halfway (a phone moving
+// from Wi-Fi to 4G) must not abort that call and leave money moved but
+// forgotten. Its final response is stored whether or not the client is
+// still there, and the client's retry gets it. Only a lost lease cancels
+// the handler.
 func (m *Middleware) serveLeased(q *request) {
 	ctx := q.r.Context()
+	claimedAt := time.Now()
 	held, rec, err := m.acquire(ctx, m.store, q)
 	if !held {
 		m.notHeld(q, rec, err)
@@ -27,9 +36,9 @@ func (m *Middleware) serveLeased(q *request) {
 		}
 		return nil
 	}
-	hctx, cancel := context.WithCancelCause(ctx)
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
-	stop := m.keepLease(lock, cancel)
+	stop := m.keepLease(lock, claimedAt, cancel)
 	tx, err := m.store.Begin(ctx, TxOptions{LockWait: m.cfg.WaitTimeout})
 	if err != nil {
 		stop()
@@ -38,6 +47,7 @@ func (m *Middleware) serveLeased(q *request) {
 		m.storeFailed(q, errors.Join(fmt.Errorf("begin: %w", err), release(dctx)))
 		return
 	}
+	defer m.cleanUpAfterGoexit(q, tx, func(ctx context.Context) error { stop(); return release(ctx) })
 	c, p := m.run(q, tx, hctx)
 	q.event.Renewals = stop()
 	m.finish(q, tx, lock, c, p, release, func(ctx context.Context, resp Response) error {
@@ -50,6 +60,8 @@ func (m *Middleware) serveLeased(q *request) {
 // serveAtomic runs the claim, the handler and the completion in one
 // transaction. A duplicate's claim waits on the first one's uncommitted row,
 // then sees it COMPLETED and replays, or claims it if the first rolled back.
+// A client that leaves before the commit takes everything with it: the
+// handler only wrote to the database, so nothing happened anywhere.
 func (m *Middleware) serveAtomic(q *request) {
 	ctx := q.r.Context()
 	tx, err := m.store.Begin(ctx, TxOptions{LockWait: m.cfg.WaitTimeout})
@@ -61,17 +73,33 @@ func (m *Middleware) serveAtomic(q *request) {
 	}
 	held, rec, err := m.acquire(ctx, tx, q)
 	if !held {
-		_ = tx.Rollback(ctx)
+		dctx, dcancel := m.detached(q)
+		defer dcancel()
+		_ = tx.Rollback(dctx)
 		m.notHeld(q, rec, err)
 		return
 	}
 	// Rolling back the transaction undoes the claim itself: nothing to
 	// release.
 	release := func(context.Context) error { return nil }
+	defer m.cleanUpAfterGoexit(q, tx, release)
 	c, p := m.run(q, tx, ctx)
 	m.finish(q, tx, q.lock(), c, p, release, func(ctx context.Context, resp Response) error {
 		return m.completeAfresh(ctx, q, resp)
 	})
+}
+
+// cleanUpAfterGoexit rolls back and releases the key when the handler
+// ended its goroutine with runtime.Goexit (t.FailNow in a test, say), which
+// skips everything after the handler call but deferred functions.
+func (m *Middleware) cleanUpAfterGoexit(q *request, tx Tx, release func(context.Context) error) {
+	if q.finished {
+		return
+	}
+	ctx, cancel := m.detached(q)
+	defer cancel()
+	_ = tx.Rollback(ctx)
+	q.event.Outcome, q.event.Err = OutcomeAbandoned, errors.Join(errors.New("handler called runtime.Goexit"), release(ctx))
 }
 
 // completeAfresh stores a final response in a new transaction after the
@@ -119,7 +147,7 @@ func (m *Middleware) run(q *request, tx Tx, ctx context.Context) (c *capture, pa
 			panicked = &p
 		}
 	}()
-	q.next.ServeHTTP(c, q.r.WithContext(tx.Context(ctx)))
+	q.next.ServeHTTP(c, q.r.WithContext(tx.Context(context.WithValue(ctx, keyKey{}, q.claim.Key))))
 	return c, nil
 }
 
@@ -128,6 +156,7 @@ func (m *Middleware) run(q *request, tx Tx, ctx context.Context) (c *capture, pa
 // else rolls back and releases the key for a retry.
 func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *any,
 	release func(context.Context) error, completeAfterAbort func(context.Context, Response) error) {
+	q.finished = true
 	// The finishing writes must not be cut short by a client that leaves.
 	ctx, cancel := m.detached(q)
 	defer cancel()
@@ -139,7 +168,7 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 		abandon(OutcomeAbandoned, fmt.Errorf("handler panicked: %v", *panicked))
 		panic(*panicked)
 	}
-	if err := q.r.Context().Err(); err != nil {
+	if err := q.r.Context().Err(); err != nil && m.cfg.Mode == ModeAtomic {
 		abandon(OutcomeAbandoned, fmt.Errorf("client gone before commit: %w", err))
 		return
 	}

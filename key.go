@@ -40,12 +40,16 @@ func ParseKey(values []string) (string, error) {
 		key = k
 	} else {
 		// A bare key: ';' would start parameters and ',' a list in a
-		// structured field, so neither may appear.
-		if i := strings.IndexAny(v, ";,"); i >= 0 {
-			if v[i] == ';' {
+		// structured field, and '"' and '\' belong to quoted strings only
+		// (ab"c must not be a second spelling of "ab\"c").
+		if i := strings.IndexAny(v, ";,\"\\"); i >= 0 {
+			switch v[i] {
+			case ';':
 				return "", errors.New("parameters are not allowed")
+			case ',':
+				return "", errors.New("a list of keys is not allowed")
 			}
-			return "", errors.New("a list of keys is not allowed")
+			return "", fmt.Errorf("%q is allowed only inside a quoted key", v[i])
 		}
 		key = v
 	}

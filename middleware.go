@@ -69,6 +69,9 @@ type request struct {
 	claim Claim
 	start time.Time
 	event Event
+	// finished is set once finish has taken over the cleanup of an
+	// executed request.
+	finished bool
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, required bool) {
@@ -81,6 +84,15 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path, Route: r.Pattern}
 	defer m.observe(q)
 
+	// Authentication comes first: an unauthenticated request learns nothing,
+	// not even whether its key is well-formed.
+	scope := m.cfg.ScopeFunc(r)
+	if scope == "" {
+		q.event.Outcome = OutcomeNoScope
+		m.reject(q, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to.")
+		return
+	}
+	q.event.Scope = scope
 	key, err := ParseKey(values)
 	if err != nil {
 		q.event.Outcome = OutcomeInvalidKey
@@ -92,13 +104,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	q.event.Key = key
-	scope := m.cfg.ScopeFunc(r)
-	if scope == "" {
-		q.event.Outcome = OutcomeNoScope
-		m.reject(q, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to.")
-		return
-	}
-	q.event.Scope = scope
 	if !m.readBody(q) {
 		return
 	}

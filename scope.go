@@ -16,3 +16,15 @@ func ScopeFromContext(ctx context.Context) string {
 	s, _ := ctx.Value(scopeKey{}).(string)
 	return s
 }
+
+type keyKey struct{}
+
+// KeyFromContext returns the idempotency key of the request the handler is
+// serving, as the middleware parsed it (unquoted), or "" outside an
+// idempotent request. Pass it on as the downstream idempotency key when the
+// handler calls a bank or a card network: if the key's completion is ever
+// lost, a retry then cannot move money twice there either.
+func KeyFromContext(ctx context.Context) string {
+	k, _ := ctx.Value(keyKey{}).(string)
+	return k
+}

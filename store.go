@@ -92,10 +92,11 @@ type Keys interface {
 	// concurrent transaction that holds the key, at most TxOptions.LockWait,
 	// and then fails with ErrWaitTimeout.
 	Insert(ctx context.Context, c Claim) (rec *Record, inserted bool, err error)
-	// Reacquire takes over a record that is FAILED, whose lock expired, or
-	// that is past retention, if it is still held by prevToken: one
-	// conditional update, which exactly one contender wins. It reports whether
-	// this one did.
+	// Reacquire takes over a record that is FAILED, PROCESSING with an
+	// expired lock, or COMPLETED and past retention, if prevToken still
+	// holds it: one conditional update, which exactly one contender wins. A
+	// live lock is never taken over, even past retention. Retention is
+	// extended to at least TTL from now. It reports whether this one won.
 	Reacquire(ctx context.Context, c Claim, prevToken string) (bool, error)
 	// Complete stores the final response and marks the record COMPLETED if
 	// l still holds it, else it fails with ErrLockLost.

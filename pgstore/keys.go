@@ -119,14 +119,14 @@ UPDATE idempotency_keys
        status = 'PROCESSING',
        attempts   = CASE WHEN expires_at <= now() THEN 1 ELSE attempts + 1 END,
        created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
-       expires_at = CASE WHEN expires_at <= now() THEN now() + $9 * interval '1 microsecond' ELSE expires_at END,
+       expires_at = GREATEST(expires_at, now() + $9 * interval '1 microsecond'),
        lock_token = $7, locked_at = now(), lock_expires_at = now() + $8 * interval '1 microsecond',
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $10
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lock_expires_at <= now())
-        OR expires_at <= now())`
+        OR (status = 'COMPLETED' AND expires_at <= now()))`
 
 func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bool, error) {
 	fp := c.Fingerprint

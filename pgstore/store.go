@@ -25,7 +25,7 @@ var _ idem.Store = (*Store)(nil)
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, keys: keys{db: pool, lockWait: DefaultLockWait}}
+	return &Store{pool: pool, keys: keys{db: autocommit{pool}, lockWait: DefaultLockWait}}
 }
 
 // Pool returns the pool the store runs on.

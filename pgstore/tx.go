@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
@@ -17,10 +18,15 @@ import (
 // holds no connection while it waits, and its completion is a single
 // auto-committed statement. The handler reaches it through DB.
 type Tx struct {
-	pool *pgxpool.Pool
-	tx   pgx.Tx // nil until the first statement
+	pool   *pgxpool.Pool
+	tx     pgx.Tx // nil until the first statement
+	closed bool   // committed or rolled back: nothing may begin it again
 	keys
 }
+
+// errTxEnded: a statement came after the middleware ended the request's
+// transaction (work the handler left running in the background, say).
+var errTxEnded = errors.New("pgstore: the request's transaction has ended")
 
 var _ idem.Tx = (*Tx)(nil)
 
@@ -31,7 +37,15 @@ var txOptions = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
 
 // conn begins the transaction if it has not begun.
 func (t *Tx) conn(ctx context.Context) (pgx.Tx, error) {
+	if t.closed {
+		return nil, errTxEnded
+	}
 	if t.tx != nil {
+		if t.tx.Conn().PgConn().TxStatus() == 'I' {
+			// The handler ran COMMIT or ROLLBACK itself. Whatever came
+			// after would commit on its own, apart from the key: refuse.
+			return nil, fmt.Errorf("the handler ended the transaction with its own COMMIT or ROLLBACK: %w", idem.ErrTxAborted)
+		}
 		return t.tx, nil
 	}
 	tx, err := t.pool.BeginTx(ctx, txOptions)
@@ -45,8 +59,8 @@ func (t *Tx) conn(ctx context.Context) (pgx.Tx, error) {
 // Complete stores the response in the transaction; when the transaction
 // never began (the handler wrote nothing), in one auto-committed statement.
 func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
-	if t.tx == nil {
-		return keys{db: t.pool, lockWait: t.lockWait}.Complete(ctx, l, resp)
+	if t.tx == nil && !t.closed {
+		return keys{db: autocommit{t.pool}, lockWait: t.lockWait}.Complete(ctx, l, resp)
 	}
 	return t.keys.Complete(ctx, l, resp)
 }
@@ -59,8 +73,15 @@ func (t *Tx) Context(ctx context.Context) context.Context {
 // Commit commits the transaction. An error on a transaction that a failed
 // statement aborted is ErrTxAborted.
 func (t *Tx) Commit(ctx context.Context) error {
+	if t.closed {
+		return fmt.Errorf("commit: %w", errTxEnded)
+	}
+	t.closed = true
 	if t.tx == nil {
 		return nil
+	}
+	if t.tx.Conn().PgConn().TxStatus() == 'I' {
+		return fmt.Errorf("commit: the handler ended the transaction itself: %w", idem.ErrTxAborted)
 	}
 	if err := t.tx.Commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
@@ -73,6 +94,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 
 // Rollback rolls the transaction back; after a Commit it does nothing.
 func (t *Tx) Rollback(ctx context.Context) error {
+	t.closed = true
 	if t.tx == nil {
 		return nil
 	}
@@ -96,7 +118,7 @@ func (l lazy) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 func (l lazy) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	tx, err := l.t.conn(ctx)
 	if err != nil {
-		return nil, err
+		return errRows{err: err}, err
 	}
 	return tx.Query(ctx, sql, args...)
 }
@@ -113,7 +135,7 @@ func (l lazy) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 // BEGIN goes in front of b in the same round trip: an atomic-mode claim
 // costs one round trip, not two.
 func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if l.t.tx == nil {
+	if l.t.tx == nil && !l.t.closed {
 		nb := &pgx.Batch{}
 		nb.BeginTx(txOptions)
 		nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
@@ -143,3 +165,19 @@ func (b errBatch) Query() (pgx.Rows, error)         { return nil, b.err }
 func (b errBatch) QueryRow() pgx.Row                { return errRow(b) }
 func (b errBatch) Close() error                     { return b.err }
 func (b errBatch) Tx() pgx.Tx                       { return nil }
+
+// errRows are the rows of a query that never ran: never nil, so pgx's
+// idiom rows, _ := Query(…); pgx.CollectRows(rows, …) reports the error
+// instead of panicking, as a pool's or a transaction's Query does.
+type errRows struct{ err error }
+
+func (r errRows) Close()                                       {}
+func (r errRows) Err() error                                   { return r.err }
+func (r errRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (r errRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (r errRows) Next() bool                                   { return false }
+func (r errRows) Scan(...any) error                            { return r.err }
+func (r errRows) Values() ([]any, error)                       { return nil, r.err }
+func (r errRows) RawValues() [][]byte                          { return nil }
+func (r errRows) Conn() *pgx.Conn                              { return nil }
+func (r errRows) TypeMap() *pgtype.Map                         { return nil }

@@ -154,14 +154,14 @@ UPDATE idempotency_keys
        status = 'PROCESSING',
        attempts   = CASE WHEN expires_at <= :now THEN 1 ELSE attempts + 1 END,
        created_at = CASE WHEN expires_at <= :now THEN :now ELSE created_at END,
-       expires_at = CASE WHEN expires_at <= :now THEN :now + :ttl ELSE expires_at END,
+       expires_at = MAX(expires_at, :now + :ttl),
        lock_token = :token, locked_at = :now, lock_expires_at = :now + :lock_for,
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :prev_token
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lock_expires_at <= :now)
-        OR expires_at <= :now)`
+        OR (status = 'COMPLETED' AND expires_at <= :now))`
 
 func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bool, error) {
 	var won bool

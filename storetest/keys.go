@@ -259,10 +259,10 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		require.WithinDuration(t, got.CreatedAt.Add(ttl), got.ExpiresAt, time.Second)
 	})
 
-	t.Run("AbandonedProcessingExpires", func(t *testing.T) {
+	t.Run("LiveLockOutlivesRetention", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		c := claim("alice", newKey(), "body", long, 300*time.Millisecond)
+		c := claim("alice", newKey(), "body", time.Second, 300*time.Millisecond)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
 		waitUntil(t, func() bool {
@@ -272,7 +272,33 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		})
 		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
 		require.NoError(t, err)
-		require.True(t, won, "past retention, even a live lock no longer binds the key")
+		require.False(t, won, "past retention, a live lock still holds the key")
+		waitUntil(t, func() bool {
+			rec, err := s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+			return !rec.LockLive
+		})
+		won, err = s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
+		require.NoError(t, err)
+		require.True(t, won, "an abandoned claim past retention is taken over")
+	})
+
+	t.Run("ReacquireExtendsRetention", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		c := claim("alice", newKey(), "body", long, time.Second)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		retry := claim("alice", c.Key, "body", long, ttl)
+		won, err := s.Reacquire(ctx, retry, c.Token)
+		require.NoError(t, err)
+		require.True(t, won)
+		got, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.WithinDuration(t, got.LockedAt.Add(ttl), got.ExpiresAt, time.Second,
+			"a retry binds the key for at least a TTL after it began")
+		require.Equal(t, 2, got.Attempts)
 	})
 }
 

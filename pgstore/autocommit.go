@@ -1,0 +1,49 @@
+package pgstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// autocommit runs the store's own writes (outside a request's transaction)
+// each in a READ COMMITTED transaction of its own, whatever the database's
+// default isolation: under REPEATABLE READ a claim that loses a race, or a
+// renewal racing a completion, would fail with a serialization error
+// instead of seeing the winner. BEGIN, the statements and COMMIT are
+// pipelined: still one round trip.
+type autocommit struct{ pool *pgxpool.Pool }
+
+func (a autocommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := a.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// QueryRow reads, which need no transaction.
+func (a autocommit) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return a.pool.QueryRow(ctx, sql, args...)
+}
+
+// SendBatch wraps b in BEGIN … COMMIT. Reading the results reads b's; Close
+// reads COMMIT's. When a statement fails, the connection is left in a
+// failed transaction, and the pool discards it on release.
+func (a autocommit) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	nb := &pgx.Batch{}
+	nb.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	nb.Queue("COMMIT")
+	br := a.pool.SendBatch(ctx, nb)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		return errBatch{translate(err)}
+	}
+	return br
+}
