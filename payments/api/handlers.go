@@ -14,14 +14,10 @@ import (
 	"github.com/idem-dev/idem/payments"
 )
 
-// key returns the request's Idempotency-Key as the middleware reads it
-// ("abc" and "\"abc\"" are the same key), or "" when there is none.
+// key returns the request's Idempotency-Key as the middleware parsed it
+// ("abc" and "\"abc\"" are the same key), or "" outside the middleware.
 func (h *handlers) key(r *http.Request) string {
-	k, err := idem.ParseKey(r.Header.Values(h.keyHeader))
-	if err != nil {
-		return ""
-	}
-	return k
+	return idem.KeyFromContext(r.Context())
 }
 
 func (h *handlers) createDeposit(w http.ResponseWriter, r *http.Request) {
