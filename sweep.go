@@ -21,13 +21,17 @@ var ErrSweepBusy = errors.New("idem: another sweep is running")
 // pgstore and sqlitestore implement it.
 type Sweeper interface {
 	// DeleteExpired deletes at most limit records whose expires_at has
-	// passed by the store's clock, whatever their status: an abandoned
-	// PROCESSING record goes too. It runs as one short transaction and
-	// returns the keys it deleted. It never waits for a record that another
-	// transaction holds (a request re-acquiring an expired key): it leaves
-	// it for a later call. While another DeleteExpired holds the store's
+	// passed by the store's clock, whatever their status, except a
+	// PROCESSING record whose lock is still live: a request that runs past
+	// retention keeps its key, as it would against a retry's re-acquire. An
+	// abandoned PROCESSING record (its lock expired) goes. It runs as one
+	// short transaction and returns the keys it deleted. It never waits for
+	// a record that another transaction holds (a request re-acquiring an
+	// expired key): it leaves it for a later call. While another DeleteExpired holds the store's
 	// sweep lock it deletes nothing and returns ErrSweepBusy, so replicas
-	// that all sweep do not compete.
+	// that all sweep do not compete. (A store whose writers lock the whole
+	// database, SQLite, says ErrSweepBusy too when it cannot have that lock
+	// promptly.)
 	//
 	// inTx, when not nil, runs inside that transaction after the delete,
 	// only when something was deleted, with the deleted keys and a context

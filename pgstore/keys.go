@@ -141,22 +141,40 @@ func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bo
 const complete = `
 UPDATE idempotency_keys
    SET status = 'COMPLETED', lock_expires_at = now(),
-       response_code = $4, response_headers = $5, response_body = $6,
+       response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
        resource_type = nullif($7, ''), resource_id = nullif($8, '')
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
 func (k keys) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+	args, err := completeArgs(l, resp)
+	if err != nil {
+		return err
+	}
+	return k.fenced(ctx, "complete", complete, args...)
+}
+
+func completeArgs(l idem.Lock, resp idem.Response) ([]any, error) {
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
-		return fmt.Errorf("encode headers: %w", err)
+		return nil, fmt.Errorf("encode headers: %w", err)
 	}
 	body := resp.Body
 	if body == nil {
 		body = []byte{}
 	}
-	return k.fenced(ctx, "complete", complete, l.Scope, l.Key, l.Token,
-		resp.StatusCode, headers, body, resp.ResourceType, resp.ResourceID)
+	return []any{l.Scope, l.Key, l.Token, resp.StatusCode, string(headers), body, resp.ResourceType, resp.ResourceID}, nil
 }
+
+// completeOrAbort is complete as a statement that fails when the lock
+// token no longer holds the key: a division by zero, SQLSTATE 22012, which
+// nothing else in it can raise. The failure aborts the transaction, so a
+// COMMIT sent behind it in the same round trip does not run.
+const completeOrAbort = `
+WITH completed AS (` + complete + `
+ RETURNING 1)
+SELECT 1 / count(*) FROM completed`
+
+const codeDivisionByZero = "22012"
 
 const fail = `
 UPDATE idempotency_keys

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
@@ -46,4 +48,31 @@ func TestMigrate(t *testing.T) {
 	applied, err = pgstore.Migrate(ctx, other)
 	require.NoError(t, err)
 	require.Empty(t, applied, "the script records what it applied")
+}
+
+// The store's SQL works in every pgx query mode a pooler may need, not only
+// in pgx's default: the modes that guess parameter types from Go values
+// (exec, simple protocol) included.
+func TestKeysInEveryQueryMode(t *testing.T) {
+	t.Parallel()
+	for name, mode := range map[string]pgx.QueryExecMode{
+		"Exec":           pgx.QueryExecModeExec,
+		"SimpleProtocol": pgx.QueryExecModeSimpleProtocol,
+		"CacheDescribe":  pgx.QueryExecModeCacheDescribe,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			storetest.RunKeys(t, func(t *testing.T) idem.Store {
+				pool := pgtest.Pool(t, 8)
+				_, err := pgstore.Migrate(context.Background(), pool)
+				require.NoError(t, err)
+				cfg := pool.Config()
+				cfg.ConnConfig.DefaultQueryExecMode = mode
+				modal, err := pgxpool.NewWithConfig(context.Background(), cfg)
+				require.NoError(t, err)
+				t.Cleanup(modal.Close)
+				return pgstore.New(modal)
+			})
+		})
+	}
 }

@@ -23,8 +23,10 @@ SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_k
        set_config('lock_timeout', '2s', true)`
 
 // deleteExpired deletes the oldest expired rows through the expires_at
-// index, at most $1, skipping rows another transaction holds (a request
-// re-acquiring an expired key) instead of waiting for them. The rows it
+// index, at most $1, but not a claim whose lock is live, and skips rows
+// another transaction holds (a request re-acquiring an expired key) instead
+// of waiting for them; a row whose lock was renewed meanwhile is checked
+// again when locked, and left. The rows it
 // locked are then deleted by their physical address (a TID scan); adding
 // any other condition to the outer WHERE lets the planner scan the whole
 // expired range of the index a second time, in every batch.
@@ -33,13 +35,14 @@ DELETE FROM idempotency_keys
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM idempotency_keys
           WHERE expires_at <= now()
+            AND (status <> 'PROCESSING' OR lock_expires_at <= now())
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))
 RETURNING user_id, idempotency_key`
 
-// DeleteExpired deletes at most limit records past their expiry, whatever
-// their status, in one short transaction (see idem.Sweeper). Only one
+// DeleteExpired deletes at most limit records past their expiry, but no
+// live claim, in one short transaction (see idem.Sweeper). Only one
 // transaction per key table sweeps at a time; others get idem.ErrSweepBusy.
 // inTx runs in the same transaction, reachable through DB.
 func (s *Store) DeleteExpired(ctx context.Context, limit int, inTx func(context.Context, []idem.KeyRef) error) ([]idem.KeyRef, error) {

@@ -23,6 +23,12 @@
 #                 the "PostgreSQL not found" error, e.g.
 #                   env -u DATABASE_URL PG_BINDIR=/nonexistent scripts/test-postgres.sh true
 #   PG_PORT_BASE  first TCP port to try (default 55432).
+#   PG_DURABLE=1  a cluster for benchmarks: fsync, full_page_writes and
+#                 synchronous_commit on (the defaults of a real server; the
+#                 tests turn the first two off for speed), shared_buffers
+#                 1GB, max_wal_size 8GB and checkpoint_timeout 30min (so a
+#                 run is not interrupted by forced checkpoints), and
+#                 pg_stat_statements preloaded. make bench sets it.
 set -euo pipefail
 
 prog=test-postgres
@@ -163,6 +169,12 @@ port_in_use() { # a successful connect means someone is listening
 	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
+pg_opts="-c fsync=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=128MB"
+if [ "${PG_DURABLE:-}" = 1 ]; then
+	pg_opts="-c fsync=on -c full_page_writes=on -c synchronous_commit=on -c max_connections=300 -c shared_buffers=1GB"
+	pg_opts="$pg_opts -c max_wal_size=8GB -c checkpoint_timeout=30min -c shared_preload_libraries=pg_stat_statements"
+fi
+
 port=${PG_PORT_BASE:-55432}
 last_port=$((port + 200))
 started=""
@@ -173,7 +185,7 @@ while [ "$port" -le "$last_port" ]; do
 	fi
 	if [ -f "$logfile" ]; then : >"$logfile"; fi # only this attempt's messages (keeps owner)
 	if as_pg_user "$bindir/pg_ctl" start -D "$data" -w -t 60 -l "$logfile" \
-		-o "-c listen_addresses=127.0.0.1 -p $port -k $sock -c fsync=off -c full_page_writes=off -c max_connections=300 -c shared_buffers=128MB" \
+		-o "-c listen_addresses=127.0.0.1 -p $port -k $sock $pg_opts" \
 		>"$tmp/pg_ctl.log" 2>&1; then
 		started=1
 		break
@@ -195,7 +207,7 @@ if [ -z "$started" ]; then
 fi
 
 export DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
-log "started throwaway PostgreSQL $(pg_version_of "$bindir") from $bindir${pg_user:+ as user $pg_user} at 127.0.0.1:$port (data in $tmp)"
+log "started throwaway PostgreSQL $(pg_version_of "$bindir") from $bindir${pg_user:+ as user $pg_user} at 127.0.0.1:$port (data in $tmp${PG_DURABLE:+, durable: fsync on})"
 
 # ---------------------------------------------------------------------------
 # 6. Run the command; the EXIT trap stops the server and removes $tmp.

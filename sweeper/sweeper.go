@@ -5,12 +5,13 @@
 //	sw, err := sweeper.New(store, sweeper.Config{}) // pgstore or sqlitestore
 //	go sw.Run(ctx)                                  // every replica may run it
 //
-// Every record whose expires_at has passed goes, whatever its status: an
-// abandoned PROCESSING record too. A round deletes batches of BatchSize,
-// one short transaction each, with Pause between them, until a batch comes
-// back short; Run starts a round every Interval. When several replicas run
-// a sweeper, the store's sweep lock lets one batch run at a time and the
-// others skip their round (idem.ErrSweepBusy).
+// Every record whose expires_at has passed goes, whatever its status (an
+// abandoned PROCESSING record too), except a claim whose lock is still live:
+// a request running past retention keeps its key. A round deletes batches
+// of BatchSize, one short transaction each, with Pause between them, until
+// a batch comes back short; Run starts a round every Interval. When several
+// replicas run a sweeper, the store's sweep lock lets one batch run at a
+// time and the others skip their round (idem.ErrSweepBusy).
 //
 // OnDeleteFunc runs inside each batch's transaction with the deleted keys,
 // so an application can release state tied to a key's life (a business

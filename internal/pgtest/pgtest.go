@@ -8,7 +8,8 @@
 // refuses a search_path startup parameter, and a prepared statement made on
 // one server connection is gone on the next. Each schema then lives in a
 // database of its own name whose default search_path is that schema, and
-// connections use pgx's exec mode, which prepares nothing by name.
+// connections use pgx's cache_describe mode, which prepares nothing by name
+// (pgstore.PgBouncerConfig).
 package pgtest
 
 import (
@@ -120,8 +121,8 @@ func databaseSchema(t testing.TB, conn *pgx.Conn, schema string) {
 
 // SchemaURL returns a connection string for the test database whose
 // search_path is schema: for a server process under test. Through
-// PgBouncer it names the schema's database instead, and asks pgx for exec
-// mode (default_query_exec_mode=exec).
+// PgBouncer it names the schema's database instead, and asks pgx for a
+// mode that prepares nothing by name (default_query_exec_mode=cache_describe).
 func SchemaURL(t testing.TB, schema string) string {
 	t.Helper()
 	u, err := url.Parse(URL())
@@ -134,7 +135,7 @@ func SchemaURL(t testing.TB, schema string) string {
 	q := u.Query()
 	if PgBouncer() {
 		u.Path = "/" + schema
-		q.Set("default_query_exec_mode", "cache_statement")
+		q.Set("default_query_exec_mode", "cache_describe")
 	} else {
 		q.Set("search_path", schema)
 	}
