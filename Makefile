@@ -7,6 +7,11 @@
 #   make test PKGS=./internal/...          only some packages
 #   make test-short                        same, with -short
 #   make vet | make fmt
+#   make chaos                             the chaos harness, short profile (docs/chaos.md)
+#   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
+#   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
+#   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
+#   make bench-growth                      the benchmark with 10 million keys against an empty table
 #   DATABASE_URL=postgres://... make test  use an existing server
 
 GO          ?= go
@@ -17,7 +22,7 @@ TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
-.PHONY: test test-short vet fmt fmt-check check-cc
+.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -28,6 +33,34 @@ test: check-cc fmt-check vet
 
 test-short: check-cc fmt-check vet
 	$(GOTEST) -short $(GOTESTFLAGS) $(PKGS)
+
+# The chaos harness: paymentsd replicas behind a retrying front proxy,
+# SIGKILLs, broken database links and PostgreSQL restarts while payments
+# flow, then the invariants (docs/chaos.md). It starts its own throwaway
+# PostgreSQL from the local server binaries. Extra flags: CHAOSFLAGS.
+CHAOSFLAGS ?=
+chaos:
+	$(GO) run ./cmd/chaos -profile short $(CHAOSFLAGS)
+
+chaos-long:
+	$(GO) run ./cmd/chaos -profile long $(CHAOSFLAGS)
+
+# The store's tests through a real PgBouncer in transaction pooling mode,
+# in front of the throwaway cluster (scripts/with-pgbouncer.sh; needs
+# pgbouncer: apt-get install pgbouncer). PGBOUNCER_PKGS names the packages.
+PGBOUNCER_PKGS ?= ./pgstore/...
+test-pgbouncer: check-cc
+	CGO_ENABLED=1 $(TEST_PG) ./scripts/with-pgbouncer.sh $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(PGBOUNCER_PKGS)
+
+# The benchmark (README.md, Benchmarks): a throwaway cluster with fsync and
+# synchronous_commit on (PG_DURABLE=1), or DATABASE_URL. Writes the table
+# and charts into results/bench. Extra flags: BENCHFLAGS (go run ./cmd/bench -h).
+BENCHFLAGS ?=
+bench:
+	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench $(BENCHFLAGS)
+
+bench-growth:
+	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -growth $(BENCHFLAGS)
 
 vet:
 	$(GO) vet $(PKGS)
