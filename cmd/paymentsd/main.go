@@ -8,6 +8,8 @@
 //	paymentsd [serve] [flags]     run the HTTP server (the default)
 //	paymentsd migrate [flags]     create or upgrade the database schema
 //	paymentsd users create [flags] create a user; print its id and API key as JSON
+//	paymentsd keys show [flags]   print an idempotency record's state
+//	paymentsd keys sweep [flags]  delete the records past their retention, once
 //
 // The database is a SQLite file (default paymentsd.db in the working
 // directory) or, given a postgres:// URL, PostgreSQL: see --db. Run
@@ -33,6 +35,8 @@ Usage:
   paymentsd [serve] [flags]       run the HTTP server (the default command)
   paymentsd migrate [flags]       create or upgrade the database schema
   paymentsd users create [flags]  create a user; print {"user_id","api_key"} as JSON
+  paymentsd keys show [flags]     print an idempotency record's state (--user-id, --key)
+  paymentsd keys sweep [flags]    delete the idempotency records past their retention, once
   paymentsd help                  show this help
 
 Run 'paymentsd <command> -h' for a command's flags. The database is --db, else
@@ -84,6 +88,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			return usageError("usage: paymentsd users create [--db URL]")
 		}
 		return usersCreate(ctx, args[1:], stdout, stderr, getenv)
+	case "keys":
+		return keysCmd(ctx, args, stdout, stderr, getenv)
 	case "help":
 		fmt.Fprint(stdout, usage)
 		return nil

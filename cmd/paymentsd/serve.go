@@ -12,10 +12,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/api"
 	"github.com/idem-dev/idem/payments/money"
+	"github.com/idem-dev/idem/sweeper"
 )
 
 type serveFlags struct {
@@ -28,6 +34,7 @@ type serveFlags struct {
 	rates           string
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
+	sweepInterval   time.Duration
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -42,6 +49,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level logged: debug, info, warn or error")
+	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
 		return err
@@ -53,6 +61,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
 		}
+	}
+	if f.sweepInterval < 0 {
+		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
 	}
 	mode, err := idem.ParseMode(f.mode)
 	if err != nil {
@@ -81,16 +92,41 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
 	mw, err := idem.New(b.store, idem.Config{
 		Mode: mode, TTL: f.ttl, LockTimeout: f.lockTimeout, WaitTimeout: f.waitTimeout,
-		ObserveFunc: idem.LogEvents(logger),
+		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
+		TraceFunc:   m.Trace,
 	})
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	handler, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: logger})
+	apiHandler, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: logger})
 	if err != nil {
 		return err
+	}
+	// /metrics holds counts and latencies, never a key, a user or a body.
+	handler := http.NewServeMux()
+	handler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	handler.Handle("/", apiHandler)
+
+	// The sweeper runs until shutdown begins; the database closes after it.
+	sweepDone := make(chan struct{})
+	sctx, stopSweep := context.WithCancel(ctx)
+	defer func() { stopSweep(); <-sweepDone }()
+	if f.sweepInterval == 0 {
+		close(sweepDone)
+	} else {
+		sw, err := newSweeper(b, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: m.ObserveSweep, Logger: logger})
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer close(sweepDone)
+			_ = sw.Run(sctx) // it logs its own failures and ends with ctx
+		}()
 	}
 
 	ln, err := net.Listen("tcp", f.addr)

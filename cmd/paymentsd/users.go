@@ -19,14 +19,11 @@ func usersCreate(ctx context.Context, args []string, stdout, stderr io.Writer, g
 	if err := parseFlags(fs, args, stderr, "paymentsd users create [--db URL]\n\nCreates a user and prints {\"user_id\",\"api_key\"} as one JSON object.\nThe API key is shown only this once."); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, resolveDB(*db, getenv))
+	b, err := openMigrated(ctx, *db, getenv)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	if _, err := b.migrate(ctx); err != nil {
-		return fmt.Errorf("migrate %s: %w", b.display, err)
-	}
 	svc, err := payments.New(b.ledger, payments.Config{})
 	if err != nil {
 		return err

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/sweeper"
+)
+
+// keysCmd dispatches "paymentsd keys show|sweep": the support engineer's
+// view of one idempotency record, and a one-shot sweep.
+func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) == 0 {
+		return usageError("usage: paymentsd keys show --user-id ID --key KEY | paymentsd keys sweep [--db URL]")
+	}
+	switch args[0] {
+	case "show":
+		return keysShow(ctx, args[1:], stdout, stderr, getenv)
+	case "sweep":
+		return keysSweep(ctx, args[1:], stdout, stderr, getenv)
+	}
+	return usageError("unknown keys command %q (want show or sweep)", args[0])
+}
+
+// keyState is what keys show prints: the record's state, never its
+// request or response body.
+type keyState struct {
+	UserID        string    `json:"user_id"`
+	Key           string    `json:"key"`
+	Status        string    `json:"status"`
+	Attempts      int       `json:"attempts"`
+	Request       string    `json:"request"`
+	CreatedAt     time.Time `json:"created_at"`
+	LockExpiresAt time.Time `json:"lock_expires_at"`
+	LockLive      bool      `json:"lock_live"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	Expired       bool      `json:"expired"`
+	ResponseCode  int       `json:"response_code,omitempty"`
+	Resource      string    `json:"resource,omitempty"`
+}
+
+// keysShow prints one record's state as a JSON object.
+func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("keys show", flag.ContinueOnError)
+	db := dbFlag(fs)
+	userID := fs.String("user-id", "", "the user the key belongs to (required)")
+	key := fs.String("key", "", "the Idempotency-Key, unquoted (required)")
+	if err := parseFlags(fs, args, stderr, "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON.\nIt never prints a request or response body."); err != nil {
+		return err
+	}
+	if *userID == "" || *key == "" {
+		return usageError("keys show: --user-id and --key are required")
+	}
+	b, err := openMigrated(ctx, *db, getenv)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	rec, err := b.store.Get(ctx, *userID, *key)
+	if errors.Is(err, idem.ErrNotFound) {
+		return fmt.Errorf("keys show: no record for key %q of user %s (never used, or swept after its retention)", *key, *userID)
+	}
+	if err != nil {
+		return fmt.Errorf("keys show: %w", err)
+	}
+	s := keyState{
+		UserID: rec.Scope, Key: rec.Key, Status: string(rec.Status), Attempts: rec.Attempts,
+		Request:   rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
+		CreatedAt: rec.CreatedAt.UTC(), LockExpiresAt: rec.LockExpiresAt.UTC(), LockLive: rec.LockLive,
+		ExpiresAt: rec.ExpiresAt.UTC(), Expired: rec.Expired,
+	}
+	if r := rec.Response; r != nil {
+		s.ResponseCode = r.StatusCode
+		if r.ResourceID != "" {
+			s.Resource = r.ResourceType + "/" + r.ResourceID
+		}
+	}
+	return printJSON(stdout, s)
+}
+
+// keysSweep deletes every record past its retention once, releasing the
+// wallet's key nets with them, and prints how many it deleted.
+func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("keys sweep", flag.ContinueOnError)
+	db := dbFlag(fs)
+	batch := fs.Int("batch-size", sweeper.DefaultBatchSize, "the most records one batch deletes, in one short transaction")
+	pause := fs.Duration("pause", sweeper.DefaultPause, "the wait between two batches")
+	if err := parseFlags(fs, args, stderr, "paymentsd keys sweep [--db URL]\n\nDeletes every idempotency record past its retention, in bounded batches, once, and prints {\"deleted\":N}."); err != nil {
+		return err
+	}
+	b, err := openMigrated(ctx, *db, getenv)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	sw, err := newSweeper(b, sweeper.Config{BatchSize: *batch, Pause: *pause})
+	if err != nil {
+		return usageError("keys sweep: %v", err)
+	}
+	n, err := sw.Once(ctx)
+	if err != nil {
+		return fmt.Errorf("keys sweep: deleted %d, then: %w", n, err)
+	}
+	return printJSON(stdout, struct {
+		Deleted int `json:"deleted"`
+	}{n})
+}
+
+// newSweeper returns a sweeper on b's store that frees the wallet's key
+// nets in the same transaction as the records it deletes.
+func newSweeper(b *backend, cfg sweeper.Config) (*sweeper.Sweeper, error) {
+	sw, ok := b.store.(idem.Sweeper)
+	if !ok {
+		return nil, fmt.Errorf("the %s store cannot sweep", b.kind)
+	}
+	svc, err := payments.New(b.ledger, payments.Config{})
+	if err != nil {
+		return nil, err
+	}
+	cfg.OnDeleteFunc = svc.ReleaseKeys
+	return sweeper.New(sw, cfg)
+}
+
+// openMigrated opens the database and applies pending migrations.
+func openMigrated(ctx context.Context, db string, getenv func(string) string) (*backend, error) {
+	b, err := openBackend(ctx, resolveDB(db, getenv))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := b.migrate(ctx); err != nil {
+		b.close()
+		return nil, fmt.Errorf("migrate %s: %w", b.display, err)
+	}
+	return b, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	out, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", out)
+	return err
+}

@@ -1,0 +1,128 @@
+package main_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// keysShow runs `paymentsd keys show` and decodes its JSON.
+func keysShow(t *testing.T, s *server, u *user, key string) (map[string]any, string, int) {
+	t.Helper()
+	out, errOut, code := runCLI(t, env(), "keys", "show", "--db", s.db, "--user-id", u.id, "--key", key)
+	if code != 0 {
+		return nil, errOut, code
+	}
+	var v map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+	return v, errOut, code
+}
+
+func TestKeysShow(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, s *server) {
+		u := s.newUser(t)
+		key := newKey()
+		require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", key, `{"currency":"USD","amount":500}`).status)
+		v, errOut, code := keysShow(t, s, u, key)
+		require.Zero(t, code, errOut)
+		require.Equal(t, "COMPLETED", v["status"])
+		require.Equal(t, float64(201), v["response_code"])
+		require.Equal(t, float64(1), v["attempts"])
+		require.Equal(t, "POST /v1/deposits", v["request"])
+		require.Equal(t, false, v["lock_live"])
+		require.Equal(t, false, v["expired"])
+		require.Contains(t, v["resource"], "deposits/")
+		require.NotContains(t, v, "response_body", "never a body")
+
+		_, errOut, code = keysShow(t, s, u, "never-used")
+		require.Equal(t, 1, code)
+		require.Contains(t, errOut, `no record for key "never-used"`)
+		require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+
+		_, errOut, code = runCLI(t, env(), "keys", "show", "--db", s.db, "--key", key)
+		require.Equal(t, 2, code, "a missing flag is a usage error")
+		require.Contains(t, errOut, "--user-id and --key are required")
+	})
+}
+
+// Records past their retention are deleted by `paymentsd keys sweep`, and by
+// the sweeper inside serve; the wallet's key net is released with them, so
+// the key works again for a new request.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	t.Run("OneShot", func(t *testing.T) {
+		t.Parallel()
+		each(t, sweepOnce, "--idempotency-ttl", "1s", "--sweep-interval", "0")
+	})
+	t.Run("InServe", func(t *testing.T) {
+		t.Parallel()
+		each(t, sweepInServe, "--idempotency-ttl", "1s", "--sweep-interval", "200ms")
+	})
+}
+
+func sweepOnce(t *testing.T, s *server) {
+	u := s.newUser(t)
+	key := newKey()
+	require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", key, `{"currency":"USD","amount":500}`).status)
+	require.Equal(t, int64(1), u.storedKeys(t))
+	time.Sleep(1500 * time.Millisecond) // past the 1s retention
+	out, errOut, code := runCLI(t, env(), "keys", "sweep", "--db", s.db)
+	require.Zero(t, code, errOut)
+	require.JSONEq(t, `{"deleted":1}`, out)
+	require.Zero(t, u.storedKeys(t))
+	_, _, code = keysShow(t, s, u, key)
+	require.Equal(t, 1, code, "the swept record is gone")
+	r := u.post(t, "/v1/deposits", key, `{"currency":"USD","amount":700}`)
+	require.Equal(t, http.StatusCreated, r.status, "the key net was released with the record: %s", r)
+}
+
+func sweepInServe(t *testing.T, s *server) {
+	u := s.newUser(t)
+	require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", newKey(), `{"currency":"USD","amount":500}`).status)
+	deadline := time.Now().Add(20 * time.Second)
+	for u.storedKeys(t) != 0 {
+		require.True(t, time.Now().Before(deadline), "the sweeper in serve did not delete the expired record")
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Contains(t, scrape(t, s), "idem_sweep_deleted_total 1")
+}
+
+func scrape(t *testing.T, s *server) string {
+	t.Helper()
+	resp, err := http.Get(s.url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	each(t, func(t *testing.T, s *server) {
+		u := s.newUser(t)
+		key := newKey()
+		for range 2 {
+			require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", key, `{"currency":"USD","amount":500}`).status)
+		}
+		require.Equal(t, http.StatusBadRequest, u.post(t, "/v1/deposits", "a b", `{"currency":"USD","amount":500}`).status)
+		body := scrape(t, s)
+		for _, want := range []string{
+			`idem_requests_total{outcome="executed",route="POST /v1/deposits"} 1`,
+			`idem_requests_total{outcome="replayed",route="POST /v1/deposits"} 1`,
+			`idem_requests_total{outcome="invalid_key",route="POST /v1/deposits"} 1`,
+			`idem_store_operation_duration_seconds_bucket{`,
+		} {
+			require.Contains(t, body, want)
+		}
+		require.NotContains(t, body, key, "no key in metrics")
+		require.NotContains(t, body, u.id, "no user in metrics")
+	})
+}
