@@ -47,8 +47,9 @@ chaos-long:
 
 # The store's tests through a real PgBouncer in transaction pooling mode,
 # in front of the throwaway cluster (scripts/with-pgbouncer.sh; needs
-# pgbouncer: apt-get install pgbouncer). PGBOUNCER_PKGS names the packages.
-PGBOUNCER_PKGS ?= ./pgstore/...
+# pgbouncer: apt-get install pgbouncer): the store's suite and paymentsd's
+# end-to-end tests. PGBOUNCER_PKGS names the packages.
+PGBOUNCER_PKGS ?= ./pgstore/... ./cmd/paymentsd/...
 test-pgbouncer: check-cc
 	CGO_ENABLED=1 $(TEST_PG) ./scripts/with-pgbouncer.sh $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(PGBOUNCER_PKGS)
 
