@@ -14,9 +14,12 @@ import (
 	"github.com/idem-dev/idem/storetest"
 )
 
-// newStore returns a migrated store in a schema of its own.
+// newStore returns a migrated store in a schema of its own. Its pool is
+// smaller than the 64 racers of the conformance suite on purpose: they
+// contend for connections too, and many tests in parallel stay within the
+// server's max_connections.
 func newStore(t *testing.T) *pgstore.Store {
-	pool := pgtest.Pool(t, 80)
+	pool := pgtest.Pool(t, 24)
 	_, err := pgstore.Migrate(context.Background(), pool)
 	require.NoError(t, err)
 	return pgstore.New(pool)
