@@ -415,15 +415,18 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, mode idem.Mode) {
 		t.Run("LeaseIsRenewedWhileHandlerRuns", func(t *testing.T) {
 			t.Parallel()
 			c := cfg
-			c.LockTimeout = 300 * time.Millisecond
+			// Short enough to outlive several times, long enough that a
+			// renewal gets through on a loaded machine: a lease that cannot
+			// be renewed in time lapses, rightly.
+			c.LockTimeout = time.Second
 			s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
-				time.Sleep(1200 * time.Millisecond)
+				time.Sleep(3 * time.Second)
 				created(w, r, n)
 			})
 			key := newKey()
 			firstDone := make(chan reply, 1)
 			go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
-			time.Sleep(800 * time.Millisecond) // well past the first lease
+			time.Sleep(2 * time.Second) // well past the first lease
 			dup := s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, http.StatusConflict, dup.status, "a renewed lease keeps the key")
 			require.Equal(t, http.StatusCreated, (<-firstDone).status)
