@@ -1,0 +1,204 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Cluster is a throwaway PostgreSQL cluster of the harness's own: it must be
+// restarted mid-run, so it is never the system's server. It lives in a temp
+// dir, listens on 127.0.0.1 only, and runs as the postgres system user when
+// the harness runs as root (PostgreSQL refuses root), like
+// scripts/test-postgres.sh.
+type Cluster struct {
+	bindir string
+	dir    string // the temp dir; owned by runAs when set
+	data   string
+	port   int
+	runAs  string // system user to run the server as; "" runs as ourselves
+	opts   string
+}
+
+// StartCluster creates and starts a cluster.
+func StartCluster(ctx context.Context) (*Cluster, error) {
+	bindir, err := findBindir()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{bindir: bindir}
+	if os.Geteuid() == 0 {
+		c.runAs = "postgres"
+		if _, err := user.Lookup(c.runAs); err != nil {
+			c.runAs = "nobody"
+		}
+	}
+	// /tmp rather than $TMPDIR: the server user must reach it.
+	if c.dir, err = os.MkdirTemp("/tmp", "idem-chaos-pg-"); err != nil {
+		return nil, err
+	}
+	if c.runAs != "" {
+		u, err := user.Lookup(c.runAs)
+		if err != nil {
+			c.Remove()
+			return nil, err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(c.dir, uid, gid); err != nil {
+			c.Remove()
+			return nil, err
+		}
+	}
+	c.data = filepath.Join(c.dir, "data")
+	sock := filepath.Join(c.dir, "sock")
+	if out, err := c.pg(ctx, "mkdir", "-m", "700", sock); err != nil {
+		c.Remove()
+		return nil, fmt.Errorf("mkdir %s: %v: %s", sock, err, out)
+	}
+	// --locale=C: deterministic, and no failure on an uninstalled LANG.
+	if out, err := c.pg(ctx, filepath.Join(bindir, "initdb"), "-D", c.data, "-A", "trust", "-U", "postgres",
+		"-E", "UTF8", "--locale=C", "--no-sync"); err != nil {
+		c.Remove()
+		return nil, fmt.Errorf("initdb (%s): %v\n%s", bindir, err, tail(out, 30))
+	}
+	// A free port can be taken by someone else between our probe and the
+	// server's bind: try a few.
+	for range 5 {
+		if c.port, err = freePort(); err != nil {
+			break
+		}
+		c.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off "+
+			"-c max_connections=400 -c shared_buffers=128MB", c.port, sock)
+		if err = c.ctl(ctx, "start"); err == nil {
+			return c, nil
+		}
+	}
+	c.Stop()
+	c.Remove()
+	return nil, fmt.Errorf("start PostgreSQL: %w", err)
+}
+
+// Addr is the server's host:port.
+func (c *Cluster) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)) }
+
+// URL returns the connection string of database db, connecting to addr
+// (the server itself, or a fault proxy in front of it).
+func (c *Cluster) URL(addr, db string) string {
+	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr, db)
+}
+
+// Restart is a fast restart: active transactions are rolled back and every
+// connection is closed, as when the database fails over or is upgraded.
+func (c *Cluster) Restart(ctx context.Context) error { return c.ctl(ctx, "restart", "-m", "fast") }
+
+// Stop stops the server at once; the cluster is thrown away after.
+func (c *Cluster) Stop() {
+	if c.data == "" {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(c.data, "postmaster.pid")); err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = c.pg(ctx, filepath.Join(c.bindir, "pg_ctl"), "stop", "-D", c.data, "-m", "immediate", "-w", "-t", "20")
+}
+
+// Remove deletes the cluster's files; Stop it first.
+func (c *Cluster) Remove() {
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// LogTail returns the end of the server log, for a failure message.
+func (c *Cluster) LogTail(n int) string {
+	b, _ := os.ReadFile(filepath.Join(c.dir, "postgres.log"))
+	return tail(b, n)
+}
+
+func (c *Cluster) ctl(ctx context.Context, action string, extra ...string) error {
+	args := append([]string{action, "-D", c.data, "-w", "-t", "60", "-l", filepath.Join(c.dir, "postgres.log"),
+		"-o", c.opts}, extra...)
+	out, err := c.pg(ctx, filepath.Join(c.bindir, "pg_ctl"), args...)
+	if err != nil {
+		return fmt.Errorf("pg_ctl %s: %v\n%s\nserver log:\n%s", action, err, tail(out, 10), c.LogTail(20))
+	}
+	return nil
+}
+
+// pg runs a command as the server user, from inside the temp dir so that an
+// unreadable working directory (a checkout under /root) does not matter.
+func (c *Cluster) pg(ctx context.Context, name string, args ...string) ([]byte, error) {
+	if c.runAs != "" {
+		args = append([]string{"-u", c.runAs, "--", name}, args...)
+		name = "runuser"
+	}
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = c.dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	return cmd.CombinedOutput()
+}
+
+// findBindir finds initdb and pg_ctl: PG_BINDIR, else PATH, else the
+// highest version under /usr/lib/postgresql.
+func findBindir() (string, error) {
+	ok := func(d string) bool {
+		for _, f := range []string{"initdb", "pg_ctl"} {
+			if st, err := os.Stat(filepath.Join(d, f)); err != nil || st.Mode()&0o111 == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	if d := os.Getenv("PG_BINDIR"); d != "" {
+		if ok(d) {
+			return d, nil
+		}
+		return "", fmt.Errorf("PG_BINDIR=%s holds no initdb and pg_ctl", d)
+	}
+	if p, err := exec.LookPath("initdb"); err == nil && ok(filepath.Dir(p)) {
+		return filepath.Dir(p), nil
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return pgMajor(dirs[i]) > pgMajor(dirs[j]) })
+	for _, d := range dirs {
+		if ok(d) {
+			return d, nil
+		}
+	}
+	return "", errors.New("no PostgreSQL server binaries (initdb, pg_ctl) in PG_BINDIR, PATH or /usr/lib/postgresql/*/bin; " +
+		"install PostgreSQL (Debian/Ubuntu: apt-get install postgresql)")
+}
+
+func pgMajor(dir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+	return n
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tail(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,110 @@
+package chaos
+
+import (
+	"fmt"
+	"time"
+)
+
+// Span is a random duration between Min and Max.
+type Span struct{ Min, Max time.Duration }
+
+// Profile sizes a run: how many replicas and callers, for how long, and how
+// hard the faults come.
+type Profile struct {
+	Name     string
+	Replicas int
+	Workers  int
+	// Duration is how long traffic runs under faults, per mode.
+	Duration time.Duration
+	// Drain bounds how long callers may keep retrying after the faults stop.
+	Drain time.Duration
+	// LockTimeout is paymentsd's --lock-timeout: short, so the leases of
+	// killed replicas expire quickly.
+	LockTimeout time.Duration
+	// UpstreamTimeout is how long the front proxy waits for a replica's
+	// response headers before it tries another; BalancerAttempts is how
+	// many replicas it tries.
+	UpstreamTimeout  time.Duration
+	BalancerAttempts int
+	SDK              SDKConfig
+	// Patient is the share of callers that go through a second front
+	// proxy, with their own SDK, both waiting several lock timeouts (as a
+	// load balancer with a 60 s timeout would): a request they sent to a
+	// frozen replica is still wanted when it wakes up past its lease, so
+	// its completion meets the fencing token.
+	Patient float64
+	// DoubleTap and Drop are the shares of ops sent as a double tap, and
+	// sent on a connection the caller drops at once; the rest go through
+	// the SDK alone.
+	DoubleTap, Drop float64
+	MaxOps          int // per worker
+	// MaxRechecks bounds how many answered ops per worker are asked again
+	// after the faults (an even sample); 0 asks them all.
+	MaxRechecks int
+	ThinkTime   time.Duration
+	// KillEvery: a SIGKILL of a random replica; it is restarted after
+	// RestartAfter.
+	KillEvery, RestartAfter Span
+	// FaultEvery: a fault on a random replica's database link, lasting
+	// FaultFor.
+	FaultEvery, FaultFor Span
+	// RaceEvery: a staged race of a request slowed past its lease and its
+	// retry on another replica (see Racer); 0 for none.
+	RaceEvery time.Duration
+	// DBRestarts fast restarts of PostgreSQL, spread over Duration.
+	DBRestarts int
+	// LateOps deposits by a caller who retries them after LateTTL, the
+	// retention of a replica of its own.
+	LateOps int
+	LateTTL time.Duration
+}
+
+// Profiles are the built-in profiles.
+var Profiles = map[string]Profile{
+	// short runs in CI: both modes in under two minutes on two cores.
+	"short": {
+		Name: "short", Replicas: 3, Workers: 6,
+		Duration: 20 * time.Second, Drain: 30 * time.Second, LockTimeout: 2 * time.Second,
+		UpstreamTimeout: 1500 * time.Millisecond, BalancerAttempts: 3,
+		SDK:     SDKConfig{Timeout: 4 * time.Second, MaxAttempts: 200, BaseBackoff: 25 * time.Millisecond, MaxBackoff: time.Second},
+		Patient: 0.34, DoubleTap: 0.12, Drop: 0.10, MaxOps: 100_000,
+		KillEvery: Span{1500 * time.Millisecond, 3500 * time.Millisecond}, RestartAfter: Span{200 * time.Millisecond, 1500 * time.Millisecond},
+		FaultEvery: Span{500 * time.Millisecond, 1500 * time.Millisecond}, FaultFor: Span{300 * time.Millisecond, 2 * time.Second},
+		RaceEvery: 4 * time.Second, DBRestarts: 1, LateOps: 3, LateTTL: 3 * time.Second,
+	},
+	// long is the soak: 10 minutes per mode, tens of thousands of
+	// requests, dozens of kills.
+	"long": {
+		Name: "long", Replicas: 4, Workers: 10,
+		Duration: 10 * time.Minute, Drain: time.Minute, LockTimeout: 3 * time.Second,
+		UpstreamTimeout: 2 * time.Second, BalancerAttempts: 3,
+		SDK:     SDKConfig{Timeout: 5 * time.Second, MaxAttempts: 500, BaseBackoff: 25 * time.Millisecond, MaxBackoff: 2 * time.Second},
+		Patient: 0.3, DoubleTap: 0.12, Drop: 0.10, MaxOps: 1_000_000, MaxRechecks: 2000,
+		KillEvery: Span{5 * time.Second, 15 * time.Second}, RestartAfter: Span{200 * time.Millisecond, 3 * time.Second},
+		FaultEvery: Span{time.Second, 3 * time.Second}, FaultFor: Span{300 * time.Millisecond, 4 * time.Second},
+		RaceEvery: 30 * time.Second, DBRestarts: 5, LateOps: 10, LateTTL: 5 * time.Second,
+	},
+}
+
+// patient returns the front-proxy timeout and SDK of the patient callers.
+// Their double taps are three times as frequent: a tap that lands on a
+// frozen replica while its twin takes the expired lease elsewhere is the
+// race the fencing token settles.
+func (p Profile) patient() (Profile, time.Duration) {
+	p.SDK.Timeout = 5 * p.LockTimeout
+	p.DoubleTap = min(3*p.DoubleTap, 0.5)
+	return p, 4 * p.LockTimeout
+}
+
+// Validate reports a profile that cannot run.
+func (p Profile) Validate() error {
+	switch {
+	case p.Replicas < 2:
+		return fmt.Errorf("profile %s: at least 2 replicas (a balancer with one has nowhere to retry)", p.Name)
+	case p.Workers < 1 || p.Duration <= 0 || p.Drain <= 0 || p.LockTimeout < 100*time.Millisecond:
+		return fmt.Errorf("profile %s: workers, duration, drain and lock timeout must be set", p.Name)
+	case p.KillEvery.Min <= 0 || p.FaultEvery.Min <= 0 || p.KillEvery.Max < p.KillEvery.Min || p.FaultEvery.Max < p.FaultEvery.Min:
+		return fmt.Errorf("profile %s: fault intervals must be positive spans", p.Name)
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+)
+
+// Stats counts what happened during a run. Every field is updated
+// atomically by whoever sees the event.
+type Stats struct {
+	Requests        atomic.Int64 // requests the callers sent, dropped ones included
+	Retries         atomic.Int64 // sends of a key after its first, by the SDK
+	DoubleTaps      atomic.Int64 // ops sent twice at once
+	Drops           atomic.Int64 // requests whose connection the caller dropped
+	BalancerRetries atomic.Int64 // requests the front proxy sent to another replica
+	Upstream        atomic.Int64 // requests the front proxy sent to a replica
+	Replays         atomic.Int64 // answers with Idempotent-Replayed: true
+	InFlight        atomic.Int64 // 409 with Retry-After: in flight
+	LockLost        atomic.Int64 // 409 with Retry-After: the lease went to a retry, this attempt rolled back
+	NetRefusals     atomic.Int64 // 409 without Retry-After: a business net fired
+	ServerErrors    atomic.Int64 // 5xx
+	NoResponse      atomic.Int64 // timeouts, broken connections
+	Kills           atomic.Int64 // SIGKILLs of replicas
+	Pauses          atomic.Int64 // SIGSTOPs of replicas, past the lock timeout
+	UnplannedExits  atomic.Int64 // replicas that died without a SIGKILL from us
+	DBRestarts      atomic.Int64
+	LateRetries     atomic.Int64 // retries after the key's retention
+	Rechecks        atomic.Int64 // final answers asked for again after the faults
+	Races           atomic.Int64 // staged races of a request slowed past its lease and its retry
+	ConnFaults      [4]atomic.Int64
+}
+
+// ConnFaultTotal is the number of connection faults of every kind.
+func (s *Stats) ConnFaultTotal() int64 {
+	var n int64
+	for i := range s.ConnFaults {
+		n += s.ConnFaults[i].Load()
+	}
+	return n
+}
+
+// Verdict is what the checks found. The fields marked must-be-0 fail the
+// run.
+type Verdict struct {
+	Keys           int // ops: distinct (user, key, body)
+	Executed       int // ops that moved money
+	DoubleEffects  int // must be 0: a key with more than one business effect
+	LostWrites     int // must be 0: a 2xx a caller got that the database does not hold as given
+	NoFinal        int // must be 0: ops still without a final answer
+	UnackedEffects int // must be 0: money moved for an op whose final answer said it did not
+	WrongAnswers   int // must be 0: answers to one key that differ, or do not fit the request
+	Foreign        int // must be 0: an answer naming another user's resource
+	BalanceErrors  int // must be 0: a balance that differs from the acknowledged movements
+	LiveLocks      int // must be 0: PROCESSING rows with a live lock after the lock timeout
+	LateReexecuted int // retries after the TTL that ran again
+	LateRefused    int // retries after the TTL that a business net refused
+	Details        []string
+}
+
+// Invariants are the must-be-0 figures, in the order the table lists them.
+func (v *Verdict) Invariants() []int {
+	return []int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks}
+}
+
+// Failed reports whether a must-be-0 figure is not 0.
+func (v *Verdict) Failed() bool {
+	for _, n := range v.Invariants() {
+		if n != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Tally counts the invariants that held and those that did not, over every
+// mode; a mode that could not run fails all of its invariants.
+func Tally(results []*Result) (passed, failed int) {
+	for _, r := range results {
+		if r.Err != nil || r.Verdict == nil {
+			failed += len((&Verdict{}).Invariants())
+			continue
+		}
+		for _, n := range r.Verdict.Invariants() {
+			if n == 0 {
+				passed++
+			} else {
+				failed++
+			}
+		}
+	}
+	return passed, failed
+}
+
+func (v *Verdict) fail(counter *int, format string, args ...any) {
+	*counter++
+	if len(v.Details) < 200 {
+		v.Details = append(v.Details, fmt.Sprintf(format, args...))
+	}
+}
+
+// Result is one mode's run.
+type Result struct {
+	Mode    string
+	Elapsed time.Duration
+	Stats   *Stats
+	Verdict *Verdict
+	Err     error // the run itself failed (setup, a process that would not start)
+}
+
+// Failed reports whether the mode failed.
+func (r *Result) Failed() bool { return r.Err != nil || r.Verdict == nil || r.Verdict.Failed() }
+
+// PrintTable writes the one table of a run: a column per mode.
+func PrintTable(out io.Writer, p Profile, results []*Result) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{""}
+	for _, r := range results {
+		head = append(head, r.Mode)
+	}
+	row := func(name string, f func(*Result) string) {
+		cells := []string{name}
+		for _, r := range results {
+			cells = append(cells, f(r))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	n := func(f func(*Stats) int64) func(*Result) string {
+		return func(r *Result) string { return fmt.Sprint(f(r.Stats)) }
+	}
+	v := func(f func(*Verdict) int) func(*Result) string {
+		return func(r *Result) string {
+			if r.Verdict == nil {
+				return "-"
+			}
+			return fmt.Sprint(f(r.Verdict))
+		}
+	}
+	fmt.Fprintf(out, "chaos: profile %s: %d replicas behind a retrying front proxy, %d callers, %s of faults per mode\n\n",
+		p.Name, p.Replicas, p.Workers, p.Duration)
+	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
+	row("requests", n(func(s *Stats) int64 { return s.Requests.Load() }))
+	row("retries", n(func(s *Stats) int64 { return s.Retries.Load() }))
+	row("duplicates sent", n(func(s *Stats) int64 {
+		return s.Retries.Load() + s.DoubleTaps.Load() + s.BalancerRetries.Load()
+	}))
+	row("  double taps", n(func(s *Stats) int64 { return s.DoubleTaps.Load() }))
+	row("  dropped connections", n(func(s *Stats) int64 { return s.Drops.Load() }))
+	row("  front-proxy retries", n(func(s *Stats) int64 { return s.BalancerRetries.Load() }))
+	row("replays received", n(func(s *Stats) int64 { return s.Replays.Load() }))
+	row("409 in flight (Retry-After)", n(func(s *Stats) int64 { return s.InFlight.Load() }))
+	row("409 lock lost, fenced (Retry-After)", n(func(s *Stats) int64 { return s.LockLost.Load() }))
+	row("409 business net (final)", n(func(s *Stats) int64 { return s.NetRefusals.Load() }))
+	row("5xx / no response", func(r *Result) string {
+		return fmt.Sprintf("%d / %d", r.Stats.ServerErrors.Load(), r.Stats.NoResponse.Load())
+	})
+	row("replicas killed", n(func(s *Stats) int64 { return s.Kills.Load() }))
+	row("replicas frozen past the lock timeout", n(func(s *Stats) int64 { return s.Pauses.Load() }))
+	row("replica exits not ours", n(func(s *Stats) int64 { return s.UnplannedExits.Load() }))
+	row("connection faults", n(func(s *Stats) int64 { return s.ConnFaultTotal() }))
+	row("  slow / cut / reset / hang", func(r *Result) string {
+		c := &r.Stats.ConnFaults
+		return fmt.Sprintf("%d / %d / %d / %d", c[0].Load(), c[1].Load(), c[2].Load(), c[3].Load())
+	})
+	row("lease races staged", n(func(s *Stats) int64 { return s.Races.Load() }))
+	row("database restarts", n(func(s *Stats) int64 { return s.DBRestarts.Load() }))
+	row("operations (a key and its body)", v(func(v *Verdict) int { return v.Keys }))
+	row("operations that moved money", v(func(v *Verdict) int { return v.Executed }))
+	row("retries after the TTL: ran again / refused", func(r *Result) string {
+		if r.Verdict == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%d / %d", r.Verdict.LateReexecuted, r.Verdict.LateRefused)
+	})
+	row("double effects (must be 0)", v(func(v *Verdict) int { return v.DoubleEffects }))
+	row("lost acknowledged writes (must be 0)", v(func(v *Verdict) int { return v.LostWrites }))
+	row("keys without a final answer (must be 0)", v(func(v *Verdict) int { return v.NoFinal }))
+	row("effects behind a refusal (must be 0)", v(func(v *Verdict) int { return v.UnackedEffects }))
+	row("inconsistent answers (must be 0)", v(func(v *Verdict) int { return v.WrongAnswers }))
+	row("another user's response (must be 0)", v(func(v *Verdict) int { return v.Foreign }))
+	row("balance mismatches (must be 0)", v(func(v *Verdict) int { return v.BalanceErrors }))
+	row("live locks after lock timeout (must be 0)", v(func(v *Verdict) int { return v.LiveLocks }))
+	row("elapsed", func(r *Result) string { return r.Elapsed.Round(time.Second).String() })
+	row("result", func(r *Result) string {
+		switch {
+		case r.Err != nil:
+			return "ERROR"
+		case r.Failed():
+			return "FAIL"
+		}
+		return "PASS"
+	})
+	_ = tw.Flush()
+}

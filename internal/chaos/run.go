@@ -1,0 +1,328 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config is one run of the harness.
+type Config struct {
+	Profile   Profile
+	Modes     []string // idempotency modes, each run in turn on a database of its own
+	Paymentsd string   // the paymentsd binary
+	Seed      uint64
+	Log       io.Writer // progress and failure details
+	WorkDir   string    // replica logs go here
+}
+
+// Run starts a PostgreSQL cluster, runs every mode against it, and returns
+// one result per mode. An error means the harness itself could not run.
+func Run(ctx context.Context, cfg Config) ([]*Result, error) {
+	if err := cfg.Profile.Validate(); err != nil {
+		return nil, err
+	}
+	cluster, err := StartCluster(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		cluster.Stop()
+		cluster.Remove()
+	}()
+	fmt.Fprintf(cfg.Log, "chaos: PostgreSQL at %s (%s)\n", cluster.Addr(), cluster.bindir)
+	var results []*Result
+	for i, mode := range cfg.Modes {
+		if ctx.Err() != nil {
+			break
+		}
+		m := &modeRun{Config: cfg, cluster: cluster, mode: mode, seed: cfg.Seed + uint64(i)*1_000_003,
+			stats: &Stats{}, logDir: filepath.Join(cfg.WorkDir, mode)}
+		results = append(results, m.run(ctx))
+	}
+	return results, ctx.Err()
+}
+
+type modeRun struct {
+	Config
+	cluster *Cluster
+	mode    string
+	seed    uint64
+	stats   *Stats
+	logDir  string
+	db      string // database name
+}
+
+func (m *modeRun) logf(format string, args ...any) {
+	fmt.Fprintf(m.Log, "chaos: %s: "+format+"\n", append([]any{m.mode}, args...)...)
+}
+
+func (m *modeRun) run(ctx context.Context) *Result {
+	start := time.Now()
+	res := &Result{Mode: m.mode, Stats: m.stats}
+	res.Verdict, res.Err = m.exercise(ctx)
+	res.Elapsed = time.Since(start)
+	if res.Err != nil {
+		m.logf("error: %v", res.Err)
+	}
+	if res.Verdict != nil && len(res.Verdict.Details) > 0 {
+		m.logf("%d findings; the first ones:", len(res.Verdict.Details))
+		for _, d := range res.Verdict.Details[:min(len(res.Verdict.Details), 40)] {
+			fmt.Fprintln(m.Log, "    "+d)
+		}
+	}
+	return res
+}
+
+func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
+	p := m.Profile
+	if err := os.MkdirAll(m.logDir, 0o755); err != nil {
+		return nil, err
+	}
+	m.db = "chaos_" + m.mode
+	direct := m.cluster.URL(m.cluster.Addr(), m.db)
+	if err := m.createDatabase(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := m.paymentsd(ctx, "migrate", "--db", direct); err != nil {
+		return nil, err
+	}
+	// One user per caller, one for the late caller, one for the racer.
+	users := make([]*User, p.Workers+2)
+	for i := range users {
+		out, err := m.paymentsd(ctx, "users", "create", "--db", direct)
+		if err != nil {
+			return nil, err
+		}
+		users[i] = &User{}
+		if err := json.Unmarshal(lastLine(out), users[i]); err != nil || users[i].ID == "" || users[i].APIKey == "" {
+			return nil, fmt.Errorf("paymentsd users create printed %q, want {\"user_id\":…,\"api_key\":…}", out)
+		}
+	}
+
+	pool, err := pgxpool.New(ctx, direct)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+
+	links, err := NewLinks(m.cluster.Addr(), p.Replicas)
+	if err != nil {
+		return nil, err
+	}
+	defer links.Close()
+	serve := func(dbURL, ttl string) []string {
+		return []string{"serve", "--addr", "127.0.0.1:0", "--db", dbURL, "--idempotency-mode", m.mode,
+			"--idempotency-ttl", ttl, "--lock-timeout", p.LockTimeout.String()}
+	}
+	replicas := make([]*Replica, p.Replicas)
+	for i := range replicas {
+		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, serve(m.cluster.URL(links.Addr(i), m.db), "48h"))
+	}
+	// The caller who comes back after the retention has a replica of its
+	// own, with a short TTL: the only place the harness shortens it.
+	// Its sweeper runs often, so that by the time the caller comes back
+	// its records may be gone and its keys released.
+	late := NewReplica(len(replicas), m.Paymentsd, m.logDir,
+		append(serve(direct, p.LateTTL.String()), "--sweep-interval", (p.LateTTL/3).String()))
+	fleet := NewFleet(replicas, m.stats, m.Log)
+	lateFleet := NewFleet([]*Replica{late}, &Stats{}, m.Log)
+	life, endLife := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	defer func() {
+		endLife()
+		bg.Wait()
+		fleet.StopAll()
+		lateFleet.StopAll()
+	}()
+	for _, r := range append(replicas, late) {
+		if err := r.StartRetrying(ctx, 30*time.Second); err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, r.LogTail(20))
+		}
+	}
+	bg.Go(func() { fleet.Supervise(life) })
+	bg.Go(func() { lateFleet.Supervise(life) })
+
+	front, closeFront, err := m.serveBalancer(NewBalancer(replicas, p.UpstreamTimeout, p.BalancerAttempts, m.stats))
+	if err != nil {
+		return nil, err
+	}
+	defer closeFront()
+	patientProf, patientTimeout := p.patient()
+	patientFront, closePatient, err := m.serveBalancer(NewBalancer(replicas, patientTimeout, p.BalancerAttempts, m.stats))
+	if err != nil {
+		return nil, err
+	}
+	defer closePatient()
+	lateFront, closeLate, err := m.serveBalancer(NewBalancer([]*Replica{late}, p.UpstreamTimeout, 1, &Stats{}))
+	if err != nil {
+		return nil, err
+	}
+	defer closeLate()
+
+	patients := int(float64(p.Workers)*p.Patient + 0.5)
+	stop := time.Now().Add(p.Duration)
+	deadline := stop.Add(p.Drain)
+	m.logf("%d replicas behind %s (and %s for %d patient callers), %d callers, faults for %s",
+		p.Replicas, front, patientFront, patients, p.Workers, p.Duration)
+	workers := make([]*Worker, p.Workers)
+	for i := range workers {
+		wp, base := p, front
+		if i < patients {
+			wp, base = patientProf, patientFront
+		}
+		workers[i] = NewWorker(i, users[i], base, wp, m.stats, m.seed+uint64(i))
+		defer workers[i].Close()
+	}
+	lateWorker := &LateWorker{Worker: NewWorker(p.Workers, users[p.Workers], lateFront, p, m.stats, m.seed+99), ttl: p.LateTTL}
+	defer lateWorker.Close()
+
+	faults, endFaults := context.WithDeadline(ctx, stop)
+	defer endFaults()
+	racer := NewRacer(users[p.Workers+1], p, fleet, links, pool, front, m.stats, m.seed+98)
+	racer.Log = m.logf
+	defer racer.Close()
+
+	var callers sync.WaitGroup
+	for _, w := range workers {
+		callers.Go(func() { w.Run(ctx, stop, deadline) })
+	}
+	if p.LateOps > 0 {
+		callers.Go(func() { lateWorker.Run(ctx, deadline) })
+	}
+	callers.Go(func() { racer.Run(ctx, faults, deadline) })
+	inj := &Injector{Prof: p, Fleet: fleet, Links: links, Cluster: m.cluster, Stats: m.stats, Log: m.Log}
+	progress := m.progress(faults)
+	inj.Run(faults, life, m.seed)
+	progress()
+
+	// The faults are over: lift every one, bring every replica back, and
+	// let the callers finish their retries.
+	calm := time.Now()
+	if err := links.Heal(); err != nil {
+		return nil, err
+	}
+	if !fleet.AllUp(60 * time.Second) {
+		return nil, errors.New("the replicas did not all come back after the faults")
+	}
+	m.logf("faults stopped; %d requests so far; waiting for the callers to finish their retries", m.stats.Requests.Load())
+	callers.Wait()
+	// A lease of a killed replica runs out LockTimeout after it was last
+	// renewed, which is before the faults stopped.
+	time.Sleep(time.Until(calm.Add(p.LockTimeout + 500*time.Millisecond)))
+
+	// Live locks are counted before the rechecks below make new requests.
+	var live int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys
+		WHERE status = 'PROCESSING' AND lock_expires_at > now()`).Scan(&live); err != nil {
+		return nil, fmt.Errorf("count live locks: %w", err)
+	}
+
+	// "Hours later": every answered key is asked again, after every kill
+	// and restart. The answer must not have changed.
+	m.logf("callers done; asking every answered key again")
+	var rechecks sync.WaitGroup
+	for _, w := range append(workers, lateWorker.Worker) {
+		rechecks.Go(func() { w.Recheck(ctx) })
+	}
+	rechecks.Go(func() { racer.Recheck(ctx) })
+	rechecks.Wait()
+
+	ops := racer.Ops
+	for _, w := range append(workers, lateWorker.Worker) {
+		ops = append(ops, w.Ops...)
+	}
+	m.logf("checking %d keys against the database", len(ops))
+	api := NewClient(front, SDKConfig{Timeout: 10 * time.Second, MaxAttempts: 1}, &Stats{}, m.seed)
+	defer api.Close()
+	v, err := Verify(ctx, pool, api, users, ops)
+	if err != nil {
+		return nil, err
+	}
+	if live > 0 {
+		v.fail(&v.LiveLocks, "%d PROCESSING records held a live lock %s after the faults stopped (lock timeout %s)",
+			live, p.LockTimeout+500*time.Millisecond, p.LockTimeout)
+	}
+	return v, nil
+}
+
+// progress prints a line every few seconds until ctx ends; the returned
+// func waits for the last line.
+func (m *modeRun) progress(ctx context.Context) func() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			s := m.stats
+			m.logf("%d requests, %d retries, %d replays, %d kills, %d link faults, %d database restarts",
+				s.Requests.Load(), s.Retries.Load(), s.Replays.Load(), s.Kills.Load(), s.ConnFaultTotal(), s.DBRestarts.Load())
+		}
+	}()
+	return func() { <-done }
+}
+
+func (m *modeRun) createDatabase(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, m.cluster.URL(m.cluster.Addr(), "postgres"))
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+m.db); err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+m.db)
+	return err
+}
+
+// paymentsd runs a one-shot paymentsd command and returns its stdout.
+func (m *modeRun) paymentsd(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, m.Paymentsd, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("paymentsd %s: %v\n%s", strings.Join(args[:min(2, len(args))], " "), err, stderr.String())
+	}
+	return out, nil
+}
+
+// serveBalancer serves b on a loopback port.
+func (m *modeRun) serveBalancer(b *Balancer) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: b, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() {
+		_ = srv.Close()
+		b.Close()
+	}, nil
+}
+
+func lastLine(b []byte) []byte {
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	return []byte(lines[len(lines)-1])
+}
