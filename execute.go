@@ -180,10 +180,8 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 		return
 	}
 	resp := m.storedResponse(c)
-	err := tx.Complete(ctx, lock, resp)
-	if err == nil {
-		err = tx.Commit(ctx)
-	} else {
+	completed, err := completeAndCommit(ctx, tx, lock, resp)
+	if err != nil && !completed {
 		_ = tx.Rollback(ctx)
 		if errors.Is(err, ErrTxAborted) && status >= 400 {
 			// A business error aborted the transaction (a unique
@@ -201,6 +199,26 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 	default:
 		m.storeFailed(q, errors.Join(fmt.Errorf("complete key: %w", err), release(ctx)))
 	}
+}
+
+// completingTx is a Tx that stores the final response and commits in one
+// step, as Complete then Commit would: pgstore sends both in one round trip.
+// completed reports whether the completion succeeded (an error is then the
+// commit's); after a failed completion the transaction is still open.
+type completingTx interface {
+	CompleteAndCommit(ctx context.Context, l Lock, resp Response) (completed bool, err error)
+}
+
+// completeAndCommit marks the key COMPLETED with resp in tx, fenced by
+// lock, and commits.
+func completeAndCommit(ctx context.Context, tx Tx, lock Lock, resp Response) (completed bool, err error) {
+	if ct, ok := tx.(completingTx); ok {
+		return ct.CompleteAndCommit(ctx, lock, resp)
+	}
+	if err := tx.Complete(ctx, lock, resp); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
 }
 
 // isFinal reports whether a status is the request's last word: 2xx, 3xx and

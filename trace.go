@@ -168,6 +168,32 @@ func (t *tracedTx) Commit(ctx context.Context) error {
 	return err
 }
 
+// CompleteAndCommit passes the pipelined completion and commit (see
+// completingTx) through to the store's transaction when it has them, else
+// runs Complete then Commit. Both operations are reported, as always; the
+// one round trip they share is timed under OpComplete, and OpCommit follows
+// it with no time of its own, with the commit's error.
+func (t *tracedTx) CompleteAndCommit(ctx context.Context, l Lock, resp Response) (completed bool, err error) {
+	ct, ok := t.tx.(completingTx)
+	if !ok {
+		if err := t.Complete(ctx, l, resp); err != nil {
+			return false, err
+		}
+		return true, t.Commit(ctx)
+	}
+	tctx, end := t.trace(ctx, OpComplete)
+	completed, err = ct.CompleteAndCommit(tctx, l, resp)
+	if !completed {
+		end(err)
+		return false, err
+	}
+	t.ended = true
+	end(nil)
+	_, endCommit := t.trace(ctx, OpCommit)
+	endCommit(err)
+	return true, err
+}
+
 func (t *tracedTx) Rollback(ctx context.Context) error {
 	if t.ended {
 		return t.tx.Rollback(ctx)

@@ -56,7 +56,7 @@ func (a ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 func (a ambient) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	tx, err := a.t.conn(ctx)
+	tx, err := a.t.flushed(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -66,7 +66,7 @@ func (a ambient) CopyFrom(ctx context.Context, table pgx.Identifier, columns []s
 // Begin starts a savepoint: a business error the handler rolls back to it
 // leaves the request's transaction usable.
 func (a ambient) Begin(ctx context.Context) (pgx.Tx, error) {
-	tx, err := a.t.conn(ctx)
+	tx, err := a.t.flushed(ctx)
 	if err != nil {
 		return nil, err
 	}

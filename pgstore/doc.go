@@ -14,6 +14,12 @@
 //
 //	pgstore.DB(ctx, pool).Exec(ctx, `INSERT INTO payments …`)
 //
+// Every statement is a round trip, and on a busy database round trips, not
+// rows, are what a request costs. The store spends as few as it can: BEGIN
+// travels with the claim, the key's completion with the COMMIT. A
+// repository can send its writes whose results it does not read with
+// Defer: they travel with its next statement, or with that COMMIT.
+//
 // Every time that decides a lock or an expiry is the database's now(),
 // never an application clock. Every write to a record names its lock token
 // (fencing), and a statement that may wait on another transaction's hold

@@ -18,9 +18,17 @@ import (
 // holds no connection while it waits, and its completion is a single
 // auto-committed statement. The handler reaches it through DB.
 type Tx struct {
-	pool   *pgxpool.Pool
-	tx     pgx.Tx // nil until the first statement
+	pool *pgxpool.Pool
+	// pc is the transaction's connection, held from its first statement
+	// until it ends. The store holds it rather than a pool transaction so
+	// that the completion and the COMMIT can share a round trip
+	// (CompleteAndCommit) and the connection still goes back to the pool.
+	pc     *pgxpool.Conn
+	tx     pgx.Tx // nil until the first statement; a transaction on pc
 	closed bool   // committed or rolled back: nothing may begin it again
+	// deferred are writes queued by Defer, sent in front of the
+	// transaction's next statement.
+	deferred []deferredWrite
 	keys
 }
 
@@ -48,21 +56,93 @@ func (t *Tx) conn(ctx context.Context) (pgx.Tx, error) {
 		}
 		return t.tx, nil
 	}
-	tx, err := t.pool.BeginTx(ctx, txOptions)
+	c, err := t.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", translate(err))
 	}
-	t.tx = tx
+	tx, err := c.Conn().BeginTx(ctx, txOptions)
+	if err != nil {
+		c.Release()
+		return nil, fmt.Errorf("begin: %w", translate(err))
+	}
+	t.pc, t.tx = c, tx
 	return tx, nil
+}
+
+// release gives the connection back to the pool, which discards it if it
+// is still in a transaction.
+func (t *Tx) release() {
+	if t.pc != nil {
+		t.pc.Release()
+		t.pc = nil
+	}
 }
 
 // Complete stores the response in the transaction; when the transaction
 // never began (the handler wrote nothing), in one auto-committed statement.
 func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
-	if t.tx == nil && !t.closed {
+	if t.tx == nil && !t.closed && len(t.deferred) == 0 {
 		return keys{db: autocommit{t.pool}, lockWait: t.lockWait}.Complete(ctx, l, resp)
 	}
 	return t.keys.Complete(ctx, l, resp)
+}
+
+// CompleteAndCommit is Complete followed by Commit in one round trip: the
+// fenced completion and the COMMIT are pipelined, and the completion fails
+// (aborting the transaction, so the COMMIT does not run) when the lock
+// token no longer holds the key. completed reports whether the completion
+// succeeded, so that an error is known to be the commit's. After an error
+// of the completion the transaction is still open: roll it back.
+func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Response) (completed bool, err error) {
+	if t.closed {
+		return false, fmt.Errorf("complete: %w", errTxEnded)
+	}
+	if t.tx == nil && len(t.deferred) == 0 {
+		// Nothing was written: one auto-committed statement, nothing to commit.
+		if err := t.Complete(ctx, l, resp); err != nil {
+			return false, err
+		}
+		return true, t.Commit(ctx)
+	}
+	if t.tx != nil {
+		switch t.tx.Conn().PgConn().TxStatus() {
+		case 'I':
+			return false, fmt.Errorf("complete: the handler ended the transaction with its own COMMIT or ROLLBACK: %w", idem.ErrTxAborted)
+		case 'E':
+			return false, fmt.Errorf("complete: a statement of the handler failed: %w", idem.ErrTxAborted)
+		}
+	}
+	args, err := completeArgs(l, resp)
+	if err != nil {
+		return false, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(completeOrAbort, args...)
+	b.Queue("COMMIT")
+	// The handler's deferred writes go first, in the same round trip.
+	br := lazy{t}.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		_ = br.Close()
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero && !isDeferred(err) {
+			return false, fmt.Errorf("complete: %w", idem.ErrLockLost)
+		}
+		return false, fmt.Errorf("complete: %w", translate(err))
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	// The transaction has ended on the server, and pgx's own transaction
+	// never saw its COMMIT: the store's bookkeeping ends it here.
+	t.closed, t.tx = true, nil
+	t.release()
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("commit: %w", translate(err))
+	case tag.String() == "ROLLBACK":
+		return true, fmt.Errorf("commit: %w", errors.Join(idem.ErrTxAborted, pgx.ErrTxCommitRollback))
+	}
+	return true, nil
 }
 
 // Context returns a copy of ctx carrying the transaction for DB.
@@ -76,10 +156,15 @@ func (t *Tx) Commit(ctx context.Context) error {
 	if t.closed {
 		return fmt.Errorf("commit: %w", errTxEnded)
 	}
+	if err := t.flush(ctx); err != nil {
+		_ = t.Rollback(ctx)
+		return fmt.Errorf("commit: %w", err)
+	}
 	t.closed = true
 	if t.tx == nil {
 		return nil
 	}
+	defer t.release()
 	if t.tx.Conn().PgConn().TxStatus() == 'I' {
 		return fmt.Errorf("commit: the handler ended the transaction itself: %w", idem.ErrTxAborted)
 	}
@@ -94,10 +179,11 @@ func (t *Tx) Commit(ctx context.Context) error {
 
 // Rollback rolls the transaction back; after a Commit it does nothing.
 func (t *Tx) Rollback(ctx context.Context) error {
-	t.closed = true
+	t.closed, t.deferred = true, nil
 	if t.tx == nil {
 		return nil
 	}
+	defer t.release()
 	if err := t.tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return fmt.Errorf("rollback: %w", err)
 	}
@@ -108,7 +194,7 @@ func (t *Tx) Rollback(ctx context.Context) error {
 type lazy struct{ t *Tx }
 
 func (l lazy) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	tx, err := l.t.conn(ctx)
+	tx, err := l.t.flushed(ctx)
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
@@ -116,7 +202,7 @@ func (l lazy) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 }
 
 func (l lazy) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	tx, err := l.t.conn(ctx)
+	tx, err := l.t.flushed(ctx)
 	if err != nil {
 		return errRows{err: err}, err
 	}
@@ -124,34 +210,65 @@ func (l lazy) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 }
 
 func (l lazy) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	tx, err := l.t.conn(ctx)
+	tx, err := l.t.flushed(ctx)
 	if err != nil {
 		return errRow{err}
 	}
 	return tx.QueryRow(ctx, sql, args...)
 }
 
-// SendBatch sends b in the transaction. When the transaction has not begun,
-// BEGIN goes in front of b in the same round trip: an atomic-mode claim
-// costs one round trip, not two.
+// SendBatch sends b in the transaction, behind the deferred writes. When
+// the transaction has not begun, BEGIN goes in front, in the same round
+// trip: an atomic-mode claim costs one round trip, not two.
 func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	if l.t.tx == nil && !l.t.closed {
-		nb := &pgx.Batch{}
+	t := l.t
+	if t.tx != nil && len(t.deferred) == 0 {
+		tx, err := t.conn(ctx)
+		if err != nil {
+			return errBatch{err}
+		}
+		return tx.SendBatch(ctx, b)
+	}
+	if t.closed {
+		return errBatch{errTxEnded}
+	}
+	nb := &pgx.Batch{}
+	begin := t.tx == nil
+	if begin {
 		nb.BeginTx(txOptions)
-		nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
-		br := l.t.pool.SendBatch(ctx, nb)
-		l.t.tx = br.Tx()
+	}
+	deferred := t.deferred
+	t.deferred = nil
+	for _, d := range deferred {
+		nb.Queue(d.sql, d.args...)
+	}
+	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	var br pgx.BatchResults
+	if begin {
+		c, err := t.pool.Acquire(ctx)
+		if err != nil {
+			return errBatch{fmt.Errorf("begin: %w", translate(err))}
+		}
+		br = c.Conn().SendBatch(ctx, nb)
+		t.pc, t.tx = c, br.Tx()
 		if _, err := br.Exec(); err != nil { // BEGIN's own result
 			_ = br.Close()
 			return errBatch{fmt.Errorf("begin: %w", translate(err))}
 		}
-		return br
+	} else {
+		tx, err := t.conn(ctx)
+		if err != nil {
+			return errBatch{err}
+		}
+		br = tx.SendBatch(ctx, nb)
 	}
-	tx, err := l.t.conn(ctx)
-	if err != nil {
-		return errBatch{err}
+	for _, d := range deferred {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return errBatch{&deferredError{what: d.what, err: translate(err)}}
+		}
 	}
-	return tx.SendBatch(ctx, b)
+	return br
 }
 
 type errRow struct{ err error }

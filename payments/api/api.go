@@ -24,19 +24,31 @@ import (
 type Config struct {
 	// Service is the wallet. Required.
 	Service *payments.Service
-	// Idempotency wraps the routes that move money. Required.
-	Idempotency *idem.Middleware
+	// Idempotency wraps the routes that move money: an *idem.Middleware.
+	// Required.
+	Idempotency Idempotency
 	// Logger receives the errors behind 500 and 503 responses, never a
 	// request or response body. Default slog.Default().
 	Logger *slog.Logger
 }
+
+// Idempotency is what the API needs of the idem middleware; *idem.Middleware
+// is the one implementation paymentsd uses. It is an interface so that a
+// benchmark can measure the same handlers without idempotency
+// (cmd/bench's bare server); a payments API must never be served that way.
+type Idempotency interface {
+	Require(next http.Handler) http.Handler
+	Config() idem.Config
+}
+
+var _ Idempotency = (*idem.Middleware)(nil)
 
 // New returns the API's handler: /healthz and the /v1 routes.
 func New(cfg Config) (http.Handler, error) {
 	if cfg.Service == nil {
 		return nil, errors.New("api: Config.Service is required")
 	}
-	if cfg.Idempotency == nil {
+	if cfg.Idempotency == nil || cfg.Idempotency == Idempotency((*idem.Middleware)(nil)) {
 		return nil, errors.New("api: Config.Idempotency is required")
 	}
 	if cfg.Logger == nil {

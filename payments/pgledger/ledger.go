@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,53 +34,75 @@ func (l *Ledger) db(ctx context.Context) pgstore.DBTX { return pgstore.DB(ctx, l
 // transaction of its own. Rolling back to the savepoint undoes fn's writes
 // and leaves the ambient transaction usable, so a business error still ends
 // as a stored response.
+//
+// The unit of work is pipelined (see unit): a conversion costs two round
+// trips of its own, not eight, and inside a request's transaction one: its
+// last writes travel with the completion of the key.
 func (l *Ledger) Atomic(ctx context.Context, fn func(payments.LedgerTx) error) error {
-	tx, err := l.db(ctx).Begin(ctx)
+	u, err := l.begin(ctx)
 	if err != nil {
-		return fmt.Errorf("pgledger: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
-	if err := fn(ledgerTx{tx}); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("pgledger: commit: %w", err)
+	defer u.close(context.WithoutCancel(ctx))
+	if err := fn(ledgerTx{u}); err != nil {
+		return errors.Join(err, u.rollback(context.WithoutCancel(ctx)))
 	}
-	return nil
+	return u.commit(ctx)
 }
 
-type ledgerTx struct{ tx pgx.Tx }
+type ledgerTx struct{ u *unit }
 
+// LockBalance returns a balance that the movement's insert has already
+// locked; else it reads and locks it in one statement, and only a balance
+// that does not exist yet costs a second round trip, to create it.
 func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int64, error) {
+	if amount, ok := t.u.locked[balanceKey{userID, currency}]; ok {
+		return amount, nil
+	}
+	const lock = `SELECT amount FROM balances WHERE user_id = $1 AND currency = $2 FOR UPDATE`
+	var amount int64
+	err := t.u.queryRow(ctx, lock, userID, currency).Scan(&amount)
+	if !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil {
+			return 0, fmt.Errorf("pgledger: lock balance: %w", err)
+		}
+		return amount, nil
+	}
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO balances (user_id, currency, amount) VALUES ($1, $2, 0)
 	         ON CONFLICT (user_id, currency) DO NOTHING`, userID, currency)
-	b.Queue(`SELECT amount FROM balances WHERE user_id = $1 AND currency = $2 FOR UPDATE`, userID, currency)
-	br := t.tx.SendBatch(ctx, b)
+	b.Queue(lock, userID, currency)
+	br, err := t.u.send(ctx, b)
+	if err != nil {
+		return 0, fmt.Errorf("pgledger: lock balance: %w", err)
+	}
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return 0, fmt.Errorf("pgledger: create balance: %w", err)
 	}
-	var amount int64
 	if err := br.QueryRow().Scan(&amount); err != nil {
 		return 0, fmt.Errorf("pgledger: lock balance: %w", err)
 	}
-	return amount, br.Close()
+	if err := br.Close(); err != nil {
+		return 0, fmt.Errorf("pgledger: lock balance: %w", err)
+	}
+	t.u.locked[balanceKey{userID, currency}] = amount
+	return amount, nil
 }
 
+// SetBalance is sent with the unit's next statement, or with its commit:
+// nothing reads its result before then.
 func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, amount int64) error {
-	_, err := t.tx.Exec(ctx, `UPDATE balances SET amount = $3, updated_at = now() WHERE user_id = $1 AND currency = $2`,
+	t.u.locked[balanceKey{userID, currency}] = amount
+	t.u.defer_("pgledger: set balance", `UPDATE balances SET amount = $3, updated_at = now() WHERE user_id = $1 AND currency = $2`,
 		userID, currency, amount)
-	if err != nil {
-		return fmt.Errorf("pgledger: set balance: %w", err)
-	}
 	return nil
 }
 
 // A net that fires makes the INSERT do nothing instead of failing, so the
 // transaction is not aborted.
 func (t ledgerTx) InsertDeposit(ctx context.Context, d payments.Deposit, key string) (time.Time, bool, error) {
-	return t.insert(ctx, `
+	return t.insert(ctx, d.UserID, []string{d.Currency}, `
 INSERT INTO deposits (id, user_id, currency, amount, idempotency_key)
 VALUES ($1, $2, $3, $4, nullif($5, ''))
 ON CONFLICT DO NOTHING
@@ -87,7 +110,7 @@ RETURNING created_at`, d.ID, d.UserID, d.Currency, d.Amount, key)
 }
 
 func (t ledgerTx) InsertTransaction(ctx context.Context, tr payments.Transaction, key string) (time.Time, bool, error) {
-	return t.insert(ctx, `
+	return t.insert(ctx, tr.UserID, []string{tr.SourceCurrency, tr.TargetCurrency}, `
 INSERT INTO transactions (id, user_id, source_currency, target_currency, amount, converted_amount, rate, status, idempotency_key)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, nullif($9, ''))
 ON CONFLICT DO NOTHING
@@ -95,16 +118,69 @@ RETURNING created_at`, tr.ID, tr.UserID, tr.SourceCurrency, tr.TargetCurrency, t
 		tr.Rate, string(tr.Status), key)
 }
 
-func (t ledgerTx) insert(ctx context.Context, sql string, args ...any) (time.Time, bool, error) {
+// createBalances creates the user's missing balances in currencies at
+// zero, and lockBalances locks them all, both in the order Service.lockOrder
+// locks them in (by code; COLLATE "C" makes it byte order whatever the
+// database's collation), as LockBalance would one by one.
+const (
+	createBalances = `INSERT INTO balances (user_id, currency, amount)
+SELECT $1::uuid, c, 0 FROM unnest($2::text[]) WITH ORDINALITY AS u (c, i) ORDER BY i
+    ON CONFLICT (user_id, currency) DO NOTHING`
+	lockBalances = `SELECT currency, amount FROM balances WHERE user_id = $1 AND currency = ANY($2)
+ ORDER BY currency COLLATE "C" FOR UPDATE`
+)
+
+// insert stores a movement's row and, in the same round trip, creates and
+// locks the balances the movement is about to lock, so that LockBalance
+// finds them locked and costs nothing: the locks are taken at the same
+// point of the unit and in the same order as LockBalance would take them,
+// only without two round trips each. When a net fires, the unit is rolled
+// back and the locks go with it.
+func (t ledgerTx) insert(ctx context.Context, userID string, currencies []string, sql string, args ...any) (time.Time, bool, error) {
+	currencies = slices.Clone(currencies)
+	slices.Sort(currencies)
+	currencies = slices.Compact(currencies)
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	b.Queue(createBalances, userID, currencies)
+	b.Queue(lockBalances, userID, currencies)
+	br, err := t.u.send(ctx, b)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("pgledger: insert: %w", err)
+	}
+	defer br.Close()
 	var created time.Time
-	err := t.tx.QueryRow(ctx, sql, args...).Scan(&created)
-	switch {
+	inserted := true
+	switch err := br.QueryRow().Scan(&created); {
 	case errors.Is(err, pgx.ErrNoRows):
-		return time.Time{}, false, nil
+		inserted = false
 	case err != nil:
 		return time.Time{}, false, fmt.Errorf("pgledger: insert: %w", err)
 	}
-	return created, true, nil
+	if _, err := br.Exec(); err != nil {
+		return time.Time{}, false, fmt.Errorf("pgledger: create balances: %w", err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("pgledger: lock balances: %w", err)
+	}
+	for rows.Next() {
+		var c string
+		var amount int64
+		if err := rows.Scan(&c, &amount); err != nil {
+			rows.Close()
+			return time.Time{}, false, fmt.Errorf("pgledger: lock balances: %w", err)
+		}
+		t.u.locked[balanceKey{userID, c}] = amount
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return time.Time{}, false, fmt.Errorf("pgledger: lock balances: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return time.Time{}, false, fmt.Errorf("pgledger: insert: %w", err)
+	}
+	return created, inserted, nil
 }
 
 var keyBound = map[payments.Kind]string{
@@ -114,21 +190,18 @@ var keyBound = map[payments.Kind]string{
 
 func (t ledgerTx) KeyBound(ctx context.Context, kind payments.Kind, userID, key string) (bool, error) {
 	var bound bool
-	if err := t.tx.QueryRow(ctx, keyBound[kind], userID, key).Scan(&bound); err != nil {
+	if err := t.u.queryRow(ctx, keyBound[kind], userID, key).Scan(&bound); err != nil {
 		return false, fmt.Errorf("pgledger: key bound: %w", err)
 	}
 	return bound, nil
 }
 
+// InsertEntries is sent with the unit's next statement, or with its commit.
 func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
-	b := &pgx.Batch{}
 	for _, e := range entries {
-		b.Queue(`INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id)
+		t.u.defer_("pgledger: insert entries", `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id)
 		         VALUES ($1, $2, $3, nullif($4, '')::uuid, nullif($5, '')::uuid)`,
 			e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID)
-	}
-	if err := t.tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("pgledger: insert entries: %w", err)
 	}
 	return nil
 }

@@ -1,0 +1,78 @@
+// Command bench is the load generator behind make bench: it measures
+// paymentsd on PostgreSQL (fresh, replayed and stormed requests in both
+// idempotency modes) against the same handlers without idempotency and
+// against the bare SQL of a fresh request, and writes a Markdown table and
+// PNG charts into results/bench.
+//
+//	make bench                       # a throwaway durable cluster, the default run (about 6 minutes)
+//	make bench-growth                # fresh and replay with 10 million keys against an empty table
+//	DATABASE_URL=postgres://… go run ./cmd/bench [flags]
+//
+// It runs from the repository (it builds ./cmd/paymentsd). The servers are
+// child processes; "bench serve" is the hidden command that runs the bare
+// server. See internal/bench for how a run goes.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/idem-dev/idem/internal/bench"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		os.Exit(bench.ServeMain(os.Args[2:]))
+	}
+	var (
+		cfg      bench.Config
+		variants string
+	)
+	flag.StringVar(&cfg.Out, "out", "", "results folder (default results/bench in the repository)")
+	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs every variant once")
+	flag.DurationVar(&cfg.Warmup, "warmup", 0, "warm-up per variant and round (default 3s)")
+	flag.DurationVar(&cfg.Duration, "duration", 0, "measured window per variant and round (default 10s)")
+	flag.IntVar(&cfg.Concurrency, "c", 16, "concurrent clients")
+	flag.IntVar(&cfg.StormClients, "storm", 8, "clients sending each key of a storm at once")
+	flag.IntVar(&cfg.Users, "users", 1000, "users the requests are spread over")
+	flag.IntVar(&cfg.ReplayKeys, "replay-keys", 2000, "completed keys the replay variants pick from")
+	flag.IntVar(&cfg.ServerProcs, "server-procs", 2, "GOMAXPROCS of each server")
+	flag.IntVar(&cfg.ClientProcs, "client-procs", 2, "GOMAXPROCS of the generator")
+	flag.StringVar(&variants, "variants", "", "comma-separated variants to run (default all)")
+	flag.StringVar(&cfg.Baseline, "baseline", "", "another paymentsd binary whose fresh and replay variants run beside the current ones")
+	flag.BoolVar(&cfg.SelfServer, "self-server", false, "serve the idempotent variants with the bench's own wiring of paymentsd (for -pprof)")
+	flag.StringVar(&cfg.PprofDir, "pprof", "", "save a CPU profile of each bench-wired server over the last round's windows here")
+	flag.BoolVar(&cfg.Keep, "keep", false, "keep the schema")
+	flag.BoolVar(&cfg.Growth, "growth", false, "the growth run: fresh and replay with -growth-rows keys against an empty table")
+	rewrite := flag.String("rewrite", "", "write the Markdown and charts of an earlier run again from its JSON (results/bench/results.json), without running")
+	flag.IntVar(&cfg.GrowthRows, "growth-rows", 10_000_000, "rows preloaded into the key table for -growth")
+	flag.Parse()
+	if variants != "" {
+		cfg.Variants = strings.Split(variants, ",")
+	}
+	if *rewrite != "" {
+		rep, err := bench.Rewrite(*rewrite)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Print(rep.Markdown(""))
+		return
+	}
+	cfg.DatabaseURL = os.Getenv("DATABASE_URL")
+	log.SetFlags(log.Ltime)
+	cfg.Logf = log.Printf
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Print(rep.Markdown(""))
+}

@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+)
+
+// Config configures a run. Its zero value is the default run of make bench
+// except for DatabaseURL, which is required.
+type Config struct {
+	// DatabaseURL is the PostgreSQL server to measure. Each run works in a
+	// schema of its own, dropped at the end unless Keep. Required.
+	DatabaseURL string
+	// Out is the results folder. Default results/bench under the module
+	// root.
+	Out string
+	// Rounds is how many times each variant runs. Default 3.
+	Rounds int
+	// Warmup is the unmeasured load before each measured window. Default 3s.
+	Warmup time.Duration
+	// Duration is each measured window. Default 10s.
+	Duration time.Duration
+	// Concurrency is the number of clients, each with its own keep-alive
+	// connection (a storm uses them in groups of StormClients). Default 16.
+	Concurrency int
+	// StormClients is how many clients send each key of a storm at once.
+	// Default 8.
+	StormClients int
+	// Users is how many users the requests are spread over. Default 1000.
+	Users int
+	// ReplayKeys is how many completed keys the replay variants pick from.
+	// Default 2000.
+	ReplayKeys int
+	// ServerProcs is the GOMAXPROCS of each server process. Default 2.
+	ServerProcs int
+	// ClientProcs is the GOMAXPROCS of the generator. Default 2.
+	ClientProcs int
+	// Settle is the pause after each window before the database's counters
+	// are read: PostgreSQL publishes a backend's statistics up to a second
+	// late. Default 1.2s; zero in tests by NoSettle.
+	Settle   time.Duration
+	NoSettle bool
+	// Variants, when set, runs only the variants named (see AllVariants).
+	Variants []string
+	// Paymentsd is a paymentsd binary to use; default: go build it once.
+	Paymentsd string
+	// Self is the command that runs this package's Serve (the bare server,
+	// and paymentsd's wiring with a pprof endpoint for SelfServer), with
+	// SelfEnv added to its environment. Default: this executable's "serve"
+	// command.
+	Self    []string
+	SelfEnv []string
+	// Baseline, when set, is another paymentsd binary (an earlier build, say)
+	// measured beside the current one: its fresh and replay variants are
+	// added, named "… (baseline)".
+	Baseline string
+	// SelfServer serves the idempotent variants with Self's wiring of
+	// paymentsd (the same handlers, store and middleware) instead of the
+	// paymentsd binary, so that PprofDir can profile them.
+	SelfServer bool
+	// PprofDir, when set, receives a CPU profile of each Self server over
+	// one measured window of the last round.
+	PprofDir string
+	// Keep keeps the schema (its name is logged).
+	Keep bool
+	// Growth runs the growth comparison instead of the main run: fresh and
+	// replay against a key table preloaded with GrowthRows rows, alternating
+	// with an empty one.
+	Growth     bool
+	GrowthRows int
+	// Logf receives progress lines. Default: discard.
+	Logf func(format string, args ...any)
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.DatabaseURL == "" {
+		return c, errors.New("bench: no database: set DATABASE_URL (make bench starts a throwaway cluster)")
+	}
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Rounds, 3)
+	def(&c.Concurrency, 16)
+	def(&c.StormClients, 8)
+	def(&c.Users, 1000)
+	def(&c.ReplayKeys, 2000)
+	def(&c.ServerProcs, 2)
+	def(&c.ClientProcs, 2)
+	def(&c.GrowthRows, 10_000_000)
+	if c.Warmup == 0 {
+		c.Warmup = 3 * time.Second
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Settle == 0 && !c.NoSettle {
+		c.Settle = 1200 * time.Millisecond
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	if c.ClientProcs > runtime.NumCPU() {
+		c.ClientProcs = runtime.NumCPU()
+	}
+	if c.Concurrency < c.StormClients {
+		return c, fmt.Errorf("bench: concurrency %d is below the %d clients of a storm", c.Concurrency, c.StormClients)
+	}
+	if c.Rounds < 1 || c.Duration < 0 || c.Warmup < 0 || c.Users < 1 || c.ReplayKeys < 1 {
+		return c, errors.New("bench: rounds, users and replay keys must be positive")
+	}
+	return c, nil
+}

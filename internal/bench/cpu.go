@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on
+// every Linux the benchmark runs on.
+const clockTicks = 100
+
+// cpuMeter reads the CPU time spent by the three parties of a segment: the
+// server process, the PostgreSQL cluster (the postmaster and all its
+// children) and the generator. Each is 0 where it cannot be read (not
+// Linux, or a server on another host).
+type cpuMeter struct {
+	postmaster int
+}
+
+// cpuTimes are CPU seconds.
+type cpuTimes struct{ Server, Postgres, Generator float64 }
+
+func newCPUMeter(ctx context.Context, pool *pgxpool.Pool) *cpuMeter {
+	m := &cpuMeter{}
+	var dir string
+	if err := pool.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dir); err != nil {
+		return m
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	if err != nil {
+		return m
+	}
+	m.postmaster, _ = strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	return m
+}
+
+func (m *cpuMeter) read(serverPID int) cpuTimes {
+	var t cpuTimes
+	if serverPID > 0 {
+		t.Server, _ = procCPU(serverPID)
+	}
+	if m.postmaster > 0 {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			if cpu, ppid := procCPU(pid); pid == m.postmaster || ppid == m.postmaster {
+				t.Postgres += cpu
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		t.Generator = tv(ru.Utime) + tv(ru.Stime)
+	}
+	return t
+}
+
+func tv(t syscall.Timeval) float64 {
+	return float64(t.Sec) + float64(t.Usec)/float64(time.Second/time.Microsecond)
+}
+
+// procCPU returns a process's CPU seconds (user and system) and its parent.
+func procCPU(pid int) (cpu float64, ppid int) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0
+	}
+	// The command name is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, 0
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / clockTicks, ppid
+}
+
+func (a cpuTimes) sub(b cpuTimes) cpuTimes {
+	return cpuTimes{Server: a.Server - b.Server, Postgres: a.Postgres - b.Postgres, Generator: a.Generator - b.Generator}
+}

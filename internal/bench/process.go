@@ -1,0 +1,163 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// server is a child process serving HTTP on loopback.
+type server struct {
+	name string
+	base string // http://127.0.0.1:PORT
+	cmd  *exec.Cmd
+	log  string // its stderr
+	// pprof is the address of its net/http/pprof, when it serves one.
+	pprof string
+	done  chan error
+}
+
+// startServer starts argv (with env added) and waits for its /healthz.
+// addrArg formats the listen address into the flags.
+func startServer(ctx context.Context, name, dir string, procs int, env []string, argv func(addr string) []string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	args := argv(addr)
+	logPath := filepath.Join(dir, name+".log")
+	lf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs)), env...)
+	cmd.Stdout, cmd.Stderr = lf, lf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	s := &server{name: name, base: "http://" + addr, cmd: cmd, log: logPath, done: make(chan error, 1)}
+	go func() { s.done <- cmd.Wait(); lf.Close() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-s.done:
+			s.done <- err
+			return nil, fmt.Errorf("%s exited at start (%v): %s", name, err, tailFile(logPath, 10))
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		resp, err := http.Get(s.base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("%s did not become healthy in 60s: %s", name, tailFile(logPath, 10))
+		}
+	}
+}
+
+// cpuProfile saves a CPU profile of the server over the measured part of
+// w into path.
+func (s *server) cpuProfile(ctx context.Context, w window, path string) error {
+	time.Sleep(time.Until(w.from))
+	secs := max(int(w.to.Sub(w.from).Seconds()), 1)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", s.pprof, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("cpu profile of %s: %w", s.name, err)
+	}
+	defer resp.Body.Close()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+// stop sends SIGTERM and, after 10 s, SIGKILL.
+func (s *server) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		s.done <- err
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		s.done <- <-s.done
+	}
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+func tailFile(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	return tail(string(b), n)
+}
+
+// buildPaymentsd builds paymentsd (no -race) into dir.
+func buildPaymentsd(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "paymentsd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/paymentsd")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/paymentsd: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// moduleRoot is the directory of go.mod, searched upward from the working
+// directory.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("bench: no go.mod above the working directory; run from the repository")
+		}
+		dir = parent
+	}
+}

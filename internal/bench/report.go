@@ -1,0 +1,297 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Report is a run's result: the samples of every round and, per variant,
+// their medians.
+type Report struct {
+	Machine  Machine
+	Settings string // the run's parameters, one line
+	Growth   bool
+	Rows     []Row
+	Ratios   []Ratio
+	Samples  []*sample
+}
+
+// Row is one variant over all rounds.
+type Row struct {
+	Variant        string
+	RPS            float64 // median over the rounds
+	RPSMin, RPSMax float64
+	P50, P99       float64 // ms, medians of the rounds' percentiles
+	Requests, Bad  int     // measured, all rounds
+	StmtsPerReq    float64 // medians; -1 when unknown
+	WALPerReq      float64
+	SyncsPerReq    float64
+	CPU            cpuTimes // CPU ms per request, medians
+	Outcomes       map[string]int
+	Storm          *stormCheck // summed over the rounds
+}
+
+// Ratio is a figure a target is stated in.
+type Ratio struct {
+	Name   string
+	Value  float64
+	Target string  // "≥ 0.85", "" for none
+	Min    float64 // the least value that meets it; 0 with no target
+	Lo, Hi float64 // the same ratio round by round: its range
+}
+
+func (r Ratio) verdict() string {
+	switch {
+	case r.Target == "":
+		return "(reported)"
+	case r.Value >= r.Min:
+		return "met"
+	}
+	return "**missed**"
+}
+
+func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report {
+	rep := &Report{Machine: m, Samples: samples, Growth: cfg.Growth,
+		Settings: fmt.Sprintf("%d rounds; per variant and round %v warm-up, then %v measured; %d closed-loop clients "+
+			"(keep-alive HTTP/1.1; storms: %d clients per key); %d users; %d replay keys; GOMAXPROCS server %d, generator %d",
+			cfg.Rounds, cfg.Warmup, cfg.Duration, cfg.Concurrency, cfg.StormClients, cfg.Users, cfg.ReplayKeys,
+			cfg.ServerProcs, cfg.ClientProcs)}
+	for _, v := range vs {
+		row := Row{Variant: v.name, Outcomes: map[string]int{}}
+		var rps, p50, p99, stmts, wal, syncs, cs, cp, cg []float64
+		for _, s := range samples {
+			if s.Variant != v.name {
+				continue
+			}
+			rps, p50, p99 = append(rps, s.RPS), append(p50, ms(s.P50)), append(p99, ms(s.P99))
+			stmts, wal, syncs = append(stmts, s.StmtsPerReq), append(wal, s.WALPerReq), append(syncs, s.SyncsPerReq)
+			cs, cp, cg = append(cs, s.CPU.Server), append(cp, s.CPU.Postgres), append(cg, s.CPU.Generator)
+			row.Requests += s.Measured
+			row.Bad += s.Bad
+			for k, n := range s.Outcomes {
+				row.Outcomes[k] += n
+			}
+			if s.Storm != nil {
+				if row.Storm == nil {
+					row.Storm = &stormCheck{}
+				}
+				row.Storm.add(s.Storm)
+			}
+		}
+		if len(rps) == 0 {
+			continue
+		}
+		row.RPS, row.P50, row.P99 = median(rps), median(p50), median(p99)
+		row.RPSMin, row.RPSMax = slices.Min(rps), slices.Max(rps)
+		row.StmtsPerReq, row.WALPerReq, row.SyncsPerReq = median(stmts), median(wal), median(syncs)
+		row.CPU = cpuTimes{Server: median(cs), Postgres: median(cp), Generator: median(cg)}
+		rep.Rows = append(rep.Rows, row)
+	}
+	if cfg.Growth {
+		rep.growthRatios()
+	} else {
+		rep.mainRatios()
+	}
+	return rep
+}
+
+func (s *stormCheck) add(o *stormCheck) {
+	s.Keys += o.Keys
+	s.Executed += o.Executed
+	s.DoubleEffects += o.DoubleEffects
+	s.LostEffects += o.LostEffects
+	s.NetFired += o.NetFired
+	s.BodyMismatch += o.BodyMismatch
+}
+
+func (rep *Report) row(name string) *Row {
+	for i := range rep.Rows {
+		if rep.Rows[i].Variant == name {
+			return &rep.Rows[i]
+		}
+	}
+	return nil
+}
+
+// ratio adds a/b of the median throughputs, with the range of the same
+// ratio round by round.
+func (rep *Report) ratio(name, a, b, target string, least float64) {
+	ra, rb := rep.row(a), rep.row(b)
+	if ra == nil || rb == nil || rb.RPS == 0 {
+		return
+	}
+	r := Ratio{Name: name, Value: ra.RPS / rb.RPS, Target: target, Min: least}
+	first := true
+	for _, sa := range rep.Samples {
+		if sa.Variant != a {
+			continue
+		}
+		for _, sb := range rep.Samples {
+			if sb.Variant == b && sb.Round == sa.Round && sb.RPS > 0 {
+				x := sa.RPS / sb.RPS
+				if first || x < r.Lo {
+					r.Lo = x
+				}
+				if first || x > r.Hi {
+					r.Hi = x
+				}
+				first = false
+			}
+		}
+	}
+	rep.Ratios = append(rep.Ratios, r)
+}
+
+func (rep *Report) mainRatios() {
+	rep.ratio("fresh/bare, atomic", "fresh-atomic", "bare", "≥ 0.85", 0.85)
+	rep.ratio("fresh/bare, leased", "fresh-leased", "bare", "", 0)
+	rep.ratio("fresh/ceiling, atomic", "fresh-atomic", "ceiling", "≥ 0.75", 0.75)
+	rep.ratio("fresh/ceiling, leased", "fresh-leased", "ceiling", "", 0)
+	rep.ratio("replay/fresh, atomic", "replay-atomic", "fresh-atomic", "≥ 3", 3)
+	rep.ratio("replay/fresh, leased", "replay-leased", "fresh-leased", "≥ 3", 3)
+}
+
+func (rep *Report) growthRatios() {
+	for _, mode := range []string{"atomic", "leased"} {
+		rep.ratio("fresh-"+mode+": 10M rows / empty", "fresh-"+mode+"@10M", "fresh-"+mode+"@empty", "≥ 0.90", 0.90)
+		rep.ratio("replay-"+mode+" (recent keys): 10M rows / empty", "replay-"+mode+"@10M", "replay-"+mode+"@empty", "≥ 0.90", 0.90)
+		rep.ratio("replay-any-"+mode+" (any of 10M keys) / replay on the empty table", "replay-any-"+mode+"@10M", "replay-"+mode+"@empty", "", 0)
+	}
+}
+
+// write saves results.md (or growth.md), its JSON and its charts in dir.
+func (rep *Report) write(dir, prefix string) error {
+	name := "results"
+	if rep.Growth {
+		name = "growth"
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(rep.Markdown(prefix)), 0o644); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+		return err
+	}
+	if st := rep.Statements(); st != "" {
+		st = "# SQL statements per request (pg_stat_statements, last round)\n\n" + st
+		if err := os.WriteFile(filepath.Join(dir, name+"-statements.md"), []byte(st), 0o644); err != nil {
+			return err
+		}
+	}
+	return rep.charts(dir, name)
+}
+
+// Markdown is the report as Markdown; chart links are relative to prefix.
+func (rep *Report) Markdown(prefix string) string {
+	var b strings.Builder
+	m := rep.Machine
+	name := "results"
+	title := "Benchmark"
+	if rep.Growth {
+		name, title = "growth", "Growth benchmark"
+	}
+	fmt.Fprintf(&b, "## %s: %s\n\n", title, m.Date)
+	if !m.durable() {
+		b.WriteString("**Warning: this database does not wait for the disk on commit (fsync or synchronous_commit off); the figures overstate throughput.**\n\n")
+	}
+	fmt.Fprintf(&b, "Machine: %d CPUs (%s), %s, Linux %s, %s, %s; ", m.CPUs, m.CPUModel, m.MemTotal, m.Kernel, m.Go, m.Postgres)
+	keys := make([]string, 0, len(m.Settings))
+	for k := range m.Settings {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s=%s", k, m.Settings[k])
+	}
+	fmt.Fprintf(&b, ". Load average before %s, after %s. The generator, the servers and PostgreSQL share these CPUs.\n\n", m.LoadBefore, m.LoadAfter)
+	fmt.Fprintf(&b, "Run: %s.\n\n", rep.Settings)
+	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range rep.Rows {
+		stmts := "–"
+		if r.StmtsPerReq >= 0 {
+			stmts = fmt.Sprintf("%.1f", r.StmtsPerReq)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %d | %d | %s | %.0f | %.2f | %.2f, %.2f, %.2f |\n",
+			r.Variant, r.RPS, r.RPSMin, r.RPSMax, r.P50, r.P99, r.Requests, r.Bad, stmts, r.WALPerReq, r.SyncsPerReq,
+			r.CPU.Server, r.CPU.Postgres, r.CPU.Generator)
+	}
+	b.WriteString("\n| ratio (of the medians) | value | round by round | target | |\n| --- | ---: | ---: | --- | --- |\n")
+	for _, r := range rep.Ratios {
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f–%.2f | %s | %s |\n", r.Name, r.Value, r.Lo, r.Hi, r.Target, r.verdict())
+	}
+	storms := false
+	for _, r := range rep.Rows {
+		if r.Storm != nil {
+			if !storms {
+				fmt.Fprintf(&b, "\n| storm | keys | executions | double effects | lost effects | business nets fired | replay bodies differing | answers |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+				storms = true
+			}
+			s := r.Storm
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s |\n", r.Variant, s.Keys, s.Executed, s.DoubleEffects,
+				s.LostEffects, s.NetFired, s.BodyMismatch, outcomes(r.Outcomes))
+		}
+	}
+	fmt.Fprintf(&b, "\n![throughput](%s%s-throughput.png)\n![latency](%s%s-latency.png)\n", prefix, name, prefix, name)
+	return b.String()
+}
+
+func outcomes(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s: %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Statements writes the pg_stat_statements profile of each variant's last
+// round: the statements by calls.
+func (rep *Report) Statements() string {
+	var b strings.Builder
+	for _, s := range rep.Samples {
+		if len(s.Top) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "### %s (round %d, %d requests)\n\n| calls/req | mean ms | statement |\n| ---: | ---: | --- |\n", s.Variant, s.Round, s.Total)
+		for _, t := range s.Top {
+			q := t.Query
+			if len(q) > 140 {
+				q = q[:140] + "…"
+			}
+			q = strings.ReplaceAll(q, "|", "\\|")
+			fmt.Fprintf(&b, "| %.2f | %.3f | `%s` |\n", float64(t.Calls)/float64(max(s.Total, 1)), t.MeanMS, q)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// Rewrite reads a report's JSON (results.json or growth.json) and writes
+// its Markdown, statements and charts again beside it: for a change to the
+// report's layout without a new run.
+func Rewrite(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rep, rep.write(filepath.Dir(path), "")
+}

@@ -1,0 +1,293 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// runner holds what every segment of a run shares.
+type runner struct {
+	cfg     Config
+	work    string // temp dir: binaries, server logs
+	pgss    bool
+	wl      *workload
+	cpu     *cpuMeter
+	servers []*server
+}
+
+// Run runs the benchmark and writes its report into cfg.Out.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	runtime.GOMAXPROCS(cfg.ClientProcs)
+	if cfg.Out == "" {
+		root, err := moduleRoot()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Out = filepath.Join(root, "results", "bench")
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, err
+	}
+	work, err := os.MkdirTemp("", "idem-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	r := &runner{cfg: cfg, work: work, wl: &workload{run: hex.EncodeToString(id[:])}}
+	defer r.stopServers()
+	if cfg.Paymentsd == "" {
+		cfg.Logf("building paymentsd")
+		if r.cfg.Paymentsd, err = buildPaymentsd(ctx, work); err != nil {
+			return nil, err
+		}
+	}
+	if len(cfg.Self) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		r.cfg.Self = []string{exe, "serve"}
+	}
+	if cfg.Growth {
+		return r.growth(ctx)
+	}
+	return r.main(ctx)
+}
+
+func (r *runner) stopServers() {
+	for _, s := range r.servers {
+		s.stop()
+	}
+}
+
+// startIdem starts a server of the idempotent variants in mode: paymentsd,
+// or (SelfServer) the same wiring in this package's Serve.
+func (r *runner) startIdem(ctx context.Context, name, mode string, db *database) (*server, error) {
+	if r.cfg.SelfServer {
+		return r.startSelf(ctx, name, mode, db)
+	}
+	s, err := startServer(ctx, name, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
+		// Logging at warn: one line per request would cost paymentsd CPU
+		// that the bare server does not spend.
+		return []string{r.cfg.Paymentsd, "serve", "--addr", addr, "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}
+	})
+	if err == nil {
+		r.servers = append(r.servers, s)
+	}
+	return s, err
+}
+
+func (r *runner) startSelf(ctx context.Context, name, wiring string, db *database) (*server, error) {
+	pprofAddr := ""
+	if r.cfg.PprofDir != "" {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", port)
+	}
+	s, err := startServer(ctx, name, r.work, r.cfg.ServerProcs, r.cfg.SelfEnv, func(addr string) []string {
+		args := append(slices.Clone(r.cfg.Self), "-db", db.url, "-addr", addr, "-wiring", wiring)
+		if pprofAddr != "" {
+			args = append(args, "-pprof", pprofAddr)
+		}
+		return args
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.pprof = pprofAddr
+	r.servers = append(r.servers, s)
+	return s, nil
+}
+
+// main is the default run: fresh, replay and storm in both modes, bare and
+// ceiling.
+func (r *runner) main(ctx context.Context) (*Report, error) {
+	cfg := r.cfg
+	machine := describeMachine()
+	db, err := newDatabase(ctx, cfg.DatabaseURL, "bench", cfg.Users, 4)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cfg.Keep {
+			cfg.Logf("kept schema %s", db.schema)
+			db.pool.Close()
+			return
+		}
+		_ = db.drop(context.WithoutCancel(ctx), cfg.DatabaseURL)
+	}()
+	if err := machine.fromDatabase(ctx, db.pool); err != nil {
+		return nil, err
+	}
+	r.pgss = enablePgss(ctx, db.pool)
+	r.cpu = newCPUMeter(ctx, db.pool)
+	srv := map[string]*server{}
+	for _, mode := range []string{"atomic", "leased"} {
+		if srv[mode], err = r.startIdem(ctx, "paymentsd-"+mode, mode, db); err != nil {
+			return nil, err
+		}
+	}
+	if srv["bare"], err = r.startSelf(ctx, "bare", "bare", db); err != nil {
+		return nil, err
+	}
+	cfg.Logf("seeding %d completed keys", cfg.ReplayKeys)
+	seeds, err := seed(ctx, srv["atomic"], db, r.wl, cfg.ReplayKeys, cfg.Concurrency)
+	if err != nil {
+		return nil, err
+	}
+	pick := func(rnd *mrand.Rand) request { return seeds[rnd.IntN(len(seeds))] }
+	var vs []*variant
+	for _, mode := range []string{"atomic", "leased"} {
+		vs = append(vs,
+			&variant{name: "fresh-" + mode, kind: kindFresh, mode: mode, srv: srv[mode], db: db},
+			&variant{name: "replay-" + mode, kind: kindReplay, mode: mode, srv: srv[mode], db: db, replay: pick},
+			&variant{name: "storm-" + mode, kind: kindStorm, mode: mode, srv: srv[mode], db: db})
+	}
+	vs = append(vs, &variant{name: "bare", kind: kindBare, srv: srv["bare"], db: db},
+		&variant{name: "ceiling", kind: kindCeiling, db: db})
+	if cfg.Baseline != "" {
+		for _, mode := range []string{"atomic", "leased"} {
+			s, err := startServer(ctx, "baseline-"+mode, r.work, cfg.ServerProcs, nil, func(addr string) []string {
+				return []string{cfg.Baseline, "serve", "--addr", addr, "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}
+			})
+			if err != nil {
+				return nil, err
+			}
+			r.servers = append(r.servers, s)
+			vs = append(vs,
+				&variant{name: "fresh-" + mode + " (baseline)", kind: kindFresh, mode: mode, srv: s, db: db},
+				&variant{name: "replay-" + mode + " (baseline)", kind: kindReplay, mode: mode, srv: s, db: db, replay: pick})
+		}
+	}
+	if vs, err = r.only(vs); err != nil {
+		return nil, err
+	}
+	machine.LoadBefore = loadAvg()
+	samples, err := r.rounds(ctx, vs)
+	if err != nil {
+		return nil, err
+	}
+	machine.LoadAfter = loadAvg()
+	rep := newReport(cfg, machine, vs, samples)
+	return rep, rep.write(cfg.Out, "")
+}
+
+// only keeps the variants Config.Variants names.
+func (r *runner) only(vs []*variant) ([]*variant, error) {
+	if len(r.cfg.Variants) == 0 {
+		return vs, nil
+	}
+	var out []*variant
+	for _, name := range r.cfg.Variants {
+		i := slices.IndexFunc(vs, func(v *variant) bool { return v.name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("bench: no variant %q", name)
+		}
+		out = append(out, vs[i])
+	}
+	return out, nil
+}
+
+// rounds runs every variant once per round, the order rotated by one each
+// round.
+func (r *runner) rounds(ctx context.Context, vs []*variant) ([]*sample, error) {
+	var out []*sample
+	for round := range r.cfg.Rounds {
+		for i := range vs {
+			v := vs[(i+round)%len(vs)]
+			s, err := r.segment(ctx, v, round+1, round == r.cfg.Rounds-1)
+			if err != nil {
+				return nil, fmt.Errorf("%s, round %d: %w", v.name, round+1, err)
+			}
+			r.cfg.Logf("round %d  %-22s %8.0f req/s  p50 %6.2f ms  p99 %6.2f ms  %v", round+1, v.name, s.RPS,
+				ms(s.P50), ms(s.P99), s.Outcomes)
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) (*sample, error) {
+	pool := v.db.pool
+	if r.pgss {
+		if err := resetPgss(ctx, pool); err != nil {
+			return nil, err
+		}
+	}
+	before, err := readCounters(ctx, pool, false)
+	if err != nil {
+		return nil, err
+	}
+	serverPID := 0
+	if v.srv != nil {
+		serverPID = v.srv.cmd.Process.Pid
+	}
+	w := newWindow(r.cfg.Warmup, r.cfg.Duration)
+	cpuFrom := make(chan cpuTimes, 1)
+	go func() {
+		time.Sleep(time.Until(w.from))
+		cpuFrom <- r.cpu.read(serverPID)
+	}()
+	var profiled chan error
+	if v.srv != nil && v.srv.pprof != "" && last {
+		profiled = make(chan error, 1)
+		go func() { profiled <- v.srv.cpuProfile(ctx, w, filepath.Join(r.cfg.PprofDir, v.name+".cpu.pprof")) }()
+	}
+	var (
+		t   *tally
+		chk *stormCheck
+	)
+	switch v.kind {
+	case kindFresh, kindReplay, kindBare:
+		t, err = runHTTP(ctx, v, r.wl, r.cfg.Concurrency, w)
+	case kindStorm:
+		t, chk, err = runStorm(ctx, v, r.wl, r.cfg.Concurrency, r.cfg.StormClients, w)
+	case kindCeiling:
+		t, err = runCeiling(ctx, v.db, r.wl, r.cfg.Concurrency, w)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cpu := r.cpu.read(serverPID).sub(<-cpuFrom)
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return nil, err
+		}
+	}
+	time.Sleep(r.cfg.Settle)
+	after, err := readCounters(ctx, pool, r.pgss)
+	if err != nil {
+		return nil, err
+	}
+	s := newSample(v.name, round, t, r.cfg.Duration)
+	s.counters(before, after)
+	if s.Measured > 0 {
+		n := float64(s.Measured) / 1000 // CPU ms per request
+		s.CPU = cpuTimes{Server: cpu.Server / n, Postgres: cpu.Postgres / n, Generator: cpu.Generator / n}
+	}
+	s.Storm = chk
+	if last && r.pgss {
+		if s.Top, err = topStatements(ctx, pool, 16); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

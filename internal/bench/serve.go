@@ -1,0 +1,122 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // for -pprof
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/payments/api"
+	"github.com/idem-dev/idem/payments/pgledger"
+	"github.com/idem-dev/idem/pgstore"
+)
+
+// serverPoolConns is paymentsd's pool size (cmd/paymentsd's
+// defaultPoolConns); every server of the benchmark uses it.
+const serverPoolConns = 20
+
+// passThrough stands in for the idem middleware in the bare server: the
+// routes run their handlers directly, with no key, no claim and no ambient
+// transaction (the ledger opens a transaction of its own). It exists only
+// in this benchmark.
+type passThrough struct{}
+
+func (passThrough) Require(next http.Handler) http.Handler { return next }
+func (passThrough) Config() idem.Config                    { return idem.Config{Header: idem.DefaultHeader} }
+
+// Serve is the benchmark's own server, run by cmd/bench's hidden "serve"
+// command in a process of its own:
+//
+//	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic|leased [-pprof 127.0.0.1:PORT]
+//
+// bare is the payments API's handlers and PostgreSQL ledger without
+// idempotency; atomic and leased are paymentsd's own wiring of them behind
+// the idem middleware on pgstore (what cmd/paymentsd's serve builds, less
+// logging), for profiling with -pprof.
+func Serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", "", "PostgreSQL URL")
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	wiring := fs.String("wiring", "bare", "bare, atomic or leased")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address too")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(*db)
+	if err != nil {
+		return err
+	}
+	cfg.MaxConns = serverPoolConns
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	svc, err := payments.New(pgledger.New(pool), payments.Config{})
+	if err != nil {
+		return err
+	}
+	var mw api.Idempotency = passThrough{}
+	if *wiring != "bare" {
+		mode, err := idem.ParseMode(*wiring)
+		if err != nil {
+			return err
+		}
+		if mw, err = idem.New(pgstore.New(pool), idem.Config{Mode: mode}); err != nil {
+			return err
+		}
+	}
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	h, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: quiet})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if *pprofAddr != "" {
+		pl, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return err
+		}
+		// http.DefaultServeMux carries net/http/pprof's handlers.
+		go func() { _ = http.Serve(pl, http.DefaultServeMux) }()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return srv.Shutdown(sctx)
+}
+
+// ServeMain runs Serve until SIGINT or SIGTERM and returns the exit code.
+func ServeMain(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := Serve(ctx, args, os.Stderr); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "bench serve:", err)
+		return 1
+	}
+	return 0
+}
