@@ -50,6 +50,9 @@ func (m *Middleware) serveLeased(q *request) {
 	defer m.cleanUpAfterGoexit(q, tx, func(ctx context.Context) error { stop(); return release(ctx) })
 	c, p := m.run(q, tx, hctx)
 	q.event.Renewals = stop()
+	if cause := context.Cause(hctx); errors.Is(cause, ErrLockLost) || errors.Is(cause, ErrLeaseExpired) {
+		q.leaseLost = cause
+	}
 	m.finish(q, tx, lock, c, p, release, func(ctx context.Context, resp Response) error {
 		// The handler's transaction is gone with its writes; the claim was
 		// committed on its own, so the fenced completion can run alone.
@@ -175,6 +178,14 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 	status := c.statusCode()
 	q.event.StatusCode = status
 	if !isFinal(status) {
+		if q.leaseLost != nil {
+			// The handler failed because its lease was cancelled: the key
+			// may be another attempt's by now, and the client should get
+			// that attempt's answer, not this one's error.
+			abandon(OutcomeLockLost, q.leaseLost)
+			m.reject(q, ProblemLockLost, http.StatusConflict, "This attempt lost its hold on the "+m.cfg.Header+" and was rolled back; retry after a moment.")
+			return
+		}
 		abandon(OutcomeFailed, nil)
 		m.sendCaptured(q, c, nil)
 		return

@@ -72,6 +72,9 @@ type request struct {
 	// finished is set once finish has taken over the cleanup of an
 	// executed request.
 	finished bool
+	// leaseLost is why a leased-mode handler's context was cancelled, when
+	// its lease was lost or lapsed.
+	leaseLost error
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, required bool) {

@@ -435,6 +435,31 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, mode idem.Mode) {
 			require.GreaterOrEqual(t, ev.Renewals, 2)
 		})
 
+		t.Run("HandlerCancelledByLostLeaseAnswers409", func(t *testing.T) {
+			t.Parallel()
+			c := cfg
+			c.LockTimeout = 300 * time.Millisecond
+			var s *server
+			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
+				key := r.Header.Get("Idempotency-Key")
+				rec, err := s.store.Get(ctx, "alice", key)
+				require.NoError(t, err)
+				require.NoError(t, s.store.Fail(ctx, idem.Lock{Scope: "alice", Key: key, Token: rec.LockToken}))
+				won, err := s.store.Reacquire(ctx, claim("alice", key, "thief", time.Minute, ttl), rec.LockToken)
+				require.NoError(t, err)
+				require.True(t, won)
+				select { // the bank call, cut short when the lease is found lost
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+				http.Error(w, "bank call cancelled", http.StatusBadGateway)
+			})
+			r := s.do(t, call{keys: []string{newKey()}, body: `{}`})
+			require.Equal(t, http.StatusConflict, r.status, "the client is sent to the attempt that holds the key, not given this one's error")
+			require.Equal(t, "lock-lost", problemType(t, r))
+			require.Equal(t, "1", r.header.Get("Retry-After"))
+		})
+
 		t.Run("StaleHolderIsFencedOut", func(t *testing.T) {
 			t.Parallel()
 			c := cfg
