@@ -2,10 +2,11 @@
 // paymentsd on PostgreSQL (fresh, replayed and stormed requests in both
 // idempotency modes) against the same handlers without idempotency and
 // against the bare SQL of a fresh request, and writes a Markdown table and
-// PNG charts into results/bench.
+// PNG charts into results/bench (the sweep run: results/bench-sweep).
 //
 //	make bench                       # a throwaway durable cluster, the default run (about 6 minutes)
 //	make bench-growth                # fresh and replay with 10 million keys against an empty table
+//	make bench-sweep                 # paymentsd's latency while 'paymentsd keys sweep' deletes 1M of 10M keys
 //	DATABASE_URL=postgres://… go run ./cmd/bench [flags]
 //
 // It runs from the repository (it builds ./cmd/paymentsd). The servers are
@@ -34,7 +35,7 @@ func main() {
 		cfg      bench.Config
 		variants string
 	)
-	flag.StringVar(&cfg.Out, "out", "", "results folder (default results/bench in the repository)")
+	flag.StringVar(&cfg.Out, "out", "", "results folder (default results/bench in the repository, results/bench-sweep for -sweep)")
 	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs every variant once")
 	flag.DurationVar(&cfg.Warmup, "warmup", 0, "warm-up per variant and round (default 3s)")
 	flag.DurationVar(&cfg.Duration, "duration", 0, "measured window per variant and round (default 10s)")
@@ -50,8 +51,14 @@ func main() {
 	flag.StringVar(&cfg.PprofDir, "pprof", "", "save a CPU profile of each bench-wired server over the last round's windows here")
 	flag.BoolVar(&cfg.Keep, "keep", false, "keep the schema")
 	flag.BoolVar(&cfg.Growth, "growth", false, "the growth run: fresh and replay with -growth-rows keys against an empty table")
-	rewrite := flag.String("rewrite", "", "write the Markdown and charts of an earlier run again from its JSON (results/bench/results.json), without running")
+	rewrite := flag.String("rewrite", "", "write the Markdown and charts of an earlier run again from its JSON (results/bench/results.json, growth.json, results/bench-sweep/sweep.json), without running")
 	flag.IntVar(&cfg.GrowthRows, "growth-rows", 10_000_000, "rows preloaded into the key table for -growth")
+	flag.BoolVar(&cfg.Sweep, "sweep", false, "the sweep run: paymentsd's latency under an open-loop load while 'paymentsd keys sweep' deletes the expired keys (results/bench-sweep)")
+	flag.IntVar(&cfg.SweepRows, "sweep-rows", 10_000_000, "COMPLETED records preloaded into the key table for -sweep")
+	flag.IntVar(&cfg.SweepExpired, "sweep-expired", 1_000_000, "of the -sweep-rows records, how many are past retention")
+	flag.IntVar(&cfg.SweepRate, "sweep-rate", 400, "requests a second of -sweep's open-loop load, half fresh, half replays")
+	flag.DurationVar(&cfg.SweepWindow, "sweep-window", 0, "-sweep runs the sweep in windows this long, alternating with windows where it is stopped (default 5s)")
+	flag.DurationVar(&cfg.SweepBaseline, "sweep-baseline", 0, "-sweep's load without the sweep, before it (default 30s)")
 	flag.Parse()
 	if variants != "" {
 		cfg.Variants = strings.Split(variants, ",")
@@ -71,8 +78,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, cfg)
+	if rep != nil {
+		// A failed sweep run still has its report: what went wrong is in it.
+		fmt.Print(rep.Markdown(""))
+	}
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Print(rep.Markdown(""))
 }

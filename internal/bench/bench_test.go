@@ -82,3 +82,37 @@ func TestGrowth(t *testing.T) {
 	_, err = os.Stat(filepath.Join(cfg.Out, "growth-throughput.png"))
 	require.NoError(t, err)
 }
+
+// TestSweep runs the sweep comparison end to end at a tiny size: paymentsd
+// answers every request of the load as it should while `paymentsd keys
+// sweep`, stopped and resumed in windows, deletes every expired record and
+// nothing else; the report and its JSON are written.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	cfg := tiny(t)
+	cfg.Sweep, cfg.SweepRows, cfg.SweepExpired = true, 20_000, 5_000
+	cfg.SweepRate, cfg.SweepWindow, cfg.SweepBaseline = 100, 200*time.Millisecond, time.Second
+	rep, err := bench.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	s := rep.Sweep
+	require.NotNil(t, s)
+	require.Equal(t, 5_000, s.Deleted)
+	require.Empty(t, s.Unexpected)
+	require.Equal(t, bench.SweepCheck{Live: 15_000, LiveWant: 15_000, Fresh: s.Check.FreshWant, FreshWant: s.Check.FreshWant}, s.Check)
+	require.Positive(t, s.Check.FreshWant)
+	require.Positive(t, s.RowsPerSecond)
+	require.Len(t, s.Phases, 3)
+	for _, p := range s.Phases {
+		require.Positive(t, p.Windows, p.Name)
+		for _, l := range p.Requests {
+			require.Positive(t, l.Count, "%s, %s", p.Name, l.Kind)
+			require.Positive(t, l.P99, "%s, %s", p.Name, l.Kind)
+		}
+	}
+	require.Len(t, s.Ratios, 7, "six ratios of the phases, one of the pairs of windows")
+	for _, f := range []string{"sweep.md", "sweep.json"} {
+		st, err := os.Stat(filepath.Join(cfg.Out, f))
+		require.NoError(t, err)
+		require.Positive(t, st.Size(), f)
+	}
+}

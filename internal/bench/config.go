@@ -14,7 +14,7 @@ type Config struct {
 	// schema of its own, dropped at the end unless Keep. Required.
 	DatabaseURL string
 	// Out is the results folder. Default results/bench under the module
-	// root.
+	// root, results/bench-sweep for Sweep.
 	Out string
 	// Rounds is how many times each variant runs. Default 3.
 	Rounds int
@@ -70,6 +70,20 @@ type Config struct {
 	// with an empty one.
 	Growth     bool
 	GrowthRows int
+	// Sweep runs the sweep comparison instead of the main run (sweep.go):
+	// paymentsd serves an open-loop load on a key table preloaded with
+	// SweepRows COMPLETED records, SweepExpired of them past retention,
+	// while `paymentsd keys sweep` deletes them in windows of SweepWindow
+	// that alternate with windows where it is stopped, after a baseline of
+	// SweepBaseline without it. SweepRate is the load's requests a second.
+	// Defaults 10 000 000 rows, 1 000 000 expired, 400 req/s, 5s windows,
+	// 30s of baseline.
+	Sweep         bool
+	SweepRows     int
+	SweepExpired  int
+	SweepRate     int
+	SweepWindow   time.Duration
+	SweepBaseline time.Duration
 	// Logf receives progress lines. Default: discard.
 	Logf func(format string, args ...any)
 }
@@ -91,11 +105,20 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.ServerProcs, 2)
 	def(&c.ClientProcs, 2)
 	def(&c.GrowthRows, 10_000_000)
+	def(&c.SweepRows, 10_000_000)
+	def(&c.SweepExpired, 1_000_000)
+	def(&c.SweepRate, 400)
 	if c.Warmup == 0 {
 		c.Warmup = 3 * time.Second
 	}
 	if c.Duration == 0 {
 		c.Duration = 10 * time.Second
+	}
+	if c.SweepWindow == 0 {
+		c.SweepWindow = 5 * time.Second
+	}
+	if c.SweepBaseline == 0 {
+		c.SweepBaseline = 30 * time.Second
 	}
 	if c.Settle == 0 && !c.NoSettle {
 		c.Settle = 1200 * time.Millisecond
@@ -111,6 +134,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Rounds < 1 || c.Duration < 0 || c.Warmup < 0 || c.Users < 1 || c.ReplayKeys < 1 {
 		return c, errors.New("bench: rounds, users and replay keys must be positive")
+	}
+	if c.Growth && c.Sweep {
+		return c, errors.New("bench: -growth and -sweep are two runs: choose one")
+	}
+	if c.Sweep && (c.SweepExpired < 0 || c.SweepExpired >= c.SweepRows || c.SweepRate < 1 || c.SweepWindow < 0 || c.SweepBaseline < 0) {
+		return c, fmt.Errorf("bench: the sweep run needs 0 ≤ expired (%d) < rows (%d), a positive rate and positive durations",
+			c.SweepExpired, c.SweepRows)
 	}
 	return c, nil
 }

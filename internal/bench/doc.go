@@ -15,4 +15,11 @@
 // round, so machine noise falls on all of them alike. The report gives, per
 // variant, the median over the rounds of the throughput and of the p50 and
 // p99 latency, and the ratios the targets are stated in.
+//
+// The growth run (Config.Growth) compares fresh and replay against a key
+// table of 10 million records and an empty one. The sweep run
+// (Config.Sweep, sweep.go) measures paymentsd's latency under an
+// open-loop load while `paymentsd keys sweep` deletes the expired million
+// of 10 million records, in windows alternating with windows where the
+// sweep process is stopped.
 package bench

@@ -23,9 +23,12 @@ import (
 // with this body is answered from the record.
 var preloadBody = transferBody(1000)
 
-// preload fills the key table of db with n COMPLETED records, in
-// statements of a million rows, as paymentsd would have stored them: the
-// users of db in turn, a stored 201 with its headers and body each.
+// preload fills the key table of db with COMPLETED records $5 to $6 - 1,
+// as paymentsd would have stored them: the users of db in turn, a stored
+// 201 with its headers and body each. The first $7 records are past
+// retention, oldest first: created between 73 and 49 hours ago, so they
+// expired between 25 hours and 1 hour ago; the others are created now and
+// live for 48 hours. No record crosses its expiry during a run.
 const preload = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
@@ -38,10 +41,16 @@ SELECT ($1::text[])[1 + i % $2], 'pre-' || i, 'POST', '/v1/transactions', $3, $4
                           'Location', jsonb_build_array('/v1/transactions/' || md5('t' || i)::uuid)),
        convert_to(format('{"id":"%s","source_currency":"USD","target_currency":"EUR","amount":1000,"converted_amount":920,"rate":"0.92","status":"COMPLETED","created_at":"2026-01-01T00:00:00.000000Z"}',
                          md5('t' || i)::uuid), 'UTF8'),
-       'transactions', md5('t' || i)::uuid::text, now(), now() + interval '48 hours'
-  FROM generate_series($5::bigint, $6::bigint - 1) AS i`
+       'transactions', md5('t' || i)::uuid::text, c.t, c.t + interval '48 hours'
+  FROM generate_series($5::bigint, $6::bigint - 1) AS i,
+       LATERAL (SELECT CASE WHEN i < $7::bigint
+                            THEN now() - interval '49 hours' - interval '24 hours' * ($7::bigint - i) / greatest($7::bigint, 1)
+                            ELSE now() END) AS c (t)`
 
-func preloadKeys(ctx context.Context, db *database, n int, logf func(string, ...any)) (time.Duration, error) {
+// preloadKeys fills the key table of db with n COMPLETED records, the
+// first expired of them past retention, in statements of a million rows;
+// then it vacuums, analyzes and checkpoints, and returns the time it took.
+func preloadKeys(ctx context.Context, db *database, n, expired int, logf func(string, ...any)) (time.Duration, error) {
 	req, err := http.NewRequest(http.MethodPost, "/v1/transactions", bytes.NewReader(preloadBody))
 	if err != nil {
 		return 0, err
@@ -59,7 +68,7 @@ func preloadKeys(ctx context.Context, db *database, n int, logf func(string, ...
 	const batch = 1_000_000
 	for from := 0; from < n; from += batch {
 		to := min(from+batch, n)
-		if _, err := db.pool.Exec(ctx, preload, users, len(users), fp.Hash, fp.Version, from, to); err != nil {
+		if _, err := db.pool.Exec(ctx, preload, users, len(users), fp.Hash, fp.Version, from, to, expired); err != nil {
 			return 0, fmt.Errorf("preload keys: %w", err)
 		}
 		logf("preloaded %d of %d keys (%v)", to, n, time.Since(start).Round(time.Second))
@@ -76,6 +85,17 @@ func preloadKeys(ctx context.Context, db *database, n int, logf func(string, ...
 	return time.Since(start), nil
 }
 
+// keyTableSize is the size of db's key table with its indexes, for people.
+func keyTableSize(ctx context.Context, db *database) (string, error) {
+	var size string
+	err := db.pool.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('idempotency_keys'))`).Scan(&size)
+	if err != nil {
+		return "", fmt.Errorf("key table size: %w", err)
+	}
+	return size, nil
+}
+
+// preloadedRequest is a replay of preloaded record i.
 func preloadedRequest(db *database, i int) request {
 	return request{user: &db.users[i%len(db.users)], key: "pre-" + strconv.Itoa(i), body: preloadBody}
 }
@@ -91,14 +111,7 @@ func (r *runner) growth(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer func() {
-			if cfg.Keep {
-				cfg.Logf("kept schema %s", db.schema)
-				db.pool.Close()
-				return
-			}
-			_ = db.drop(context.WithoutCancel(ctx), cfg.DatabaseURL)
-		}()
+		defer r.dispose(ctx, db)
 		dbs[name] = db
 	}
 	if err := machine.fromDatabase(ctx, dbs["empty"].pool); err != nil {
@@ -108,12 +121,12 @@ func (r *runner) growth(ctx context.Context) (*Report, error) {
 	r.cpu = newCPUMeter(ctx, dbs["empty"].pool)
 	big := dbs["10M"]
 	cfg.Logf("preloading %d keys", cfg.GrowthRows)
-	took, err := preloadKeys(ctx, big, cfg.GrowthRows, cfg.Logf)
+	took, err := preloadKeys(ctx, big, cfg.GrowthRows, 0, cfg.Logf)
 	if err != nil {
 		return nil, err
 	}
-	var size string
-	if err := big.pool.QueryRow(ctx, `SELECT pg_size_pretty(pg_total_relation_size('idempotency_keys'))`).Scan(&size); err != nil {
+	size, err := keyTableSize(ctx, big)
+	if err != nil {
 		return nil, err
 	}
 	cfg.Logf("preloaded %d keys in %v; the key table and its indexes take %s", cfg.GrowthRows, took.Round(time.Second), size)

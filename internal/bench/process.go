@@ -15,15 +15,44 @@ import (
 	"time"
 )
 
+// child is a process the generator started.
+type child struct {
+	cmd  *exec.Cmd
+	log  string     // its stderr, and its stdout unless startChild was given one
+	done chan error // cmd.Wait's error, once it exited
+}
+
+// startChild starts argv, with env added to the environment and its output
+// in dir/name.log (stdout, when not nil, gets its standard output). It is
+// killed if the generator dies.
+func startChild(name, dir string, argv, env []string, stdout io.Writer) (*child, error) {
+	c := &child{log: filepath.Join(dir, name+".log"), done: make(chan error, 1)}
+	lf, err := os.Create(c.log)
+	if err != nil {
+		return nil, fmt.Errorf("log of %s: %w", name, err)
+	}
+	c.cmd = exec.Command(argv[0], argv[1:]...)
+	c.cmd.Env = append(os.Environ(), env...)
+	c.cmd.Stdout, c.cmd.Stderr = lf, lf
+	if stdout != nil {
+		c.cmd.Stdout = stdout
+	}
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := c.cmd.Start(); err != nil {
+		lf.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() { c.done <- c.cmd.Wait(); lf.Close() }()
+	return c, nil
+}
+
 // server is a child process serving HTTP on loopback.
 type server struct {
+	*child
 	name string
 	base string // http://127.0.0.1:PORT
-	cmd  *exec.Cmd
-	log  string // its stderr
 	// pprof is the address of its net/http/pprof, when it serves one.
 	pprof string
-	done  chan error
 }
 
 // startServer starts argv (with env added) and waits for its /healthz.
@@ -34,28 +63,17 @@ func startServer(ctx context.Context, name, dir string, procs int, env []string,
 		return nil, err
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	args := argv(addr)
-	logPath := filepath.Join(dir, name+".log")
-	lf, err := os.Create(logPath)
+	c, err := startChild(name, dir, argv(addr), append([]string{"GOMAXPROCS=" + strconv.Itoa(procs)}, env...), nil)
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = append(append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(procs)), env...)
-	cmd.Stdout, cmd.Stderr = lf, lf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		lf.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	s := &server{name: name, base: "http://" + addr, cmd: cmd, log: logPath, done: make(chan error, 1)}
-	go func() { s.done <- cmd.Wait(); lf.Close() }()
+	s := &server{child: c, name: name, base: "http://" + addr}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
 		case err := <-s.done:
 			s.done <- err
-			return nil, fmt.Errorf("%s exited at start (%v): %s", name, err, tailFile(logPath, 10))
+			return nil, fmt.Errorf("%s exited at start (%v): %s", name, err, tailFile(s.log, 10))
 		case <-ctx.Done():
 			s.stop()
 			return nil, ctx.Err()
@@ -70,7 +88,7 @@ func startServer(ctx context.Context, name, dir string, procs int, env []string,
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			return nil, fmt.Errorf("%s did not become healthy in 60s: %s", name, tailFile(logPath, 10))
+			return nil, fmt.Errorf("%s did not become healthy in 60s: %s", name, tailFile(s.log, 10))
 		}
 	}
 }

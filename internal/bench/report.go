@@ -15,9 +15,10 @@ type Report struct {
 	Machine  Machine
 	Settings string // the run's parameters, one line
 	Growth   bool
-	Rows     []Row
-	Ratios   []Ratio
-	Samples  []*sample
+	Sweep    *SweepResult `json:",omitempty"` // the sweep run's, instead of the three below
+	Rows     []Row        `json:",omitempty"`
+	Ratios   []Ratio      `json:",omitempty"`
+	Samples  []*sample    `json:",omitempty"`
 }
 
 // Row is one variant over all rounds.
@@ -163,12 +164,21 @@ func (rep *Report) growthRatios() {
 	}
 }
 
-// write saves results.md (or growth.md), its JSON and its charts in dir.
-func (rep *Report) write(dir, prefix string) error {
-	name := "results"
-	if rep.Growth {
-		name = "growth"
+// names are the report's file name, without extension, and its title.
+func (rep *Report) names() (name, title string) {
+	switch {
+	case rep.Growth:
+		return "growth", "Growth benchmark"
+	case rep.Sweep != nil:
+		return "sweep", "Sweep benchmark"
 	}
+	return "results", "Benchmark"
+}
+
+// write saves results.md (growth.md, sweep.md), its JSON and its charts in
+// dir.
+func (rep *Report) write(dir, prefix string) error {
+	name, _ := rep.names()
 	if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(rep.Markdown(prefix)), 0o644); err != nil {
 		return err
 	}
@@ -192,11 +202,7 @@ func (rep *Report) write(dir, prefix string) error {
 func (rep *Report) Markdown(prefix string) string {
 	var b strings.Builder
 	m := rep.Machine
-	name := "results"
-	title := "Benchmark"
-	if rep.Growth {
-		name, title = "growth", "Growth benchmark"
-	}
+	name, title := rep.names()
 	fmt.Fprintf(&b, "## %s: %s\n\n", title, m.Date)
 	if !m.durable() {
 		b.WriteString("**Warning: this database does not wait for the disk on commit (fsync or synchronous_commit off); the figures overstate throughput.**\n\n")
@@ -215,6 +221,10 @@ func (rep *Report) Markdown(prefix string) string {
 	}
 	fmt.Fprintf(&b, ". Load average before %s, after %s. The generator, the servers and PostgreSQL share these CPUs.\n\n", m.LoadBefore, m.LoadAfter)
 	fmt.Fprintf(&b, "Run: %s.\n\n", rep.Settings)
+	if rep.Sweep != nil {
+		rep.Sweep.markdown(&b)
+		return b.String()
+	}
 	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range rep.Rows {
@@ -281,9 +291,9 @@ func (rep *Report) Statements() string {
 	return b.String()
 }
 
-// Rewrite reads a report's JSON (results.json or growth.json) and writes
-// its Markdown, statements and charts again beside it: for a change to the
-// report's layout without a new run.
+// Rewrite reads a report's JSON (results.json, growth.json or sweep.json)
+// and writes its Markdown, statements and charts again beside it: for a
+// change to the report's layout without a new run.
 func Rewrite(path string) (*Report, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

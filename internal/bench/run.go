@@ -23,7 +23,8 @@ type runner struct {
 	servers []*server
 }
 
-// Run runs the benchmark and writes its report into cfg.Out.
+// Run runs the benchmark and writes its report into cfg.Out. A sweep run
+// whose checks fail returns its report, written, with the error.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -36,6 +37,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		cfg.Out = filepath.Join(root, "results", "bench")
+		if cfg.Sweep {
+			cfg.Out += "-sweep"
+		}
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, err
@@ -65,7 +69,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Growth {
 		return r.growth(ctx)
 	}
+	if cfg.Sweep {
+		return r.sweep(ctx)
+	}
 	return r.main(ctx)
+}
+
+// dispose drops db's schema at the end of a run, or keeps it (Keep).
+func (r *runner) dispose(ctx context.Context, db *database) {
+	if r.cfg.Keep {
+		r.cfg.Logf("kept schema %s", db.schema)
+		db.pool.Close()
+		return
+	}
+	_ = db.drop(context.WithoutCancel(ctx), r.cfg.DatabaseURL)
 }
 
 func (r *runner) stopServers() {
@@ -80,10 +97,16 @@ func (r *runner) startIdem(ctx context.Context, name, mode string, db *database)
 	if r.cfg.SelfServer {
 		return r.startSelf(ctx, name, mode, db)
 	}
+	return r.startPaymentsd(ctx, name, mode, db)
+}
+
+// startPaymentsd starts the paymentsd binary in mode on db, with extra
+// serve flags.
+func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *database, extra ...string) (*server, error) {
 	s, err := startServer(ctx, name, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
 		// Logging at warn: one line per request would cost paymentsd CPU
 		// that the bare server does not spend.
-		return []string{r.cfg.Paymentsd, "serve", "--addr", addr, "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}
+		return append([]string{r.cfg.Paymentsd, "serve", "--addr", addr, "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}, extra...)
 	})
 	if err == nil {
 		r.servers = append(r.servers, s)
@@ -124,14 +147,7 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if cfg.Keep {
-			cfg.Logf("kept schema %s", db.schema)
-			db.pool.Close()
-			return
-		}
-		_ = db.drop(context.WithoutCancel(ctx), cfg.DatabaseURL)
-	}()
+	defer r.dispose(ctx, db)
 	if err := machine.fromDatabase(ctx, db.pool); err != nil {
 		return nil, err
 	}
