@@ -102,7 +102,7 @@ func TestLogEvents(t *testing.T) {
 		require.NoError(t, json.Unmarshal(buf.Bytes(), &rec))
 		require.Equal(t, "ERROR", rec["level"])
 		require.Equal(t, "store_error", rec["outcome"])
-		require.Contains(t, rec["error"], "claim key: insert claim")
+		require.Contains(t, rec["error"], "look up key")
 		require.NotContains(t, buf.String(), secret)
 	})
 }

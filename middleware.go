@@ -15,19 +15,6 @@ import (
 type Middleware struct {
 	store Store
 	cfg   Config
-	// lookFirst: read the key before claiming it, so that a replay costs
-	// one read and no write transaction; off for a store whose claim reads
-	// an existing record in the same round trip (oneTripClaimer).
-	lookFirst bool
-}
-
-// oneTripClaimer is a Store whose Insert reads the record it conflicts
-// with in the same round trip as the claim, and takes no lock on it
-// (pgstore). The middleware then claims without looking first: a fresh key
-// costs one round trip fewer, a replay the same in leased mode and one more
-// in atomic mode, the rollback of its transaction.
-type oneTripClaimer interface {
-	ClaimsInOneTrip() bool
 }
 
 // New returns a Middleware backed by store. It fails on an invalid Config,
@@ -40,12 +27,10 @@ func New(store Store, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	one, ok := store.(oneTripClaimer)
-	lookFirst := !ok || !one.ClaimsInOneTrip()
 	if c.TraceFunc != nil {
 		store = traced(store, c.TraceFunc)
 	}
-	return &Middleware{store: store, cfg: c, lookFirst: lookFirst}, nil
+	return &Middleware{store: store, cfg: c}, nil
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -127,30 +112,25 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	q.claim = Claim{Scope: scope, Key: key, Fingerprint: q.fp, LockFor: m.cfg.LockTimeout, TTL: m.cfg.TTL}
 
-	if m.lookFirst && m.lookedUp(q) {
+	// The fast path: a retry of a finished request is answered by one read,
+	// with no transaction and no write. The claim below stays the only
+	// arbiter of who executes.
+	rec, err := m.store.Get(r.Context(), scope, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		m.storeFailed(q, fmt.Errorf("look up key: %w", err))
 		return
+	default:
+		if m.answer(q, rec) {
+			return
+		}
 	}
 	if m.cfg.Mode == ModeAtomic {
 		m.serveAtomic(q)
 	} else {
 		m.serveLeased(q)
 	}
-}
-
-// lookedUp is the fast path of a store that needs two round trips to claim
-// a key and read it: a retry of a finished request is answered by one read,
-// with no transaction and no write. It reports whether q was answered; the
-// claim stays the only arbiter of who executes.
-func (m *Middleware) lookedUp(q *request) bool {
-	rec, err := m.store.Get(q.r.Context(), q.claim.Scope, q.claim.Key)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return false
-	case err != nil:
-		m.storeFailed(q, fmt.Errorf("look up key: %w", err))
-		return true
-	}
-	return m.answer(q, rec)
 }
 
 // readBody reads and fingerprints the body, answering 413 or 400 itself

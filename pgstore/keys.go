@@ -29,56 +29,35 @@ type keys struct {
 	lockWait time.Duration
 }
 
-// recordColumns are the columns of a record as scanRecord reads them.
-const recordColumns = `
-       request_method, request_path, request_hash, fingerprint_version,
+const selectRecord = `
+SELECT request_method, request_path, request_hash, fingerprint_version,
        status, attempts, lock_token::text, locked_at, lock_expires_at,
        lock_expires_at > now(),
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= now()`
-
-const selectRecord = `SELECT` + recordColumns + `
+       created_at, expires_at, expires_at <= now()
   FROM idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2`
 
 func (k keys) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
-	rec, err := scanRecord(k.db.QueryRow(ctx, selectRecord, scope, key), scope, key)
-	if err != nil && !errors.Is(err, idem.ErrNotFound) {
-		return nil, fmt.Errorf("read record: %w", err)
-	}
-	return rec, err
+	return scanRecord(k.db.QueryRow(ctx, selectRecord, scope, key), scope, key)
 }
 
-// scanRecord reads recordColumns from row, after the destinations in
-// front, if any. A row whose columns are NULL (an outer join that found
-// nothing) is ErrNotFound, as no row is.
-func scanRecord(row pgx.Row, scope, key string, front ...any) (*idem.Record, error) {
+func scanRecord(row pgx.Row, scope, key string) (*idem.Record, error) {
+	rec := &idem.Record{Scope: scope, Key: key}
 	var (
-		method, path, status, token, resourceT, resourceI *string
-		hash, headers, body                               []byte
-		version, attempts, code                           *int32
-		lockedAt, lockExpiresAt, createdAt, expiresAt     *time.Time
-		lockLive, expired                                 *bool
+		code                 *int32
+		headers, body        []byte
+		resourceT, resourceI *string
 	)
-	err := row.Scan(append(front, &method, &path, &hash, &version,
-		&status, &attempts, &token, &lockedAt, &lockExpiresAt, &lockLive,
+	err := row.Scan(&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
+		&rec.Status, &rec.Attempts, &rec.LockToken, &rec.LockedAt, &rec.LockExpiresAt, &rec.LockLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		&createdAt, &expiresAt, &expired)...)
+		&rec.CreatedAt, &rec.ExpiresAt, &rec.Expired)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, idem.ErrNotFound
 	}
 	if err != nil {
-		return nil, translate(err)
-	}
-	if method == nil {
-		return nil, idem.ErrNotFound
-	}
-	rec := &idem.Record{
-		Scope: scope, Key: key,
-		Fingerprint: idem.Fingerprint{Method: *method, Path: *path, Hash: hash, Version: int(*version)},
-		Status:      idem.Status(*status), Attempts: int(*attempts), LockToken: *token,
-		LockedAt: *lockedAt, LockExpiresAt: *lockExpiresAt, LockLive: *lockLive,
-		CreatedAt: *createdAt, ExpiresAt: *expiresAt, Expired: *expired,
+		return nil, fmt.Errorf("read record: %w", translate(err))
 	}
 	if code != nil {
 		resp := &idem.Response{StatusCode: int(*code), Body: body}
@@ -101,62 +80,29 @@ func scanRecord(row pgx.Row, scope, key string, front ...any) (*idem.Record, err
 	return rec, nil
 }
 
-// insertClaim claims the key and, when it exists, reads it, in one
-// statement and so one round trip:
-//
-//   - saved and bound set lock_timeout to $10 for the INSERT alone: a
-//     duplicate's wait on a transaction that holds the key is bounded;
-//   - claimed is the INSERT … ON CONFLICT DO NOTHING, the only arbiter;
-//   - the outer SELECT counts the rows inserted (0 or 1), puts lock_timeout
-//     back once the INSERT is done, so the handler's statements keep the
-//     session's setting, and on conflict joins the existing record.
-//
-// The statement sees the database as it was when it began, so a record
-// that a concurrent transaction committed while the INSERT waited on it is
-// not joined; Insert then reads it with a new statement.
 const insertClaim = `
-WITH saved AS MATERIALIZED (SELECT current_setting('lock_timeout') AS prev),
-     bound AS MATERIALIZED (SELECT set_config('lock_timeout', $10::text, true) FROM saved),
-     claimed AS (
-       INSERT INTO idempotency_keys
-              (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-               status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
-       SELECT $1, $2, $3, $4, $5, $6,
-              'PROCESSING', 1, $7, now(), now() + $8 * interval '1 microsecond', now(), now() + $9 * interval '1 microsecond'
-         FROM bound
-       ON CONFLICT (user_id, idempotency_key) DO NOTHING
-       RETURNING 1),
-     done AS MATERIALIZED (
-       SELECT count(*) AS inserted, set_config('lock_timeout', (SELECT prev FROM saved), true)
-         FROM claimed)
-SELECT done.inserted,` + recordColumns + `
-  FROM done
-  LEFT JOIN idempotency_keys ON done.inserted = 0 AND user_id = $1 AND idempotency_key = $2`
+INSERT INTO idempotency_keys
+       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, $6,
+        'PROCESSING', 1, $7, now(), now() + $8 * interval '1 microsecond', now(), now() + $9 * interval '1 microsecond')
+ON CONFLICT (user_id, idempotency_key) DO NOTHING`
 
-// Insert claims the key with one INSERT … ON CONFLICT DO NOTHING, and
-// reads the record it conflicted with in the same statement.
+// Insert claims the key with one INSERT … ON CONFLICT DO NOTHING. On
+// conflict it reads the record with a second statement: in READ COMMITTED a
+// new statement sees the row that a concurrent transaction just committed,
+// which the INSERT's own snapshot may not.
 func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, error) {
 	fp := c.Fingerprint
-	b := &pgx.Batch{}
-	b.Queue(insertClaim, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
-		c.Token, c.LockFor.Microseconds(), c.TTL.Microseconds(), k.lockWaitSetting())
-	br := k.db.SendBatch(ctx, b)
-	var inserted int64
-	rec, err := scanRecord(br.QueryRow(), c.Scope, c.Key, &inserted)
-	if cerr := br.Close(); cerr != nil && (err == nil || errors.Is(err, idem.ErrNotFound)) {
-		err = translate(cerr)
-	}
-	switch {
-	case err != nil && !errors.Is(err, idem.ErrNotFound):
+	tag, err := k.bounded(ctx, insertClaim, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+		c.Token, c.LockFor.Microseconds(), c.TTL.Microseconds())
+	if err != nil {
 		return nil, false, fmt.Errorf("insert claim: %w", err)
-	case inserted == 1:
-		return nil, true, nil
-	case rec != nil:
-		return rec, false, nil
 	}
-	// The INSERT waited for a transaction that then committed the key: a
-	// new statement (READ COMMITTED) sees what the claim's could not.
-	rec, err = k.Get(ctx, c.Scope, c.Key)
+	if tag.RowsAffected() == 1 {
+		return nil, true, nil
+	}
+	rec, err := k.Get(ctx, c.Scope, c.Key)
 	if errors.Is(err, idem.ErrNotFound) {
 		return nil, false, nil
 	}
@@ -261,11 +207,6 @@ func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 	return nil
 }
 
-// lockWaitSetting is lockWait as a value of lock_timeout.
-func (k keys) lockWaitSetting() string {
-	return fmt.Sprintf("%dms", max(k.lockWait.Milliseconds(), 1))
-}
-
 // bounded runs a statement that may wait on a row another transaction
 // holds, with lock_timeout set to lockWait for that statement alone: the
 // three statements go in one batch (one round trip), and the handler's own
@@ -273,7 +214,7 @@ func (k keys) lockWaitSetting() string {
 func (k keys) bounded(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT set_config('idem.lock_timeout', current_setting('lock_timeout'), true),
-	                set_config('lock_timeout', $1, true)`, k.lockWaitSetting())
+	                set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", max(k.lockWait.Milliseconds(), 1)))
 	b.Queue(sql, args...)
 	b.Queue(`SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`)
 	br := k.db.SendBatch(ctx, b)

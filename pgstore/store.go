@@ -42,8 +42,3 @@ func (s *Store) Begin(_ context.Context, opts idem.TxOptions) (idem.Tx, error) {
 	t.keys = keys{db: lazy{t}, lockWait: wait}
 	return t, nil
 }
-
-// ClaimsInOneTrip reports that Insert reads the record it conflicts with in
-// the same statement as the claim, so the middleware need not look a key up
-// before claiming it.
-func (s *Store) ClaimsInOneTrip() bool { return true }
