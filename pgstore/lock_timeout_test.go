@@ -1,0 +1,55 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/pgstore"
+)
+
+// The claim bounds its own wait with lock_timeout and puts the setting
+// back in the same round trip: the handler's statements after it, in the
+// same transaction, run with the transaction's own lock_timeout, whether
+// the claim inserted or found the key taken.
+func TestClaimRestoresLockTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := newStore(t)
+	newClaim := func(key string) idem.Claim {
+		return idem.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), LockFor: time.Minute, TTL: time.Hour,
+			Fingerprint: idem.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
+	}
+	taken := "taken-" + uuid.NewString()
+	_, inserted, err := store.Insert(ctx, newClaim(taken))
+	require.NoError(t, err)
+	require.True(t, inserted)
+
+	for _, tc := range []struct {
+		name, key    string
+		wantInserted bool
+	}{{"inserted", "fresh-" + uuid.NewString(), true}, {"conflict", taken, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tx, err := store.Begin(ctx, idem.TxOptions{LockWait: 250 * time.Millisecond})
+			require.NoError(t, err)
+			defer func() { _ = tx.Rollback(ctx) }()
+			db := pgstore.DB(tx.Context(ctx), nil)
+			_, err = db.Exec(ctx, "SET LOCAL lock_timeout = '7s'")
+			require.NoError(t, err)
+			rec, inserted, err := tx.Insert(ctx, newClaim(tc.key))
+			require.NoError(t, err)
+			require.Equal(t, tc.wantInserted, inserted)
+			if !inserted {
+				require.NotNil(t, rec, "the claim reads the record it conflicted with")
+				require.Equal(t, idem.StatusProcessing, rec.Status)
+			}
+			var setting string
+			require.NoError(t, db.QueryRow(ctx, "SHOW lock_timeout").Scan(&setting))
+			require.Equal(t, "7s", setting, "the handler's statements keep the transaction's own lock_timeout")
+		})
+	}
+}
