@@ -25,7 +25,9 @@
 //   - the key net: a deposit or transaction row keeps the Idempotency-Key it
 //     was made with, unique per user. It is bound for as long as the key's
 //     record lives; ReleaseExpiredKeys frees the keys whose records have
-//     expired or been deleted.
+//     expired or been deleted, and a new request for a key past
+//     Config.KeyRetention whose record was taken afresh frees it inline
+//     (LedgerTx.ReleaseStaleKey).
 //   - the minute net: at most one live transaction per user, currency pair
 //     and amount in each UTC calendar minute.
 //

@@ -72,6 +72,14 @@ type LedgerTx interface {
 	// KeyBound reports whether a movement of the kind already carries the
 	// user's key: which net fired.
 	KeyBound(ctx context.Context, kind Kind, userID, key string) (bool, error)
+	// ReleaseStaleKey clears the user's key from a movement of the kind
+	// that is older than retention and was made before the key's current
+	// idempotency record began (the record expired and a new request took
+	// the key before the sweeper released it), and reports whether it did.
+	// A movement within retention keeps its key even when its record is
+	// gone (a botched restore, a path without the middleware): that is
+	// what the key net guards.
+	ReleaseStaleKey(ctx context.Context, kind Kind, userID, key string, retention time.Duration) (bool, error)
 	// InsertEntries appends entries to the ledger.
 	InsertEntries(ctx context.Context, entries ...Entry) error
 }
@@ -84,3 +92,11 @@ const (
 	KindDeposit Kind = iota
 	KindTransaction
 )
+
+// Table is the name of the kind's table, the same in every ledger.
+func (k Kind) Table() string {
+	if k == KindDeposit {
+		return "deposits"
+	}
+	return "transactions"
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -30,6 +31,13 @@ type Config struct {
 	// MaxBalance is the most a balance may hold, in minor units; a credit
 	// past it is refused with BalanceLimitError. Default DefaultMaxBalance.
 	MaxBalance int64
+	// KeyRetention is how long an Idempotency-Key binds the movement it
+	// made (the idem middleware's TTL). A movement older than that, whose
+	// key a new request has taken afresh, gives its key up inline (see
+	// LedgerTx.ReleaseStaleKey), so a key past retention is free whether or
+	// not the sweeper has released it yet. Zero: only the sweeper (and
+	// ReleaseExpiredKeys) release keys.
+	KeyRetention time.Duration
 }
 
 // Service is the wallet: deposits, conversions, balances, users.
@@ -37,6 +45,7 @@ type Service struct {
 	ledger     Ledger
 	rates      *money.Table
 	maxBalance int64
+	retention  time.Duration
 }
 
 // New returns a Service on ledger. It fails on an invalid Config.
@@ -53,7 +62,10 @@ func New(ledger Ledger, cfg Config) (*Service, error) {
 	case cfg.MaxBalance < money.MaxAmount:
 		return nil, fmt.Errorf("payments: MaxBalance %d is below the largest amount %d", cfg.MaxBalance, money.MaxAmount)
 	}
-	return &Service{ledger: ledger, rates: cfg.Rates, maxBalance: cfg.MaxBalance}, nil
+	if cfg.KeyRetention < 0 {
+		return nil, fmt.Errorf("payments: KeyRetention %v is negative", cfg.KeyRetention)
+	}
+	return &Service{ledger: ledger, rates: cfg.Rates, maxBalance: cfg.MaxBalance, retention: cfg.KeyRetention}, nil
 }
 
 // Rates returns the rate table in force.
@@ -72,12 +84,11 @@ func (s *Service) Deposit(ctx context.Context, userID, key string, req DepositRe
 	d := Deposit{ID: uuid.NewString(), UserID: userID, Currency: req.Currency, Amount: req.Amount}
 	err := s.ledger.Atomic(ctx, func(tx LedgerTx) error {
 		// The row goes in first, so a net that fires leaves nothing to undo.
-		created, inserted, err := tx.InsertDeposit(ctx, d, key)
+		created, err := s.insertMovement(ctx, tx, KindDeposit, userID, key, func() (time.Time, bool, error) {
+			return tx.InsertDeposit(ctx, d, key)
+		})
 		if err != nil {
 			return err
-		}
-		if !inserted {
-			return whichNet(ctx, tx, KindDeposit, userID, key)
 		}
 		d.CreatedAt = created
 		bal, err := tx.LockBalance(ctx, userID, d.Currency)
@@ -142,12 +153,11 @@ func (s *Service) Convert(ctx context.Context, userID, key string, req TransferR
 	t.ID, t.UserID = uuid.NewString(), userID
 	err = s.ledger.Atomic(ctx, func(tx LedgerTx) error {
 		// The row goes in first, so a net that fires leaves nothing to undo.
-		created, inserted, err := tx.InsertTransaction(ctx, t, key)
+		created, err := s.insertMovement(ctx, tx, KindTransaction, userID, key, func() (time.Time, bool, error) {
+			return tx.InsertTransaction(ctx, t, key)
+		})
 		if err != nil {
 			return err
-		}
-		if !inserted {
-			return whichNet(ctx, tx, KindTransaction, userID, key)
 		}
 		t.CreatedAt = created
 		// Lock both balances in one fixed order, by currency code, so two
@@ -176,6 +186,29 @@ func (s *Service) Convert(ctx context.Context, userID, key string, req TransferR
 		return Transaction{}, err
 	}
 	return t, nil
+}
+
+// insertMovement stores a movement with insert and returns its creation
+// time, or the error of the net that refused it. A key net that fires on a
+// stale binding (a movement older than the key retention, made before the
+// key's current idempotency record: the record expired and this request
+// took the key afresh before the sweeper released it) is released and the
+// movement inserted again, once.
+func (s *Service) insertMovement(ctx context.Context, tx LedgerTx, kind Kind, userID, key string, insert func() (time.Time, bool, error)) (time.Time, error) {
+	created, inserted, err := insert()
+	if err == nil && !inserted && key != "" && s.retention > 0 {
+		var released bool
+		if released, err = tx.ReleaseStaleKey(ctx, kind, userID, key, s.retention); released {
+			created, inserted, err = insert()
+		}
+	}
+	switch {
+	case err != nil:
+		return time.Time{}, err
+	case !inserted:
+		return time.Time{}, whichNet(ctx, tx, kind, userID, key)
+	}
+	return created, nil
 }
 
 // whichNet says which net refused a movement: the key net when the key is

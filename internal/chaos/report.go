@@ -57,7 +57,7 @@ type Verdict struct {
 	BalanceErrors  int // must be 0: a balance that differs from the acknowledged movements
 	LiveLocks      int // must be 0: PROCESSING rows with a live lock after the lock timeout
 	LateReexecuted int // retries after the TTL that ran again
-	LateRefused    int // retries after the TTL that a business net refused
+	LateRefused    int // retries after the TTL that a business net refused (each also a wrong answer)
 	Details        []string
 }
 
@@ -169,7 +169,7 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 	row("database restarts", n(func(s *Stats) int64 { return s.DBRestarts.Load() }))
 	row("operations (a key and its body)", v(func(v *Verdict) int { return v.Keys }))
 	row("operations that moved money", v(func(v *Verdict) int { return v.Executed }))
-	row("retries after the TTL: ran again / refused", func(r *Result) string {
+	row("retries after the TTL: ran again / refused (refused must be 0)", func(r *Result) string {
 		if r.Verdict == nil {
 			return "-"
 		}

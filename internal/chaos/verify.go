@@ -194,7 +194,11 @@ func checkAnswers(v *Verdict, op *Op, acks map[string]ack, st *dbState) {
 	}
 	if final.Status == http.StatusConflict {
 		if op.Late {
+			// A key past its retention is free whether or not the sweeper
+			// has released it: the key net must let the retry through.
 			v.LateRefused++
+			v.fail(&v.WrongAnswers, "key %s of user %s (%s, %s): a retry after the TTL was refused by a business net: %s",
+				op.Key, op.User.ID, op.Kind, op.Scenario, final.Body)
 		} else {
 			// The key net or the minute net fired for a key of ours: the
 			// middleware let a duplicate execute. Nothing moved, but the

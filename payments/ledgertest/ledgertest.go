@@ -34,6 +34,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"NotFound", testNotFound},
 		{"BalanceLimit", testBalanceLimit},
 		{"KeyNet", testKeyNet},
+		{"StaleKeyBinding", testStaleKeyBinding},
 		{"MinuteNet", testMinuteNet},
 		{"AmbientTransaction", testAmbientTransaction},
 		{"ConcurrentOppositeTransfers", testConcurrentOpposite},

@@ -243,6 +243,60 @@ func testKeyNet(t *testing.T, h Harness) {
 	requireBalances(t, s, bob, map[string]int64{"USD": 9900, "EUR": 92})
 }
 
+// testStaleKeyBinding: a key whose idempotency record expired and was
+// taken afresh before the sweeper released the key still binds the old
+// movement; past the key retention, the new request's insert releases that
+// stale binding and goes ahead. Within retention the net holds, even for a
+// key whose record is new because the old one was lost.
+func testStaleKeyBinding(t *testing.T, h Harness) {
+	ctx := context.Background()
+	usdEur := func(amount int64) payments.TransferRequest {
+		return payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: amount}
+	}
+
+	t.Run("PastRetention", func(t *testing.T) {
+		s := newService(t, h, payments.Config{KeyRetention: 5 * time.Millisecond})
+		user := newUser(t, s)
+		deposit(t, s, user, "USD", 10000)
+		// The movements of the key's earlier life, then its current record.
+		_, err := s.Convert(ctx, user, "stale", usdEur(100))
+		require.NoError(t, err)
+		_, err = s.Deposit(ctx, user, "stale", payments.DepositRequest{Currency: "GBP", Amount: 50})
+		require.NoError(t, err)
+		time.Sleep(20 * time.Millisecond) // past the retention, by either clock
+		claimKey(t, h, user, "stale", time.Hour)
+		second, err := s.Convert(ctx, user, "stale", usdEur(200))
+		require.NoError(t, err, "the stale binding is released and the transfer made")
+		_, err = s.Deposit(ctx, user, "stale", payments.DepositRequest{Currency: "GBP", Amount: 70})
+		require.NoError(t, err)
+		requireBalances(t, s, user, map[string]int64{"USD": 9700, "EUR": 92 + 184, "GBP": 120})
+
+		// A movement of the record's current life keeps the net.
+		time.Sleep(20 * time.Millisecond)
+		_, err = s.Convert(ctx, user, "stale", usdEur(300))
+		require.ErrorIs(t, err, payments.ErrDuplicateKey)
+		_, err = s.Deposit(ctx, user, "stale", payments.DepositRequest{Currency: "GBP", Amount: 90})
+		require.ErrorIs(t, err, payments.ErrDuplicateKey)
+		got, err := s.GetTransaction(ctx, user, second.ID)
+		require.NoError(t, err)
+		require.Equal(t, int64(200), got.Amount)
+		requireBalances(t, s, user, map[string]int64{"USD": 9700, "EUR": 92 + 184, "GBP": 120})
+	})
+
+	t.Run("LostRecordWithinRetention", func(t *testing.T) {
+		s := newService(t, h, payments.Config{KeyRetention: time.Hour})
+		user := newUser(t, s)
+		deposit(t, s, user, "USD", 10000)
+		_, err := s.Convert(ctx, user, "lost", usdEur(100))
+		require.NoError(t, err)
+		time.Sleep(2 * time.Millisecond)
+		claimKey(t, h, user, "lost", time.Hour) // the record is new: the old one was lost
+		_, err = s.Convert(ctx, user, "lost", usdEur(200))
+		require.ErrorIs(t, err, payments.ErrDuplicateKey)
+		requireBalances(t, s, user, map[string]int64{"USD": 9900, "EUR": 92})
+	})
+}
+
 func testMinuteNet(t *testing.T, h Harness) {
 	ctx := context.Background()
 	s := newService(t, h, payments.Config{})
