@@ -22,10 +22,6 @@ func TestCompleteAndCommit(t *testing.T) {
 	s := newStore(t)
 	_, err := s.Pool().Exec(ctx, `CREATE TABLE payments (key text)`)
 	require.NoError(t, err)
-	claim := func(key string) idem.Claim {
-		return idem.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), LockFor: time.Minute, TTL: time.Hour,
-			Fingerprint: idem.Fingerprint{Version: 1, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
-	}
 	paid := func(key string) int {
 		var n int
 		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM payments WHERE key = $1`, key).Scan(&n))
@@ -34,7 +30,7 @@ func TestCompleteAndCommit(t *testing.T) {
 	// run claims key in a transaction, writes a payment in it and completes
 	// it with token (the claim's own when empty).
 	run := func(key, token string) (bool, error) {
-		c := claim(key)
+		c := newClaim(key)
 		tx, err := s.Begin(ctx, idem.TxOptions{})
 		require.NoError(t, err)
 		_, inserted, err := tx.Insert(ctx, c)

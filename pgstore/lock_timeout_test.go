@@ -20,10 +20,6 @@ func TestClaimRestoresLockTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	store := newStore(t)
-	newClaim := func(key string) idem.Claim {
-		return idem.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), LockFor: time.Minute, TTL: time.Hour,
-			Fingerprint: idem.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
-	}
 	taken := "taken-" + uuid.NewString()
 	_, inserted, err := store.Insert(ctx, newClaim(taken))
 	require.NoError(t, err)

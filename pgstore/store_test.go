@@ -3,7 +3,9 @@ package pgstore_test
 import (
 	"context"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
@@ -23,6 +25,13 @@ func newStore(t *testing.T) *pgstore.Store {
 	_, err := pgstore.Migrate(context.Background(), pool)
 	require.NoError(t, err)
 	return pgstore.New(pool)
+}
+
+// newClaim is a claim of key for user alice with a fresh token, a one
+// minute lease and an hour's retention.
+func newClaim(key string) idem.Claim {
+	return idem.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), LockFor: time.Minute, TTL: time.Hour,
+		Fingerprint: idem.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
 }
 
 func TestConformance(t *testing.T) {

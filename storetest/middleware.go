@@ -441,13 +441,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, mode idem.Mode) {
 			c.LockTimeout = 300 * time.Millisecond
 			var s *server
 			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
-				key := r.Header.Get("Idempotency-Key")
-				rec, err := s.store.Get(ctx, "alice", key)
-				require.NoError(t, err)
-				require.NoError(t, s.store.Fail(ctx, idem.Lock{Scope: "alice", Key: key, Token: rec.LockToken}))
-				won, err := s.store.Reacquire(ctx, claim("alice", key, "thief", time.Minute, ttl), rec.LockToken)
-				require.NoError(t, err)
-				require.True(t, won)
+				steal(ctx, t, s, r.Header.Get("Idempotency-Key"), ttl)
 				select { // the bank call, cut short when the lease is found lost
 				case <-r.Context().Done():
 				case <-time.After(5 * time.Second):
@@ -469,15 +463,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, mode idem.Mode) {
 			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
 				// While this attempt runs, another takes the key over (as
 				// after a pause longer than the lease).
-				key := r.Header.Get("Idempotency-Key")
-				rec, err := s.store.Get(ctx, "alice", key)
-				require.NoError(t, err)
-				require.NoError(t, s.store.Fail(ctx, idem.Lock{Scope: "alice", Key: key, Token: rec.LockToken}))
-				cl := claim("alice", key, "thief", time.Minute, ttl)
-				won, err := s.store.Reacquire(ctx, cl, rec.LockToken)
-				require.NoError(t, err)
-				require.True(t, won)
-				thief = lockOf(cl)
+				thief = steal(ctx, t, s, r.Header.Get("Idempotency-Key"), ttl)
 				time.Sleep(300 * time.Millisecond) // let a renewal find the lock gone
 				created(w, r, n)
 			})
@@ -491,6 +477,21 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, mode idem.Mode) {
 			require.Equal(t, thief.Token, rec.LockToken, "the stale holder wrote nothing")
 		})
 	}
+}
+
+// steal takes alice's key over from the attempt that holds it, as another
+// attempt would after a pause longer than the lease: the record is marked
+// FAILED under the holder's token and re-acquired with a new one, which it
+// returns.
+func steal(ctx context.Context, t *testing.T, s *server, key string, ttl time.Duration) idem.Lock {
+	rec, err := s.store.Get(ctx, "alice", key)
+	require.NoError(t, err)
+	require.NoError(t, s.store.Fail(ctx, idem.Lock{Scope: "alice", Key: key, Token: rec.LockToken}))
+	cl := claim("alice", key, "thief", time.Minute, ttl)
+	won, err := s.store.Reacquire(ctx, cl, rec.LockToken)
+	require.NoError(t, err)
+	require.True(t, won)
+	return lockOf(cl)
 }
 
 // crashedClaim leaves a PROCESSING record as a process that died after its
