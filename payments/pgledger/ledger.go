@@ -195,23 +195,22 @@ func (t ledgerTx) KeyBound(ctx context.Context, kind payments.Kind, userID, key 
 }
 
 // releaseStaleKey clears the key of a movement older than the retention
-// ($4, microseconds) and than the key's record in idempotency_keys
-// (pgstore's table, in the same schema): $1 is the user as a uuid, $3 as
-// the record's text scope.
+// ($3, microseconds) and than the key's record in idempotency_keys
+// (pgstore's table, in the same schema).
 const releaseStaleKey = `
 WITH released AS (
     UPDATE %s b SET idempotency_key = NULL
      WHERE b.user_id = $1 AND b.idempotency_key = $2
-       AND b.created_at <= now() - $4 * interval '1 microsecond'
+       AND b.created_at <= now() - $3 * interval '1 microsecond'
        AND b.created_at < (SELECT k.created_at FROM idempotency_keys k
-                            WHERE k.user_id = $3 AND k.idempotency_key = $2)
+                            WHERE k.user_id = b.user_id::text AND k.idempotency_key = b.idempotency_key)
     RETURNING 1)
 SELECT count(*) FROM released`
 
 func (t ledgerTx) ReleaseStaleKey(ctx context.Context, kind payments.Kind, userID, key string, retention time.Duration) (bool, error) {
 	var n int
 	query := fmt.Sprintf(releaseStaleKey, kind.Table())
-	if err := t.u.queryRow(ctx, query, userID, key, userID, retention.Microseconds()).Scan(&n); err != nil {
+	if err := t.u.queryRow(ctx, query, userID, key, retention.Microseconds()).Scan(&n); err != nil {
 		return false, fmt.Errorf("pgledger: release stale key: %w", err)
 	}
 	return n > 0, nil
