@@ -27,7 +27,7 @@ func tiny(t *testing.T) bench.Config {
 	require.NoError(t, err)
 	return bench.Config{
 		DatabaseURL: pgtest.URL(), Out: t.TempDir(),
-		Rounds: 1, Warmup: 100 * time.Millisecond, Duration: 300 * time.Millisecond, NoSettle: true,
+		Rounds: 1, Warmup: 300 * time.Millisecond, Duration: time.Second, NoSettle: true,
 		Concurrency: 8, StormClients: 8, Users: 8, ReplayKeys: 16,
 		Self: []string{exe}, SelfEnv: []string{"IDEM_BENCH_SERVE=1"},
 		Logf: t.Logf,

@@ -42,14 +42,33 @@ UPDATE idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 )
 
-func runCeiling(ctx context.Context, db *database, wl *workload, conc int, w window) (*tally, error) {
+// newCeilingPool opens the ceiling's conc connections to db up front, so
+// that no measured window pays for a connection's start.
+func newCeilingPool(ctx context.Context, db *database, conc int) (*pgxpool.Pool, error) {
 	cfg := db.pool.Config().Copy()
-	cfg.MaxConns = int32(conc)
+	cfg.MaxConns, cfg.MinConns = int32(conc), int32(conc)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("ceiling pool: %w", err)
 	}
-	defer pool.Close()
+	conns := make([]*pgxpool.Conn, 0, conc)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range conc {
+		c, err := pool.Acquire(ctx)
+		if err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("ceiling pool: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return pool, nil
+}
+
+func runCeiling(ctx context.Context, pool *pgxpool.Pool, db *database, wl *workload, conc int, w window) (*tally, error) {
 	return closedLoop(ctx, conc, w, func(r *rand.Rand, t *tally) error {
 		rq, amount := wl.next(r, db)
 		t0 := time.Now()

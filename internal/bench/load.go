@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // kind is what a variant does.
@@ -29,9 +31,10 @@ const (
 type variant struct {
 	name   string
 	kind   kind
-	mode   string    // atomic or leased, for fresh, replay and storm
-	srv    *server   // nil for the ceiling
-	db     *database // where its data lives
+	mode   string        // atomic or leased, for fresh, replay and storm
+	srv    *server       // nil for the ceiling
+	db     *database     // where its data lives
+	pool   *pgxpool.Pool // the ceiling's own connections
 	replay func(r *rand.Rand) request
 }
 

@@ -175,8 +175,13 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 			&variant{name: "replay-" + mode, kind: kindReplay, mode: mode, srv: srv[mode], db: db, replay: pick},
 			&variant{name: "storm-" + mode, kind: kindStorm, mode: mode, srv: srv[mode], db: db})
 	}
+	ceiling, err := newCeilingPool(ctx, db, cfg.Concurrency)
+	if err != nil {
+		return nil, err
+	}
+	defer ceiling.Close()
 	vs = append(vs, &variant{name: "bare", kind: kindBare, srv: srv["bare"], db: db},
-		&variant{name: "ceiling", kind: kindCeiling, db: db})
+		&variant{name: "ceiling", kind: kindCeiling, db: db, pool: ceiling})
 	if cfg.Baseline != "" {
 		for _, mode := range []string{"atomic", "leased"} {
 			s, err := startServer(ctx, "baseline-"+mode, r.work, cfg.ServerProcs, nil, func(addr string) []string {
@@ -275,7 +280,7 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	case kindStorm:
 		t, chk, err = runStorm(ctx, v, r.wl, r.cfg.Concurrency, r.cfg.StormClients, w)
 	case kindCeiling:
-		t, err = runCeiling(ctx, v.db, r.wl, r.cfg.Concurrency, w)
+		t, err = runCeiling(ctx, v.pool, v.db, r.wl, r.cfg.Concurrency, w)
 	}
 	if err != nil {
 		return nil, err
