@@ -58,7 +58,7 @@ func TestRun(t *testing.T) {
 	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased", "bare", "ceiling"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 6)
+	require.Len(t, rep.Ratios, 7)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)
