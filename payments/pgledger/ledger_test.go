@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/ledgertest"
 	"github.com/idem-dev/idem/payments/pgledger"
 	"github.com/idem-dev/idem/pgstore"
@@ -59,4 +61,34 @@ func TestBalanceCheck(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO balances (user_id, currency, amount) VALUES ('00000000-0000-0000-0000-000000000001', 'USD', -1)`)
 	require.ErrorContains(t, err, "balances_amount_check")
+}
+
+// TestBeginFailsAlone: a unit whose SAVEPOINT fails (the request's
+// transaction is already aborted) reports that failure alone, with no
+// rollback error of a savepoint that never existed piled on top.
+func TestBeginFailsAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, 4)
+	_, err := pgstore.Migrate(ctx, pool)
+	require.NoError(t, err)
+	_, err = pgledger.Migrate(ctx, pool)
+	require.NoError(t, err)
+	tx, err := pgstore.New(pool).Begin(ctx, idem.TxOptions{})
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	ctx = tx.Context(ctx)
+	_, err = pgstore.DB(ctx, pool).Exec(ctx, "SELECT 1/0")
+	require.ErrorContains(t, err, "division by zero")
+
+	ran := false
+	err = pgledger.New(pool).Atomic(ctx, func(lt payments.LedgerTx) error {
+		ran = true
+		_, err := lt.LockBalance(ctx, "00000000-0000-0000-0000-000000000001", "USD")
+		return err
+	})
+	require.True(t, ran)
+	require.ErrorContains(t, err, "pgledger: begin")
+	require.ErrorContains(t, err, "25P02", "the transaction is aborted")
+	require.NotContains(t, err.Error(), "rollback")
 }

@@ -102,6 +102,9 @@ func (u *unit) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error)
 			if i >= head {
 				return nil, fmt.Errorf("%s: %w", pending[i-head].what, err)
 			}
+			// Nothing was opened, so a rollback has nothing to undo (and
+			// would only fail again, burying this error under its own).
+			u.opened = false
 			return nil, fmt.Errorf("pgledger: begin: %w", err)
 		}
 	}
