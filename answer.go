@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"net/http"
+	"time"
 )
 
 // verdict is what an existing record means for a request with the same key.
@@ -57,6 +58,9 @@ func (m *Middleware) sameRequest(q *request, stored Fingerprint) bool {
 func (m *Middleware) answer(q *request, rec *Record) bool {
 	switch m.judge(q, rec) {
 	case verdictReplay:
+		if !q.cached {
+			m.cache.put(rec, cacheMargin(m.cfg.TTL), time.Now())
+		}
 		m.replay(q, rec.Response)
 	case verdictInFlight:
 		m.inFlight(q)

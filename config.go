@@ -98,6 +98,39 @@ type Config struct {
 	// 1 MiB.
 	MaxResponseBytes int64
 
+	// DeferClaim, in atomic mode, holds the claim back until the
+	// completion, where the store can (pgstore): one insert then records the
+	// key with its response, in the round trip of the COMMIT, instead of a
+	// claim before the handler runs and an update after it. A fresh request
+	// costs one round trip and one statement fewer. The key's unique index
+	// is still the arbiter: of two concurrent duplicates, the second's insert
+	// waits for the first's transaction, finds the key taken, and aborts its
+	// own transaction with all its writes; the request is answered from the
+	// record. The price is that the handler runs before it knows that it
+	// holds the key: a concurrent duplicate's handler runs too, and its
+	// writes are rolled back. That is safe for what atomic mode is for,
+	// handlers that only write to the store's database (and whose rows the
+	// first request locks, as a balance update does); anything a handler
+	// does outside that transaction happens for duplicates too. A duplicate
+	// sent after the first request committed is answered before its handler
+	// runs, as always. Default false; leased mode ignores it.
+	DeferClaim bool
+
+	// ReplayCacheBytes, when positive, keeps the COMPLETED records this
+	// process wrote or replayed in memory, up to about this many bytes
+	// (least recently used first out), so that a retry it has seen before is
+	// answered without a round trip to the store. A record is cached only
+	// after its completion committed and only until shortly before it
+	// expires: a completed record never changes while it binds its key, so
+	// replicas with caches of their own never disagree.
+	//
+	// With a cache the middleware claims a key without reading it first (the
+	// cache is the read-first): a fresh request saves a round trip, and a
+	// retry the cache does not hold learns of its record from the claim.
+	// Without one (the default) every request reads its key first, so a
+	// replay is one read and never a write.
+	ReplayCacheBytes int64
+
 	// StoreTimeout bounds the writes that finish a request (completion,
 	// release), which run even when the client has gone. Default 10s.
 	StoreTimeout time.Duration
@@ -183,6 +216,7 @@ func (c Config) withDefaults() (Config, error) {
 	}{
 		{"MaxRequestBytes", &c.MaxRequestBytes, DefaultMaxRequestBytes},
 		{"MaxResponseBytes", &c.MaxResponseBytes, DefaultMaxResponseBytes},
+		{"ReplayCacheBytes", &c.ReplayCacheBytes, 0},
 	}
 	for _, s := range sizes {
 		switch {

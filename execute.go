@@ -1,14 +1,18 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // serveLeased commits the claim first, then runs the handler holding a
@@ -65,6 +69,14 @@ func (m *Middleware) serveLeased(q *request) {
 // then sees it COMPLETED and replays, or claims it if the first rolled back.
 // A client that leaves before the commit takes everything with it: the
 // handler only wrote to the database, so nothing happened anywhere.
+//
+// With Config.DeferClaim, where the store can (pgstore), there is no claim
+// before the handler: the completion records the key and its response in
+// one insert, pipelined with the COMMIT, and an insert that finds the key
+// taken aborts the transaction with the handler's writes. The handler then
+// runs ahead of knowing whether it holds the key, which is safe only
+// because it writes nothing outside the transaction; a discarded attempt is
+// answered from the record (deferredClaimFailed).
 func (m *Middleware) serveAtomic(q *request) {
 	ctx := q.r.Context()
 	tx, err := m.store.Begin(ctx, TxOptions{LockWait: m.cfg.WaitTimeout})
@@ -74,13 +86,18 @@ func (m *Middleware) serveAtomic(q *request) {
 		m.notHeld(q, nil, fmt.Errorf("begin: %w", err))
 		return
 	}
-	held, rec, err := m.acquire(ctx, tx, q)
-	if !held {
-		dctx, dcancel := m.detached(q)
-		defer dcancel()
-		_ = tx.Rollback(dctx)
-		m.notHeld(q, rec, err)
-		return
+	q.claim.Token = uuid.NewString()
+	if dt, ok := tx.(claimDeferringTx); ok && m.cfg.DeferClaim && !q.claimFirst && dt.DeferClaim(q.claim) {
+		q.deferred = dt
+	} else {
+		held, rec, err := m.acquire(ctx, tx, q)
+		if !held {
+			dctx, dcancel := m.detached(q)
+			defer dcancel()
+			_ = tx.Rollback(dctx)
+			m.notHeld(q, rec, err)
+			return
+		}
 	}
 	// Rolling back the transaction undoes the claim itself: nothing to
 	// release.
@@ -90,6 +107,49 @@ func (m *Middleware) serveAtomic(q *request) {
 	m.finish(q, tx, q.lock(), c, p, release, func(ctx context.Context, resp Response) error {
 		return m.completeAfresh(ctx, q, resp)
 	})
+}
+
+// deferredClaimFailed reports whether this attempt's deferred claim (see
+// serveAtomic) lost the key, and if so rolls back and answers the request
+// as a duplicate is answered: from the record, or by claiming it first
+// this time when the record may be re-acquired. A claim that has not run
+// because the handler asked for a retry (5xx, 408, 429) is settled by
+// reading the key: a recorded answer beats the handler's error.
+func (m *Middleware) deferredClaimFailed(ctx context.Context, q *request, tx Tx, status int) bool {
+	if q.deferred == nil {
+		return false
+	}
+	sent, err := q.deferred.ClaimResult(ctx)
+	switch {
+	case sent && err == nil:
+		return false
+	case !sent && isFinal(status):
+		return false // the completion is the claim
+	}
+	_ = tx.Rollback(ctx)
+	q.finished, q.deferred = true, nil
+	switch {
+	case !sent:
+		rec, gerr := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
+		if gerr == nil && m.answer(q, rec) {
+			return true
+		}
+		return false // the handler's own answer stands
+	case errors.Is(err, ErrKeyExists):
+		rec, gerr := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
+		switch {
+		case gerr == nil && m.answer(q, rec):
+		case gerr != nil && !errors.Is(gerr, ErrNotFound):
+			m.storeFailed(q, fmt.Errorf("look up key: %w", gerr))
+		default:
+			// Re-acquirable, or gone since: claim it first this time.
+			q.claimFirst, q.finished = true, false
+			m.serveAtomic(q)
+		}
+	default:
+		m.notHeld(q, nil, fmt.Errorf("claim key: %w", err))
+	}
+	return true
 }
 
 // cleanUpAfterGoexit rolls back and releases the key when the handler
@@ -145,6 +205,9 @@ func (m *Middleware) notHeld(q *request, rec *Record, err error) {
 // response. A panic is recovered here, to be re-raised after cleanup.
 func (m *Middleware) run(q *request, tx Tx, ctx context.Context) (c *capture, panicked *any) {
 	c = newCapture(m.cfg.MaxResponseBytes)
+	// The handler may run twice: a discarded attempt (see serveAtomic)
+	// has read the body once already.
+	q.r.Body = io.NopCloser(bytes.NewReader(q.body))
 	defer func() {
 		if p := recover(); p != nil {
 			panicked = &p
@@ -176,6 +239,9 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 		return
 	}
 	status := c.statusCode()
+	if m.deferredClaimFailed(ctx, q, tx, status) {
+		return
+	}
 	q.event.StatusCode = status
 	if !isFinal(status) {
 		if q.leaseLost != nil {
@@ -194,6 +260,9 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 	completed, err := completeAndCommit(ctx, tx, lock, resp)
 	if err != nil && !completed {
 		_ = tx.Rollback(ctx)
+		if m.deferredClaimFailed(ctx, q, tx, status) {
+			return
+		}
 		if errors.Is(err, ErrTxAborted) && status >= 400 {
 			// A business error aborted the transaction (a unique
 			// violation, say): its writes are gone, but the 4xx is final.
@@ -203,6 +272,7 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 	switch {
 	case err == nil:
 		q.event.Outcome = OutcomeExecuted
+		m.remember(q, resp)
 		m.sendCaptured(q, c, &resp)
 	case errors.Is(err, ErrLockLost):
 		q.event.Outcome, q.event.Err = OutcomeLockLost, err
@@ -210,6 +280,18 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 	default:
 		m.storeFailed(q, errors.Join(fmt.Errorf("complete key: %w", err), release(ctx)))
 	}
+}
+
+// remember caches the response of a completion that committed. The
+// record's expiry is at least TTL after the request began.
+func (m *Middleware) remember(q *request, resp Response) {
+	if m.cache == nil {
+		return
+	}
+	m.cache.put(&Record{
+		Scope: q.claim.Scope, Key: q.claim.Key, Fingerprint: q.claim.Fingerprint,
+		Status: StatusCompleted, Response: &resp, ExpiresAt: q.start.Add(m.cfg.TTL),
+	}, cacheMargin(m.cfg.TTL), time.Now())
 }
 
 // completingTx is a Tx that stores the final response and commits in one

@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 type Middleware struct {
 	store Store
 	cfg   Config
+	cache *replayCache // nil without Config.ReplayCacheBytes
 }
 
 // New returns a Middleware backed by store. It fails on an invalid Config,
@@ -30,7 +30,7 @@ func New(store Store, cfg Config) (*Middleware, error) {
 	if c.TraceFunc != nil {
 		store = traced(store, c.TraceFunc)
 	}
-	return &Middleware{store: store, cfg: c}, nil
+	return &Middleware{store: store, cfg: c, cache: newReplayCache(c.ReplayCacheBytes)}, nil
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -72,6 +72,15 @@ type request struct {
 	// finished is set once finish has taken over the cleanup of an
 	// executed request.
 	finished bool
+	// deferred is the transaction that carries this attempt's claim in
+	// front of the handler's first statement (atomic mode, see
+	// serveAtomic); nil when the claim was a statement of its own.
+	deferred claimDeferringTx
+	// claimFirst: claim the key before the handler runs, not with its first
+	// statement; set after a deferred claim found the key recorded.
+	claimFirst bool
+	// cached: the record that answers came from the replay cache.
+	cached bool
 	// leaseLost is why a leased-mode handler's context was cancelled, when
 	// its lease was lost or lapsed.
 	leaseLost error
@@ -113,17 +122,30 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	q.claim = Claim{Scope: scope, Key: key, Fingerprint: q.fp, LockFor: m.cfg.LockTimeout, TTL: m.cfg.TTL}
 
 	// The fast path: a retry of a finished request is answered by one read,
-	// with no transaction and no write. The claim below stays the only
-	// arbiter of who executes.
-	rec, err := m.store.Get(r.Context(), scope, key)
-	switch {
-	case errors.Is(err, ErrNotFound):
-	case err != nil:
-		m.storeFailed(q, fmt.Errorf("look up key: %w", err))
-		return
-	default:
-		if m.answer(q, rec) {
+	// with no transaction and no write; or, with a replay cache, by none.
+	// The claim below stays the only arbiter of who executes.
+	if m.cache != nil {
+		if rec := m.cache.get(scope, key, time.Now()); rec != nil {
+			q.cached = true
+			if m.answer(q, rec) {
+				return
+			}
+			q.cached = false
+		}
+	} else {
+		rec, err := m.store.Get(r.Context(), scope, key)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			m.storeFailed(q, fmt.Errorf("look up key: %w", err))
 			return
+		default:
+			if m.answer(q, rec) {
+				return
+			}
+			// A record to re-acquire: a claim deferred to the completion
+			// would only find it there.
+			q.claimFirst = true
 		}
 	}
 	if m.cfg.Mode == ModeAtomic {
@@ -154,7 +176,6 @@ func (m *Middleware) readBody(q *request) bool {
 		return false
 	}
 	q.body = body
-	q.r.Body = io.NopCloser(bytes.NewReader(body))
 	q.r.ContentLength = int64(len(body))
 	return true
 }

@@ -138,3 +138,20 @@ type Tx interface {
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
 }
+
+// claimDeferringTx is a Tx that can claim a key at its completion instead
+// of before the handler runs (Config.DeferClaim; pgstore). A store without
+// it claims first, as without DeferClaim.
+type claimDeferringTx interface {
+	// DeferClaim holds the claim of c back until Complete (or
+	// CompleteAndCommit), which then records the key as COMPLETED with its
+	// response in one insert. When the key is already recorded, that insert
+	// aborts the transaction, so nothing of it commits; a transaction that
+	// holds the key is waited for at most TxOptions.LockWait. It reports
+	// false, holding nothing back, when this transaction cannot.
+	DeferClaim(c Claim) bool
+	// ClaimResult reports whether the deferred claim has run and how: nil
+	// when it recorded the key; ErrKeyExists when the key was recorded
+	// already; ErrWaitTimeout when another transaction held it too long.
+	ClaimResult(ctx context.Context) (ran bool, err error)
+}

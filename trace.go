@@ -156,6 +156,28 @@ type tracedTx struct {
 	// ended: Commit or Rollback ran, so a later Rollback is the deferred
 	// no-op and is not reported. Only the request's goroutine uses a Tx.
 	ended bool
+	// claimReported: a deferred claim's result was reported as OpInsert.
+	claimReported bool
+}
+
+// DeferClaim passes a deferred claim (see claimDeferringTx) through to the
+// store's transaction when it can take one.
+func (t *tracedTx) DeferClaim(c Claim) bool {
+	dt, ok := t.tx.(claimDeferringTx)
+	return ok && dt.DeferClaim(c)
+}
+
+// ClaimResult reports a deferred claim's result once it is known, as an
+// OpInsert with no time of its own: its round trip is the statement's it
+// travelled with.
+func (t *tracedTx) ClaimResult(ctx context.Context) (sent bool, err error) {
+	sent, err = t.tx.(claimDeferringTx).ClaimResult(ctx)
+	if sent && !t.claimReported {
+		t.claimReported = true
+		_, end := t.trace(ctx, OpInsert)
+		end(err)
+	}
+	return sent, err
 }
 
 func (t *tracedTx) Context(ctx context.Context) context.Context { return t.tx.Context(ctx) }

@@ -213,10 +213,9 @@ func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 // statements keep the session's setting.
 func (k keys) bounded(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	b := &pgx.Batch{}
-	b.Queue(`SELECT set_config('idem.lock_timeout', current_setting('lock_timeout'), true),
-	                set_config('lock_timeout', $1, true)`, fmt.Sprintf("%dms", max(k.lockWait.Milliseconds(), 1)))
+	b.Queue(boundLockWait, lockTimeout(k.lockWait))
 	b.Queue(sql, args...)
-	b.Queue(`SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`)
+	b.Queue(restoreLockWait)
 	br := k.db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {

@@ -29,6 +29,8 @@ type Tx struct {
 	// deferred are writes queued by Defer, sent in front of the
 	// transaction's next statement.
 	deferred []deferredWrite
+	// claim is the atomic-mode claim deferred to the completion (claim.go).
+	claim deferredClaim
 	keys
 }
 
@@ -81,6 +83,21 @@ func (t *Tx) release() {
 // Complete stores the response in the transaction; when the transaction
 // never began (the handler wrote nothing), in one auto-committed statement.
 func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+	if t.pendingClaim() {
+		b := &pgx.Batch{}
+		if err := t.queueClaimAndComplete(b, l, resp); err != nil {
+			return err
+		}
+		br := lazy{t}.SendBatch(ctx, b)
+		err := t.claimRan(br)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("complete: %w", translate(err))
+		}
+		return nil
+	}
 	if t.tx == nil && !t.closed && len(t.deferred) == 0 {
 		return keys{db: autocommit{t.pool}, lockWait: t.lockWait}.Complete(ctx, l, resp)
 	}
@@ -97,7 +114,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Respo
 	if t.closed {
 		return false, fmt.Errorf("complete: %w", errTxEnded)
 	}
-	if t.tx == nil && len(t.deferred) == 0 {
+	if t.tx == nil && len(t.deferred) == 0 && !t.pendingClaim() {
 		// Nothing was written: one auto-committed statement, nothing to commit.
 		if err := t.Complete(ctx, l, resp); err != nil {
 			return false, err
@@ -112,16 +129,28 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Respo
 			return false, fmt.Errorf("complete: a statement of the handler failed: %w", idem.ErrTxAborted)
 		}
 	}
-	args, err := completeArgs(l, resp)
-	if err != nil {
-		return false, err
-	}
 	b := &pgx.Batch{}
-	b.Queue(completeOrAbort, args...)
+	claiming := t.pendingClaim()
+	if claiming {
+		if err := t.queueClaimAndComplete(b, l, resp); err != nil {
+			return false, err
+		}
+	} else {
+		args, err := completeArgs(l, resp)
+		if err != nil {
+			return false, err
+		}
+		b.Queue(completeOrAbort, args...)
+	}
 	b.Queue("COMMIT")
 	// The handler's deferred writes go first, in the same round trip.
 	br := lazy{t}.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
+	if claiming {
+		if err := t.claimRan(br); err != nil {
+			_ = br.Close()
+			return false, fmt.Errorf("complete: %w", translate(err))
+		}
+	} else if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero && !isDeferred(err) {
 			return false, fmt.Errorf("complete: %w", idem.ErrLockLost)

@@ -17,13 +17,16 @@ import (
 )
 
 // server is the middleware over a real HTTP listener, in front of a handler
-// that counts how often it runs.
+// that counts how often it runs, and how often a run's completion
+// committed (an executed request): with Config.DeferClaim a duplicate's
+// handler may run and be discarded.
 type server struct {
-	url    string
-	store  idem.Store
-	mw     *idem.Middleware
-	runs   atomic.Int32
-	events chan idem.Event
+	url      string
+	store    idem.Store
+	mw       *idem.Middleware
+	runs     atomic.Int32
+	executed atomic.Int32
+	events   chan idem.Event
 }
 
 // handlerFunc is a test handler; n is its 1-based run count.
@@ -35,6 +38,9 @@ func newServer(t *testing.T, store idem.Store, cfg idem.Config, h handlerFunc) *
 	t.Helper()
 	s := &server{store: store, events: make(chan idem.Event, 1024)}
 	cfg.ObserveFunc = func(e idem.Event) {
+		if e.Outcome == idem.OutcomeExecuted {
+			s.executed.Add(1)
+		}
 		select {
 		case s.events <- e:
 		default:

@@ -30,16 +30,30 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Tx", func(t *testing.T) { t.Parallel(); RunTx(t, newStore) })
 	t.Run("Race", func(t *testing.T) { t.Parallel(); RunRace(t, newStore) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
-	for _, mode := range []idem.Mode{idem.ModeLeased, idem.ModeAtomic} {
-		t.Run("Middleware"+modeName(mode), func(t *testing.T) { t.Parallel(); RunMiddleware(t, newStore, mode) })
+	for _, c := range MiddlewareConfigs() {
+		t.Run("Middleware"+c.Name, func(t *testing.T) { t.Parallel(); RunMiddleware(t, newStore, c.Config) })
 	}
 }
 
-func modeName(m idem.Mode) string {
-	if m == idem.ModeAtomic {
-		return "Atomic"
+// MiddlewareConfig is one configuration RunMiddleware is run in.
+type MiddlewareConfig struct {
+	Name   string
+	Config idem.Config
+}
+
+// MiddlewareConfigs are the configurations Run drives the middleware in:
+// both modes; atomic mode with the claim deferred to the handler's first
+// statement (a store that cannot defer it claims first, as without); and
+// both with a replay cache, which claims without reading first.
+func MiddlewareConfigs() []MiddlewareConfig {
+	const cache = 1 << 20
+	return []MiddlewareConfig{
+		{"Leased", idem.Config{Mode: idem.ModeLeased}},
+		{"Atomic", idem.Config{Mode: idem.ModeAtomic}},
+		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true}},
+		{"LeasedCached", idem.Config{Mode: idem.ModeLeased, ReplayCacheBytes: cache}},
+		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true, ReplayCacheBytes: cache}},
 	}
-	return "Leased"
 }
 
 // claim builds a claim for scope and key over a body, with a fresh token.

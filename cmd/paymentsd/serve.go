@@ -35,6 +35,8 @@ type serveFlags struct {
 	shutdownTimeout time.Duration
 	logLevel        slog.Level
 	sweepInterval   time.Duration
+	replayCacheMB   int64
+	deferClaim      bool
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -50,6 +52,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level logged: debug, info, warn or error")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
+	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "megabytes of completed idempotency records kept in memory, so that a retry this process has\nanswered before costs no database round trip; 0 turns the cache off")
+	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, send a key's claim with the handler's first statement (one round\ntrip fewer; a duplicate's handler starts, and its transaction is discarded)")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
 		return err
@@ -61,6 +65,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
 		}
+	}
+	if f.replayCacheMB < 0 {
+		return usageError("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
 	}
 	if f.sweepInterval < 0 {
 		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
@@ -97,6 +104,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	m := metrics.New(reg)
 	mw, err := idem.New(b.store, idem.Config{
 		Mode: mode, TTL: f.ttl, LockTimeout: f.lockTimeout, WaitTimeout: f.waitTimeout,
+		DeferClaim: f.deferClaim, ReplayCacheBytes: f.replayCacheMB << 20,
 		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
 		TraceFunc:   m.Trace,
 	})

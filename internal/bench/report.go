@@ -158,6 +158,9 @@ func (rep *Report) mainRatios() {
 	rep.ratio("bare/ceiling (a bound on fresh/ceiling)", "bare", "ceiling", "", 0)
 	rep.ratio("replay/fresh, atomic", "replay-atomic", "fresh-atomic", "≥ 3", 3)
 	rep.ratio("replay/fresh, leased", "replay-leased", "fresh-leased", "≥ 3", 3)
+	rep.ratio("fresh/bare, atomic, no replay cache", "fresh-atomic (no cache)", "bare", "", 0)
+	rep.ratio("replay/fresh, atomic, no replay cache", "replay-atomic (no cache)", "fresh-atomic (no cache)", "", 0)
+	rep.ratio("replay/fresh, leased, no replay cache", "replay-leased (no cache)", "fresh-leased (no cache)", "", 0)
 }
 
 func (rep *Report) growthRatios() {

@@ -159,6 +159,12 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 			return nil, err
 		}
 	}
+	// The same paymentsd without its replay cache, so the table shows both.
+	for _, mode := range []string{"atomic", "leased"} {
+		if srv[mode+"-nocache"], err = r.startPaymentsd(ctx, "paymentsd-"+mode+"-nocache", mode, db, "--replay-cache-mb", "0"); err != nil {
+			return nil, err
+		}
+	}
 	if srv["bare"], err = r.startSelf(ctx, "bare", "bare", db); err != nil {
 		return nil, err
 	}
@@ -173,7 +179,9 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 		vs = append(vs,
 			&variant{name: "fresh-" + mode, kind: kindFresh, mode: mode, srv: srv[mode], db: db},
 			&variant{name: "replay-" + mode, kind: kindReplay, mode: mode, srv: srv[mode], db: db, replay: pick},
-			&variant{name: "storm-" + mode, kind: kindStorm, mode: mode, srv: srv[mode], db: db})
+			&variant{name: "storm-" + mode, kind: kindStorm, mode: mode, srv: srv[mode], db: db},
+			&variant{name: "fresh-" + mode + " (no cache)", kind: kindFresh, mode: mode, srv: srv[mode+"-nocache"], db: db},
+			&variant{name: "replay-" + mode + " (no cache)", kind: kindReplay, mode: mode, srv: srv[mode+"-nocache"], db: db, replay: pick})
 	}
 	ceiling, err := newCeilingPool(ctx, db, cfg.Concurrency)
 	if err != nil {

@@ -76,7 +76,9 @@ func Serve(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if mw, err = idem.New(pgstore.New(pool), idem.Config{Mode: mode}); err != nil {
+		// paymentsd's defaults: the claim deferred to the completion, a
+		// replay cache of 64 MiB.
+		if mw, err = idem.New(pgstore.New(pool), idem.Config{Mode: mode, DeferClaim: true, ReplayCacheBytes: 64 << 20}); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,121 @@
+package idem
+
+import (
+	"container/list"
+	"sync"
+	"time"
+)
+
+// replayCache holds COMPLETED records in memory, bounded by bytes and
+// evicting the least recently used, so that a retry of a request this
+// process answered costs no round trip to the store.
+//
+// It is safe because a COMPLETED record never changes while it binds its
+// key: nothing updates it until retention ends (then a new request may
+// re-acquire it, and the sweeper may delete it). An entry therefore lives
+// until shortly before the record's expiry, by this process's clock, and
+// never longer. The store stays the source of truth: a miss goes to the
+// store, and a record is cached only once its completion has committed.
+type replayCache struct {
+	max int64
+
+	mu    sync.Mutex
+	size  int64
+	lru   *list.List // of *cacheEntry, most recent first
+	items map[cacheKey]*list.Element
+}
+
+type cacheKey struct{ scope, key string }
+
+type cacheEntry struct {
+	k     cacheKey
+	rec   *Record
+	until time.Time
+	size  int64
+}
+
+// cacheMargin is how long before a record's expiry its entry goes: room
+// for the skew between this process's clock and the store's, by which
+// expiry is judged. At most a tenth of the TTL.
+func cacheMargin(ttl time.Duration) time.Duration { return min(time.Minute, ttl/10) }
+
+// entryOverhead approximates what an entry costs beyond its bytes: the
+// record, the list element, the map slot.
+const entryOverhead = 400
+
+func newReplayCache(maxBytes int64) *replayCache {
+	if maxBytes <= 0 {
+		return nil
+	}
+	return &replayCache{max: maxBytes, lru: list.New(), items: map[cacheKey]*list.Element{}}
+}
+
+// get returns the cached record of scope and key, or nil. A nil cache
+// holds nothing.
+func (c *replayCache) get(scope, key string, now time.Time) *Record {
+	if c == nil {
+		return nil
+	}
+	k := cacheKey{scope, key}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[k]
+	if !ok {
+		return nil
+	}
+	e := el.Value.(*cacheEntry)
+	if !now.Before(e.until) {
+		c.remove(el)
+		return nil
+	}
+	c.lru.MoveToFront(el)
+	return e.rec
+}
+
+// put caches a COMPLETED record until margin before its expiry. Other
+// records, records too close to expiry and records larger than the whole
+// cache are not cached.
+func (c *replayCache) put(rec *Record, margin time.Duration, now time.Time) {
+	if c == nil || rec.Status != StatusCompleted || rec.Response == nil || rec.Expired {
+		return
+	}
+	until := rec.ExpiresAt.Add(-margin)
+	if !now.Before(until) {
+		return
+	}
+	size := recordSize(rec)
+	if size > c.max {
+		return
+	}
+	k := cacheKey{rec.Scope, rec.Key}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		c.remove(el)
+	}
+	c.items[k] = c.lru.PushFront(&cacheEntry{k: k, rec: rec, until: until, size: size})
+	c.size += size
+	for c.size > c.max {
+		c.remove(c.lru.Back())
+	}
+}
+
+// remove drops an entry; c.mu is held.
+func (c *replayCache) remove(el *list.Element) {
+	e := c.lru.Remove(el).(*cacheEntry)
+	delete(c.items, e.k)
+	c.size -= e.size
+}
+
+// recordSize is what a cached record costs in memory, roughly.
+func recordSize(rec *Record) int64 {
+	n := entryOverhead + len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint.Method) +
+		len(rec.Fingerprint.Path) + len(rec.Fingerprint.Hash) + len(rec.Response.Body)
+	for k, vs := range rec.Response.Header {
+		n += len(k)
+		for _, v := range vs {
+			n += len(v)
+		}
+	}
+	return int64(n)
+}

@@ -1,0 +1,110 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idem-dev/idem"
+)
+
+// insertCompletedOrAbort claims the key and completes it in one insert: the
+// record is born COMPLETED with its response, at the end of the request's
+// transaction, pipelined with the COMMIT. It is the deferred claim of an
+// atomic-mode request (idem.Config.DeferClaim). The unique key is still
+// the arbiter: a concurrent duplicate's insert waits for this transaction
+// and then finds the key taken. When the key is already recorded the
+// statement fails with a division by zero, which aborts the transaction
+// with all the handler's writes, so the COMMIT behind it does not run.
+const insertCompletedOrAbort = `
+WITH claimed AS (
+INSERT INTO idempotency_keys
+       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at,
+        response_code, response_headers, response_body, resource_type, resource_id)
+VALUES ($1, $2, $3, $4, $5, $6,
+        'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
+        $9, $10::text::jsonb, $11, nullif($12, ''), nullif($13, ''))
+ON CONFLICT (user_id, idempotency_key) DO NOTHING
+RETURNING 1)
+SELECT 1 / count(*) FROM claimed`
+
+// Statements that bound a claim's wait for a transaction holding its key to
+// the transaction's lockWait. keys.bounded restores the setting after its
+// statement; the deferred claim has only the COMMIT behind it.
+const (
+	boundLockWait   = `SELECT set_config('idem.lock_timeout', current_setting('lock_timeout'), true), set_config('lock_timeout', $1, true)`
+	restoreLockWait = `SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`
+	setLockWait     = `SELECT set_config('lock_timeout', $1, true)`
+)
+
+// deferredClaim is an atomic-mode claim held back until the completion.
+type deferredClaim struct {
+	c   *idem.Claim // nil: no claim deferred
+	ran bool
+	err error
+}
+
+// DeferClaim holds the claim of c back until the completion, which then
+// records the key and its response in one insert (insertCompletedOrAbort):
+// a fresh request's key costs one statement in the round trip of the
+// COMMIT, and nothing else.
+func (t *Tx) DeferClaim(c idem.Claim) bool {
+	if t.closed || t.claim.c != nil {
+		return false
+	}
+	t.claim.c = &c
+	return true
+}
+
+// ClaimResult reports whether the deferred claim has run, and its error.
+func (t *Tx) ClaimResult(context.Context) (ran bool, err error) {
+	return t.claim.ran, t.claim.err
+}
+
+// pendingClaim reports whether a deferred claim awaits the completion.
+func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
+
+// queueClaimAndComplete queues the deferred claim with its response on b.
+func (t *Tx) queueClaimAndComplete(b *pgx.Batch, l idem.Lock, resp idem.Response) error {
+	args, err := completeArgs(l, resp)
+	if err != nil {
+		return err
+	}
+	c := t.claim.c
+	fp := c.Fingerprint
+	b.Queue(setLockWait, lockTimeout(t.lockWait))
+	b.Queue(insertCompletedOrAbort, append([]any{c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+		c.Token, c.TTL.Microseconds()}, args[3:]...)...)
+	return nil
+}
+
+// claimRan reads the results of the two statements queueClaimAndComplete
+// queued and records how the claim went.
+func (t *Tx) claimRan(br pgx.BatchResults) error {
+	_, err := br.Exec()
+	if isDeferred(err) {
+		return err // a write of the handler's failed first: the claim never ran
+	}
+	if err == nil {
+		_, err = br.Exec()
+	}
+	t.claim.ran = true
+	if err == nil {
+		return nil
+	}
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero {
+		err = fmt.Errorf("%w (%w)", idem.ErrKeyExists, err)
+	}
+	t.claim.err = translate(err)
+	return t.claim.err
+}
+
+// lockTimeout is a lock_timeout setting of wait, at least a millisecond.
+func lockTimeout(wait time.Duration) string {
+	return fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))
+}
