@@ -111,9 +111,13 @@ type Config struct {
 	// writes are rolled back. That is safe for what atomic mode is for,
 	// handlers that only write to the store's database (and whose rows the
 	// first request locks, as a balance update does); anything a handler
-	// does outside that transaction happens for duplicates too. A duplicate
-	// sent after the first request committed is answered before its handler
-	// runs, as always. Default false; leased mode ignores it.
+	// does outside that transaction happens for duplicates too. Nothing
+	// holds the key while the handler runs, so WaitTimeout bounds only the
+	// wait at the key's insert: a duplicate that needs rows the first request
+	// holds waits for them as long as the first does, and then replays it,
+	// rather than answering 409. A duplicate sent after the first request
+	// committed is answered before its handler runs, as always. Default
+	// false; leased mode ignores it.
 	DeferClaim bool
 
 	// ReplayCacheBytes, when positive, keeps the COMPLETED records this

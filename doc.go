@@ -27,7 +27,9 @@
 //     body. Anything malformed is a 4xx and nothing is stored.
 //  2. A plain read answers retries of finished requests without writing:
 //     replay (COMPLETED), 422 (another request used the key), 409 (in
-//     flight). This is the hot path of a retry storm.
+//     flight). This is the hot path of a retry storm. With a replay cache
+//     (Config.ReplayCacheBytes) the read is in memory, and a miss goes
+//     straight to the claim, which reads the record it finds.
 //  3. The claim: one atomic INSERT … ON CONFLICT DO NOTHING (see
 //     Keys.Insert). A record that exists but is FAILED, whose lock expired,
 //     or that is past its TTL is re-acquired by a conditional UPDATE that one
@@ -47,6 +49,9 @@
 // transaction, so the transaction itself is the lock: a duplicate waits for
 // the first request and replays its response, and a crash leaves nothing
 // behind. Choose it when the handler only writes to the store's database.
+// With Config.DeferClaim an atomic-mode claim moves to the completion: one
+// insert records the key and its response with the COMMIT, and the key's
+// unique index still lets exactly one of two duplicates commit.
 //
 // Errors the middleware answers itself are RFC 9457 problem responses,
 // listed in docs/problems.md.

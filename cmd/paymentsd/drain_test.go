@@ -42,7 +42,7 @@ func TestDrain(t *testing.T) {
 				firstc <- r
 			}()
 			if store == "postgres" {
-				waitForLockWait(t, s)
+				waitForLockWait(t, s, 1)
 			} else {
 				time.Sleep(300 * time.Millisecond) // the request waits for the write lock
 			}

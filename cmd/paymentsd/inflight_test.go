@@ -74,32 +74,61 @@ func testInFlight(t *testing.T, s *server) {
 
 // TestInFlightWhileRunning holds a request inside its handler (its balance
 // row is locked by the test) and sends its duplicate: 409 with
-// Retry-After, at once in leased mode, after --wait-timeout in atomic mode.
-// Then the first request finishes and the duplicate replays it. Only
-// PostgreSQL can hold one row: SQLite's writer lock is the whole database,
-// which the first request needs to start at all.
+// Retry-After, at once in leased mode, after --wait-timeout in atomic mode
+// when the key is claimed before the handler runs. Then the first request
+// finishes and the duplicate replays it. With the claim deferred to the
+// completion (atomic mode's default here), nothing holds the key while the
+// first request waits: the duplicate's handler runs too and waits for the
+// same row, and once it is free the first commits and the duplicate, its
+// insert of the key refused, replays it. Only PostgreSQL can hold one row:
+// SQLite's writer lock is the whole database, which the first request
+// needs to start at all.
 func TestInFlightWhileRunning(t *testing.T) {
 	t.Parallel()
-	for _, mode := range modes {
-		t.Run(camel(mode), func(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"Leased", []string{"--idempotency-mode", "leased"}},
+		{"AtomicClaimFirst", []string{"--idempotency-mode", "atomic", "--defer-claim=false"}},
+		{"AtomicDeferredClaim", []string{"--idempotency-mode", "atomic"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s := startServer(t, newDB(t, "postgres"), "--idempotency-mode", mode, "--wait-timeout", "300ms")
+			deferred := c.name == "AtomicDeferredClaim"
+			s := startServer(t, newDB(t, "postgres"), append(c.args, "--wait-timeout", "300ms")...)
 			u := s.newUser(t)
 			u.deposit(t, "USD", 1000)
 			release := lockBalances(t, s, u)
 
 			key := newKey()
 			body := `{"source_currency":"USD","target_currency":"EUR","amount":100}`
-			firstc := make(chan reply, 1)
-			go func() {
-				r, err := try(s, u, http.MethodPost, "/v1/transactions", body, "Idempotency-Key", key)
-				if err != nil {
-					r = reply{body: []byte(err.Error())}
-				}
-				firstc <- r
-			}()
-			waitForLockWait(t, s)
+			send := func() chan reply {
+				c := make(chan reply, 1)
+				go func() {
+					r, err := try(s, u, http.MethodPost, "/v1/transactions", body, "Idempotency-Key", key)
+					if err != nil {
+						r = reply{body: []byte(err.Error())}
+					}
+					c <- r
+				}()
+				return c
+			}
+			firstc := send()
+			waitForLockWait(t, s, 1)
 
+			if deferred {
+				dupc := send()
+				waitForLockWait(t, s, 2)
+				release()
+				first, dup := <-firstc, <-dupc
+				require.Equal(t, http.StatusCreated, first.status, "%s", first)
+				require.Equal(t, http.StatusCreated, dup.status, "%s", dup)
+				require.Equal(t, string(first.body), string(dup.body))
+				require.NotEqual(t, first.replayed(), dup.replayed(), "one executed, one replayed")
+				require.Equal(t, map[string]int64{"USD": 900, "EUR": 92}, u.balances(t))
+				return
+			}
 			dup := u.post(t, "/v1/transactions", key, body)
 			require.Equal(t, http.StatusConflict, dup.status, "%s", dup)
 			require.Equal(t, "in-flight", dup.problemType(t))
@@ -139,10 +168,12 @@ func lockBalances(t *testing.T, s *server, u *user) (release func()) {
 	return release
 }
 
-// waitForLockWait waits until one of the server's connections (known by the
-// application_name newDB gives them) waits for a balance row lock: the
-// request is inside its handler.
-func waitForLockWait(t *testing.T, s *server) {
+// waitForLockWait waits until waiters of the server's connections (known by
+// the application_name newDB gives them) wait for a lock: the row the test
+// holds, or, for a second request, a balance row the first one inserted
+// (pg_stat_activity may show no query text for a statement of a pipeline).
+// The requests are inside their handlers.
+func waitForLockWait(t *testing.T, s *server, waiters int) {
 	t.Helper()
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, s.connURL(t))
@@ -154,8 +185,7 @@ func waitForLockWait(t *testing.T, s *server) {
 	require.Eventually(t, func() bool {
 		var n int
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		                            WHERE application_name = $1 AND wait_event_type = 'Lock'
-		                              AND query LIKE '%FROM balances%FOR UPDATE%'`, app).Scan(&n)
-		return err == nil && n > 0
-	}, 20*time.Second, 10*time.Millisecond, "the request never waited for the balance lock")
+		                            WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
+		return err == nil && n >= waiters
+	}, 20*time.Second, 10*time.Millisecond, "%d requests never waited for the balance lock", waiters)
 }

@@ -55,10 +55,11 @@ func TestRun(t *testing.T) {
 			require.Equal(t, r.Storm.Keys, r.Storm.Executed, r.Variant)
 		}
 	}
-	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased", "bare", "ceiling"} {
+	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased",
+		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 7)
+	require.Len(t, rep.Ratios, 10)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)
