@@ -36,7 +36,7 @@ func main() {
 		variants string
 	)
 	flag.StringVar(&cfg.Out, "out", "", "results folder (default results/bench in the repository, results/bench-sweep for -sweep)")
-	flag.IntVar(&cfg.Rounds, "rounds", 3, "rounds; each runs every variant once")
+	flag.IntVar(&cfg.Rounds, "rounds", 5, "rounds; each runs every variant once")
 	flag.DurationVar(&cfg.Warmup, "warmup", 0, "warm-up per variant and round (default 3s)")
 	flag.DurationVar(&cfg.Duration, "duration", 0, "measured window per variant and round (default 10s)")
 	flag.IntVar(&cfg.Concurrency, "c", 16, "concurrent clients")

@@ -15,19 +15,13 @@ import (
 
 // The ceiling is the least SQL one fresh idempotent conversion needs, sent
 // the cheapest way: one pipelined round trip, one commit. It authenticates
-// the API key, claims the key, writes the transaction, moves both balances
-// (their CHECK refuses an overdraft), appends both ledger entries and
-// completes the key with the stored response, as paymentsd's atomic mode
-// does, with none of the reads and checks a general handler makes.
+// the API key, writes the transaction, moves both balances (their CHECK
+// refuses an overdraft), appends both ledger entries and records the key
+// COMPLETED with the stored response in one insert, as paymentsd's atomic
+// mode with its deferred claim does, with none of the reads and checks a
+// general handler makes.
 const (
-	ceilingAuth  = `SELECT user_id FROM api_keys WHERE key_hash = $1`
-	ceilingClaim = `
-INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
-VALUES ($1, $2, 'POST', '/v1/transactions', $3, 1, 'PROCESSING', 1, $4, now(), now() + interval '30 seconds',
-        now(), now() + interval '48 hours')
-ON CONFLICT (user_id, idempotency_key) DO NOTHING`
+	ceilingAuth        = `SELECT user_id FROM api_keys WHERE key_hash = $1`
 	ceilingTransaction = `
 INSERT INTO transactions (id, user_id, source_currency, target_currency, amount, converted_amount, rate, status, idempotency_key)
 VALUES ($1, $2, 'USD', 'EUR', $3, $4, 0.92, 'COMPLETED', $5)`
@@ -35,11 +29,14 @@ VALUES ($1, $2, 'USD', 'EUR', $3, $4, 0.92, 'COMPLETED', $5)`
 	ceilingEntries = `
 INSERT INTO ledger_entries (user_id, currency, amount, transaction_id)
 VALUES ($1, 'USD', $2, $4), ($1, 'EUR', $3, $4)`
-	ceilingComplete = `
-UPDATE idempotency_keys
-   SET status = 'COMPLETED', lock_expires_at = now(), response_code = 201, response_headers = $4,
-       response_body = $5, resource_type = 'transactions', resource_id = $6
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+	ceilingKey = `
+INSERT INTO idempotency_keys
+       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at,
+        response_code, response_headers, response_body, resource_type, resource_id)
+VALUES ($1, $2, 'POST', '/v1/transactions', $3, 1, 'COMPLETED', 1, $4, now(), now(), now(), now() + interval '48 hours',
+        201, $5, $6, 'transactions', $7)
+ON CONFLICT (user_id, idempotency_key) DO NOTHING`
 )
 
 // newCeilingPool opens the ceiling's conc connections to db up front, so
@@ -95,12 +92,11 @@ func ceilingRequest(ctx context.Context, pool *pgxpool.Pool, rq request, amount 
 	b := &pgx.Batch{}
 	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(ceilingAuth, rq.user.hash)
-	b.Queue(ceilingClaim, uid, rq.key, hash[:], token)
 	b.Queue(ceilingTransaction, id, uid, amount, converted, rq.key)
 	b.Queue(ceilingBalance, uid, "EUR", converted) // lock order: by currency
 	b.Queue(ceilingBalance, uid, "USD", -amount)
 	b.Queue(ceilingEntries, uid, -amount, converted, id)
-	b.Queue(ceilingComplete, uid, rq.key, token, headers, body, id)
+	b.Queue(ceilingKey, uid, rq.key, hash[:], token, headers, body, id)
 	b.Queue("COMMIT")
 	br := pool.SendBatch(ctx, b)
 	for i := range b.Len() {
@@ -109,9 +105,9 @@ func ceilingRequest(ctx context.Context, pool *pgxpool.Pool, rq request, amount 
 			_ = br.Close()
 			return fmt.Errorf("ceiling statement %d: %w", i, err)
 		}
-		// Every key is new, so the claim always inserts; a conflict is a bug
-		// of the workload (the pipeline has already gone on to commit).
-		if i == 2 && tag.RowsAffected() != 1 {
+		// Every key is new, so the key's insert always inserts; a conflict is
+		// a bug of the workload (the pipeline has already gone on to commit).
+		if i == 6 && tag.RowsAffected() != 1 {
 			_ = br.Close()
 			return fmt.Errorf("ceiling: key %s already claimed", rq.key)
 		}

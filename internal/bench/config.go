@@ -16,7 +16,9 @@ type Config struct {
 	// Out is the results folder. Default results/bench under the module
 	// root, results/bench-sweep for Sweep.
 	Out string
-	// Rounds is how many times each variant runs. Default 3.
+	// Rounds is how many times each variant runs. Default 5: on a shared
+	// machine one variant's window can fall on a slow spell, and the median
+	// of five rounds stands against two.
 	Rounds int
 	// Warmup is the unmeasured load before each measured window. Default 3s.
 	Warmup time.Duration
@@ -97,7 +99,7 @@ func (c Config) withDefaults() (Config, error) {
 			*v = d
 		}
 	}
-	def(&c.Rounds, 3)
+	def(&c.Rounds, 5)
 	def(&c.Concurrency, 16)
 	def(&c.StormClients, 8)
 	def(&c.Users, 1000)
