@@ -145,6 +145,7 @@ func (m *Middleware) deferredClaimFailed(ctx context.Context, q *request, tx Tx,
 			// Re-acquirable, or gone since: claim it first this time.
 			q.claimFirst, q.finished = true, false
 			m.serveAtomic(q)
+			q.finished = true // answered, whichever way the second attempt went
 		}
 	default:
 		m.notHeld(q, nil, fmt.Errorf("claim key: %w", err))

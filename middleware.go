@@ -72,12 +72,13 @@ type request struct {
 	// finished is set once finish has taken over the cleanup of an
 	// executed request.
 	finished bool
-	// deferred is the transaction that carries this attempt's claim in
-	// front of the handler's first statement (atomic mode, see
-	// serveAtomic); nil when the claim was a statement of its own.
+	// deferred is the transaction that holds this attempt's claim back
+	// until the completion (Config.DeferClaim, see serveAtomic); nil when
+	// the key was claimed before the handler ran.
 	deferred claimDeferringTx
-	// claimFirst: claim the key before the handler runs, not with its first
-	// statement; set after a deferred claim found the key recorded.
+	// claimFirst: claim the key before the handler runs even with
+	// DeferClaim, because a record of it exists (read first, or found by a
+	// deferred claim) and must be re-acquired.
 	claimFirst bool
 	// cached: the record that answers came from the replay cache.
 	cached bool

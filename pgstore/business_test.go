@@ -59,15 +59,32 @@ func setup(t *testing.T, mode idem.Mode, status int) (*pgxpool.Pool, *httptest.S
 
 func post(t *testing.T, srv *httptest.Server, key, ref string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/pay?ref="+ref, strings.NewReader("{}"))
+	a := send(t, srv.URL+"/pay?ref="+ref, key, "", "{}")
+	return a.status, a.body
+}
+
+// answer is what a client saw of a response.
+type answer struct {
+	status   int
+	body     string
+	replayed bool
+}
+
+// send posts body with key (and ctype, when not empty) to url.
+func send(t *testing.T, url, key, ctype, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	require.NoError(t, err)
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	return answer{resp.StatusCode, string(b), resp.Header.Get("Idempotent-Replayed") == "true"}
 }
 
 func count(t *testing.T, pool *pgxpool.Pool) int {

@@ -3,10 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,24 +100,9 @@ func (w *deferredWallet) rows(t *testing.T, key string) int {
 	return n
 }
 
-type answer struct {
-	status   int
-	body     string
-	replayed bool
-}
-
 func postDeferred(t *testing.T, url, key string) answer {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url+"/v1/payments", strings.NewReader(`{"amount":100}`))
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return answer{resp.StatusCode, string(body), resp.Header.Get("Idempotent-Replayed") == "true"}
+	return send(t, url+"/v1/payments", key, "application/json", `{"amount":100}`)
 }
 
 var deferredCached = idem.Config{Mode: idem.ModeAtomic, DeferClaim: true, ReplayCacheBytes: 1 << 20}

@@ -33,14 +33,7 @@ func TestDrain(t *testing.T) {
 			}
 			key := newKey()
 			body := `{"currency":"USD","amount":250}`
-			firstc := make(chan reply, 1)
-			go func() {
-				r, err := try(s, u, http.MethodPost, "/v1/deposits", body, "Idempotency-Key", key)
-				if err != nil {
-					r = reply{body: []byte(err.Error())}
-				}
-				firstc <- r
-			}()
+			firstc := sendAsync(s, u, "/v1/deposits", body, key)
 			if store == "postgres" {
 				waitForLockWait(t, s, 1)
 			} else {

@@ -276,6 +276,20 @@ func do(t *testing.T, s *server, u *user, method, path, body string, headers ...
 	return r
 }
 
+// sendAsync posts body with key as u in the background; the reply (or the
+// error, as its body) arrives on the channel.
+func sendAsync(s *server, u *user, path, body, key string) chan reply {
+	c := make(chan reply, 1)
+	go func() {
+		r, err := try(s, u, http.MethodPost, path, body, "Idempotency-Key", key)
+		if err != nil {
+			r = reply{body: []byte(err.Error())}
+		}
+		c <- r
+	}()
+	return c
+}
+
 func try(s *server, u *user, method, path, body string, headers ...string) (reply, error) {
 	var rd io.Reader
 	if body != "" {

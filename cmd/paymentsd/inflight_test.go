@@ -103,17 +103,7 @@ func TestInFlightWhileRunning(t *testing.T) {
 
 			key := newKey()
 			body := `{"source_currency":"USD","target_currency":"EUR","amount":100}`
-			send := func() chan reply {
-				c := make(chan reply, 1)
-				go func() {
-					r, err := try(s, u, http.MethodPost, "/v1/transactions", body, "Idempotency-Key", key)
-					if err != nil {
-						r = reply{body: []byte(err.Error())}
-					}
-					c <- r
-				}()
-				return c
-			}
+			send := func() chan reply { return sendAsync(s, u, "/v1/transactions", body, key) }
 			firstc := send()
 			waitForLockWait(t, s, 1)
 
