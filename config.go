@@ -102,7 +102,7 @@ type Config struct {
 	// completion, where the store can (pgstore): one insert then records the
 	// key with its response, in the round trip of the COMMIT, instead of a
 	// claim before the handler runs and an update after it. A fresh request
-	// costs one round trip and one statement fewer. The key's unique index
+	// costs one round trip and two statements fewer. The key's unique index
 	// is still the arbiter: of two concurrent duplicates, the second's insert
 	// waits for the first's transaction, finds the key taken, and aborts its
 	// own transaction with all its writes; the request is answered from the
@@ -115,9 +115,12 @@ type Config struct {
 	// holds the key while the handler runs, so WaitTimeout bounds only the
 	// wait at the key's insert: a duplicate that needs rows the first request
 	// holds waits for them as long as the first does, and then replays it,
-	// rather than answering 409. A duplicate sent after the first request
-	// committed is answered before its handler runs, as always. Default
-	// false; leased mode ignores it.
+	// rather than answering 409. A retry sent after the first request
+	// committed is answered before its handler runs when the read-first
+	// look-up (no ReplayCacheBytes) or this process's cache finds the record;
+	// with a cache that does not hold it (another replica answered, or this
+	// one restarted) its handler runs and is rolled back the same way.
+	// Default false; leased mode ignores it.
 	DeferClaim bool
 
 	// ReplayCacheBytes, when positive, keeps the COMPLETED records this
@@ -132,7 +135,9 @@ type Config struct {
 	// cache is the read-first): a fresh request saves a round trip, and a
 	// retry the cache does not hold learns of its record from the claim.
 	// Without one (the default) every request reads its key first, so a
-	// replay is one read and never a write.
+	// replay is one read and never a write. Keep it off with sqlitestore,
+	// whose claim takes the database's write lock: a retry the cache misses
+	// would wait for the writer instead of reading.
 	ReplayCacheBytes int64
 
 	// StoreTimeout bounds the writes that finish a request (completion,

@@ -112,9 +112,11 @@ func (m *Middleware) serveAtomic(q *request) {
 // deferredClaimFailed reports whether this attempt's deferred claim (see
 // serveAtomic) lost the key, and if so rolls back and answers the request
 // as a duplicate is answered: from the record, or by claiming it first
-// this time when the record may be re-acquired. A claim that has not run
-// because the handler asked for a retry (5xx, 408, 429) is settled by
-// reading the key: a recorded answer beats the handler's error.
+// this time when the record may be re-acquired. A claim that has not run,
+// because the handler asked for a retry (5xx, 408, 429) or because the
+// completion failed before it (status -1: the handler's transaction was
+// aborted), is settled by reading the key: a recorded answer beats this
+// attempt's.
 func (m *Middleware) deferredClaimFailed(ctx context.Context, q *request, tx Tx, status int) bool {
 	if q.deferred == nil {
 		return false
@@ -123,7 +125,7 @@ func (m *Middleware) deferredClaimFailed(ctx context.Context, q *request, tx Tx,
 	switch {
 	case sent && err == nil:
 		return false
-	case !sent && isFinal(status):
+	case !sent && status >= 0 && isFinal(status):
 		return false // the completion is the claim
 	}
 	_ = tx.Rollback(ctx)
@@ -134,7 +136,7 @@ func (m *Middleware) deferredClaimFailed(ctx context.Context, q *request, tx Tx,
 		if gerr == nil && m.answer(q, rec) {
 			return true
 		}
-		return false // the handler's own answer stands
+		return false // this attempt's own answer stands
 	case errors.Is(err, ErrKeyExists):
 		rec, gerr := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
 		switch {
@@ -261,7 +263,7 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 	completed, err := completeAndCommit(ctx, tx, lock, resp)
 	if err != nil && !completed {
 		_ = tx.Rollback(ctx)
-		if m.deferredClaimFailed(ctx, q, tx, status) {
+		if m.deferredClaimFailed(ctx, q, tx, -1) {
 			return
 		}
 		if errors.Is(err, ErrTxAborted) && status >= 400 {
@@ -362,7 +364,7 @@ func (m *Middleware) sendCaptured(q *request, c *capture, resp *Response) {
 	switch {
 	case resp != nil && c.overflow:
 		for k, v := range resp.Header {
-			h[k] = v
+			h[k] = append([]string(nil), v...) // resp may be cached: never share its slices
 		}
 		q.w.WriteHeader(resp.StatusCode)
 		_, _ = q.w.Write(resp.Body)

@@ -27,8 +27,10 @@ const (
 //
 // The error is the store's, unchanged: ErrNotFound from a Get of an unused
 // key, ErrLockLost from a fenced write that another attempt overtook,
-// ErrWaitTimeout from a bounded wait. They are answers, not failures; tell
-// them apart with errors.Is.
+// ErrWaitTimeout from a bounded wait, ErrKeyExists from a deferred claim
+// (Config.DeferClaim) that found its key recorded. They are answers, not
+// failures; tell them apart with errors.Is. A deferred claim is reported as
+// an OpInsert once it has run, with no time of its own.
 //
 // Lease renewals run on a context of their own, not the request's, so a
 // span they start has no parent. A Rollback after a Commit, which does
@@ -167,17 +169,27 @@ func (t *tracedTx) DeferClaim(c Claim) bool {
 	return ok && dt.DeferClaim(c)
 }
 
-// ClaimResult reports a deferred claim's result once it is known, as an
-// OpInsert with no time of its own: its round trip is the statement's it
-// travelled with.
+// ClaimResult passes through the deferred claim's result, reporting it
+// (see reportClaim).
 func (t *tracedTx) ClaimResult(ctx context.Context) (sent bool, err error) {
 	sent, err = t.tx.(claimDeferringTx).ClaimResult(ctx)
-	if sent && !t.claimReported {
+	t.reportClaim(ctx)
+	return sent, err
+}
+
+// reportClaim reports a deferred claim once it has run, as an OpInsert with
+// no time of its own: its round trip is the completion's it travelled with.
+// ErrKeyExists is an answer (a duplicate), not a failure.
+func (t *tracedTx) reportClaim(ctx context.Context) {
+	dt, ok := t.tx.(claimDeferringTx)
+	if !ok || t.claimReported {
+		return
+	}
+	if ran, err := dt.ClaimResult(ctx); ran {
 		t.claimReported = true
 		_, end := t.trace(ctx, OpInsert)
 		end(err)
 	}
-	return sent, err
 }
 
 func (t *tracedTx) Context(ctx context.Context) context.Context { return t.tx.Context(ctx) }
@@ -205,6 +217,7 @@ func (t *tracedTx) CompleteAndCommit(ctx context.Context, l Lock, resp Response)
 	}
 	tctx, end := t.trace(ctx, OpComplete)
 	completed, err = ct.CompleteAndCommit(tctx, l, resp)
+	t.reportClaim(ctx)
 	if !completed {
 		end(err)
 		return false, err

@@ -15,7 +15,7 @@
 //	reacquires_total{route}                         counter    requests that took over a FAILED or lock-expired record
 //	lease_renewals_total{route}                     counter    lease renewals while leased-mode handlers ran
 //	fencing_rejections_total{op}                    counter    writes (complete, fail, renew) refused because another attempt holds the record
-//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, lock_lost, wait_timeout or error
+//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, lock_lost, wait_timeout, key_exists or error
 //	sweep_deleted_total                             counter    expired records the sweeper deleted
 //	sweep_batches_total{result}                     counter    sweeper batches; result is ok, busy (another replica sweeps) or error
 //	sweep_batch_duration_seconds                    histogram  each sweeper batch
@@ -162,6 +162,8 @@ func resultOf(err error) string {
 		return "lock_lost"
 	case errors.Is(err, idem.ErrWaitTimeout):
 		return "wait_timeout"
+	case errors.Is(err, idem.ErrKeyExists):
+		return "key_exists"
 	}
 	return "error"
 }

@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -226,4 +228,71 @@ func TestDeferredClaimWaitIsBounded(t *testing.T) {
 	require.Equal(t, http.StatusConflict, r.status, r.body)
 	require.Contains(t, r.body, "in-flight")
 	require.Equal(t, 0, w.rows(t, key))
+}
+
+// TestDeferredClaimBusinessConflictReplays: a retry on a replica that
+// does not hold the key in its cache runs its handler, which meets the
+// first request's row in a unique index and answers a final 409 from an
+// aborted transaction. The key's record still answers: the retry gets the
+// first request's 201, never the 409 (nor a 409 lock-lost).
+func TestDeferredClaimBusinessConflictReplays(t *testing.T) {
+	t.Parallel()
+	w := newDeferredWallet(t)
+	_, err := w.pool.Exec(context.Background(), `CREATE UNIQUE INDEX ON payments (ref)`)
+	require.NoError(t, err)
+	uniqueRef := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		_, err := pgstore.DB(r.Context(), w.pool).Exec(r.Context(),
+			`INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.Header.Get("Idempotency-Key"))
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "23505" {
+			http.Error(rw, "duplicate payment", http.StatusConflict) // the transaction is aborted now
+			return
+		}
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		rw.WriteHeader(http.StatusCreated)
+		fmt.Fprint(rw, `{"paid":true}`)
+	})
+	a := w.replica(t, deferredCached, uniqueRef)
+	b := w.replica(t, deferredCached, uniqueRef)
+	key := uuid.NewString()
+	first := postDeferred(t, a, key)
+	require.Equal(t, http.StatusCreated, first.status, first.body)
+	for range 2 {
+		require.Equal(t, answer{http.StatusCreated, first.body, true}, postDeferred(t, b, key))
+	}
+	require.Equal(t, 1, w.rows(t, key))
+}
+
+// TestDeferredClaimIsTraced: a TraceFunc sees a deferred claim as an
+// OpInsert once it has run: nil for the request that recorded the key,
+// ErrKeyExists (an answer, not a failure) for a discarded duplicate.
+func TestDeferredClaimIsTraced(t *testing.T) {
+	t.Parallel()
+	w := newDeferredWallet(t)
+	var (
+		mu      sync.Mutex
+		inserts []error
+	)
+	cfg := deferredCached
+	cfg.TraceFunc = func(ctx context.Context, op string) (context.Context, func(error)) {
+		return ctx, func(err error) {
+			if op == idem.OpInsert {
+				mu.Lock()
+				inserts = append(inserts, err)
+				mu.Unlock()
+			}
+		}
+	}
+	a := w.replica(t, cfg, w.handler(0))
+	b := w.replica(t, cfg, w.handler(0))
+	key := uuid.NewString()
+	require.Equal(t, http.StatusCreated, postDeferred(t, a, key).status)
+	require.True(t, postDeferred(t, b, key).replayed)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, inserts, 2)
+	require.NoError(t, inserts[0])
+	require.ErrorIs(t, inserts[1], idem.ErrKeyExists)
 }

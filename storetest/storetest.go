@@ -42,9 +42,9 @@ type MiddlewareConfig struct {
 }
 
 // MiddlewareConfigs are the configurations Run drives the middleware in:
-// both modes; atomic mode with the claim deferred to the handler's first
-// statement (a store that cannot defer it claims first, as without); and
-// both with a replay cache, which claims without reading first.
+// both modes; atomic mode with the claim deferred to the completion (a
+// store that cannot defer it claims first, as without); and both with a
+// replay cache, which claims without reading first.
 func MiddlewareConfigs() []MiddlewareConfig {
 	const cache = 1 << 20
 	return []MiddlewareConfig{
