@@ -59,7 +59,7 @@ func (m *Middleware) answer(q *request, rec *Record) bool {
 	switch m.judge(q, rec) {
 	case verdictReplay:
 		if !q.cached {
-			m.cache.put(rec, cacheMargin(m.cfg.TTL), time.Now())
+			m.cache.put(rec, time.Now())
 		}
 		m.replay(q, rec.Response)
 	case verdictInFlight:

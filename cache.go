@@ -18,6 +18,9 @@ import (
 // store, and a record is cached only once its completion has committed.
 type replayCache struct {
 	max int64
+	// margin is how long before a record's expiry its entry goes
+	// (cacheMargin).
+	margin time.Duration
 
 	mu    sync.Mutex
 	size  int64
@@ -43,11 +46,11 @@ func cacheMargin(ttl time.Duration) time.Duration { return min(time.Minute, ttl/
 // record, the list element, the map slot.
 const entryOverhead = 400
 
-func newReplayCache(maxBytes int64) *replayCache {
+func newReplayCache(maxBytes int64, margin time.Duration) *replayCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &replayCache{max: maxBytes, lru: list.New(), items: map[cacheKey]*list.Element{}}
+	return &replayCache{max: maxBytes, margin: margin, lru: list.New(), items: map[cacheKey]*list.Element{}}
 }
 
 // get returns the cached record of scope and key, or nil. A nil cache
@@ -72,14 +75,14 @@ func (c *replayCache) get(scope, key string, now time.Time) *Record {
 	return e.rec
 }
 
-// put caches a COMPLETED record until margin before its expiry. Other
-// records, records too close to expiry and records larger than the whole
-// cache are not cached.
-func (c *replayCache) put(rec *Record, margin time.Duration, now time.Time) {
+// put caches a COMPLETED record until the cache's margin before its
+// expiry. Other records, records too close to expiry and records larger
+// than the whole cache are not cached.
+func (c *replayCache) put(rec *Record, now time.Time) {
 	if c == nil || rec.Status != StatusCompleted || rec.Response == nil || rec.Expired {
 		return
 	}
-	until := rec.ExpiresAt.Add(-margin)
+	until := rec.ExpiresAt.Add(-c.margin)
 	if !now.Before(until) {
 		return
 	}

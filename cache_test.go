@@ -22,72 +22,72 @@ func TestReplayCache(t *testing.T) {
 	day := now.Add(24 * time.Hour)
 
 	t.Run("HoldsCompletedRecordsByScopeAndKey", func(t *testing.T) {
-		c := newReplayCache(1 << 20)
+		c := newReplayCache(1<<20, time.Minute)
 		rec := completed("alice", "k1", `{"id":1}`, day)
-		c.put(rec, time.Minute, now)
+		c.put(rec, now)
 		require.Same(t, rec, c.get("alice", "k1", now))
 		require.Nil(t, c.get("bob", "k1", now), "another user's key is another entry")
 		require.Nil(t, c.get("alice", "k2", now))
 	})
 
 	t.Run("NeverHoldsOtherStates", func(t *testing.T) {
-		c := newReplayCache(1 << 20)
+		c := newReplayCache(1<<20, time.Minute)
 		for _, rec := range []*Record{
 			{Scope: "a", Key: "processing", Status: StatusProcessing, ExpiresAt: day},
 			{Scope: "a", Key: "failed", Status: StatusFailed, ExpiresAt: day},
 			func() *Record { r := completed("a", "expired", "x", day); r.Expired = true; return r }(),
 		} {
-			c.put(rec, time.Minute, now)
+			c.put(rec, now)
 			require.Nil(t, c.get("a", rec.Key, now), rec.Key)
 		}
 	})
 
 	t.Run("EntryEndsMarginBeforeRecordExpires", func(t *testing.T) {
-		c := newReplayCache(1 << 20)
+		c := newReplayCache(1<<20, time.Minute)
 		expires := now.Add(10 * time.Minute)
-		c.put(completed("a", "k", "x", expires), time.Minute, now)
+		c.put(completed("a", "k", "x", expires), now)
 		require.NotNil(t, c.get("a", "k", expires.Add(-time.Minute-time.Nanosecond)))
 		require.Nil(t, c.get("a", "k", expires.Add(-time.Minute)), "the record may be re-acquired soon: go to the store")
 		require.Zero(t, c.size, "an ended entry is dropped")
 
-		c.put(completed("a", "soon", "x", now.Add(30*time.Second)), time.Minute, now)
+		c.put(completed("a", "soon", "x", now.Add(30*time.Second)), now)
 		require.Nil(t, c.get("a", "soon", now), "too close to expiry to cache at all")
 	})
 
 	t.Run("EvictsLeastRecentlyUsedPastItsBytes", func(t *testing.T) {
 		body := strings.Repeat("b", 1000)
 		one := recordSize(completed("a", "k0", body, day))
-		c := newReplayCache(3 * one)
+		c := newReplayCache(3*one, time.Minute)
 		for _, k := range []string{"k0", "k1", "k2"} {
-			c.put(completed("a", k, body, day), time.Minute, now)
+			c.put(completed("a", k, body, day), now)
 		}
 		require.NotNil(t, c.get("a", "k0", now)) // k1 is now the least recent
-		c.put(completed("a", "k3", body, day), time.Minute, now)
+		c.put(completed("a", "k3", body, day), now)
 		require.Nil(t, c.get("a", "k1", now))
 		for _, k := range []string{"k0", "k2", "k3"} {
 			require.NotNil(t, c.get("a", k, now), k)
 		}
 		require.LessOrEqual(t, c.size, c.max)
 
-		c.put(completed("a", "huge", strings.Repeat("b", 4000), day), time.Minute, now)
+		c.put(completed("a", "huge", strings.Repeat("b", 4000), day), now)
 		require.Nil(t, c.get("a", "huge", now), "larger than the whole cache")
 		require.NotNil(t, c.get("a", "k3", now), "and evicts nothing")
 	})
 
 	t.Run("ReplacingAnEntryKeepsTheCount", func(t *testing.T) {
-		c := newReplayCache(1 << 20)
-		c.put(completed("a", "k", "x", day), time.Minute, now)
+		c := newReplayCache(1<<20, time.Minute)
+		c.put(completed("a", "k", "x", day), now)
 		size := c.size
-		c.put(completed("a", "k", "x", day), time.Minute, now)
+		c.put(completed("a", "k", "x", day), now)
 		require.Equal(t, size, c.size)
 		require.Equal(t, 1, c.lru.Len())
 	})
 
 	t.Run("NilCacheHoldsNothing", func(t *testing.T) {
 		var c *replayCache
-		c.put(completed("a", "k", "x", day), time.Minute, now)
+		c.put(completed("a", "k", "x", day), now)
 		require.Nil(t, c.get("a", "k", now))
-		require.Nil(t, newReplayCache(0))
+		require.Nil(t, newReplayCache(0, time.Minute))
 	})
 }
 

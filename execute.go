@@ -114,43 +114,38 @@ func (m *Middleware) serveAtomic(q *request) {
 // as a duplicate is answered: from the record, or by claiming it first
 // this time when the record may be re-acquired. A claim that has not run,
 // because the handler asked for a retry (5xx, 408, 429) or because the
-// completion failed before it (status -1: the handler's transaction was
-// aborted), is settled by reading the key: a recorded answer beats this
-// attempt's.
-func (m *Middleware) deferredClaimFailed(ctx context.Context, q *request, tx Tx, status int) bool {
+// completion failed before it (afterCompletion: the handler's transaction
+// was aborted), is settled by reading the key: a recorded answer beats this
+// attempt's, which otherwise stands.
+func (m *Middleware) deferredClaimFailed(ctx context.Context, q *request, tx Tx, status int, afterCompletion bool) bool {
 	if q.deferred == nil {
 		return false
 	}
-	sent, err := q.deferred.ClaimResult(ctx)
+	ran, err := q.deferred.ClaimResult(ctx)
 	switch {
-	case sent && err == nil:
+	case ran && err == nil:
 		return false
-	case !sent && status >= 0 && isFinal(status):
+	case !ran && !afterCompletion && isFinal(status):
 		return false // the completion is the claim
 	}
 	_ = tx.Rollback(ctx)
 	q.finished, q.deferred = true, nil
-	switch {
-	case !sent:
-		rec, gerr := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
-		if gerr == nil && m.answer(q, rec) {
-			return true
-		}
-		return false // this attempt's own answer stands
-	case errors.Is(err, ErrKeyExists):
-		rec, gerr := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
-		switch {
-		case gerr == nil && m.answer(q, rec):
-		case gerr != nil && !errors.Is(gerr, ErrNotFound):
-			m.storeFailed(q, fmt.Errorf("look up key: %w", gerr))
-		default:
-			// Re-acquirable, or gone since: claim it first this time.
-			q.claimFirst, q.finished = true, false
-			m.serveAtomic(q)
-			q.finished = true // answered, whichever way the second attempt went
-		}
-	default:
+	if ran && !errors.Is(err, ErrKeyExists) {
 		m.notHeld(q, nil, fmt.Errorf("claim key: %w", err))
+		return true
+	}
+	rec, gerr := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
+	switch {
+	case gerr == nil && m.answer(q, rec):
+	case !ran:
+		return false
+	case gerr != nil && !errors.Is(gerr, ErrNotFound):
+		m.storeFailed(q, fmt.Errorf("look up key: %w", gerr))
+	default:
+		// Re-acquirable, or gone since: claim it first this time.
+		q.claimFirst, q.finished = true, false
+		m.serveAtomic(q)
+		q.finished = true // answered, whichever way the second attempt went
 	}
 	return true
 }
@@ -242,7 +237,7 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 		return
 	}
 	status := c.statusCode()
-	if m.deferredClaimFailed(ctx, q, tx, status) {
+	if m.deferredClaimFailed(ctx, q, tx, status, false) {
 		return
 	}
 	q.event.StatusCode = status
@@ -263,7 +258,7 @@ func (m *Middleware) finish(q *request, tx Tx, lock Lock, c *capture, panicked *
 	completed, err := completeAndCommit(ctx, tx, lock, resp)
 	if err != nil && !completed {
 		_ = tx.Rollback(ctx)
-		if m.deferredClaimFailed(ctx, q, tx, -1) {
+		if m.deferredClaimFailed(ctx, q, tx, status, true) {
 			return
 		}
 		if errors.Is(err, ErrTxAborted) && status >= 400 {
@@ -294,7 +289,7 @@ func (m *Middleware) remember(q *request, resp Response) {
 	m.cache.put(&Record{
 		Scope: q.claim.Scope, Key: q.claim.Key, Fingerprint: q.claim.Fingerprint,
 		Status: StatusCompleted, Response: &resp, ExpiresAt: q.start.Add(m.cfg.TTL),
-	}, cacheMargin(m.cfg.TTL), time.Now())
+	}, time.Now())
 }
 
 // completingTx is a Tx that stores the final response and commits in one

@@ -30,7 +30,7 @@ func New(store Store, cfg Config) (*Middleware, error) {
 	if c.TraceFunc != nil {
 		store = traced(store, c.TraceFunc)
 	}
-	return &Middleware{store: store, cfg: c, cache: newReplayCache(c.ReplayCacheBytes)}, nil
+	return &Middleware{store: store, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL))}, nil
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -128,10 +128,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if m.cache != nil {
 		if rec := m.cache.get(scope, key, time.Now()); rec != nil {
 			q.cached = true
-			if m.answer(q, rec) {
+			if m.answer(q, rec) { // always: a cached record is COMPLETED and unexpired
 				return
 			}
-			q.cached = false
 		}
 	} else {
 		rec, err := m.store.Get(r.Context(), scope, key)

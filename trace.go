@@ -171,24 +171,23 @@ func (t *tracedTx) DeferClaim(c Claim) bool {
 
 // ClaimResult passes through the deferred claim's result, reporting it
 // (see reportClaim).
-func (t *tracedTx) ClaimResult(ctx context.Context) (sent bool, err error) {
-	sent, err = t.tx.(claimDeferringTx).ClaimResult(ctx)
-	t.reportClaim(ctx)
-	return sent, err
-}
-
-// reportClaim reports a deferred claim once it has run, as an OpInsert with
-// no time of its own: its round trip is the completion's it travelled with.
-// ErrKeyExists is an answer (a duplicate), not a failure.
-func (t *tracedTx) reportClaim(ctx context.Context) {
-	dt, ok := t.tx.(claimDeferringTx)
-	if !ok || t.claimReported {
-		return
-	}
-	if ran, err := dt.ClaimResult(ctx); ran {
+func (t *tracedTx) ClaimResult(ctx context.Context) (ran bool, err error) {
+	ran, err = t.tx.(claimDeferringTx).ClaimResult(ctx)
+	if ran && !t.claimReported {
 		t.claimReported = true
 		_, end := t.trace(ctx, OpInsert)
 		end(err)
+	}
+	return ran, err
+}
+
+// reportClaim reports a deferred claim once it has run (see ClaimResult),
+// as an OpInsert with no time of its own: its round trip is the
+// completion's it travelled with. ErrKeyExists is an answer (a duplicate),
+// not a failure.
+func (t *tracedTx) reportClaim(ctx context.Context) {
+	if _, ok := t.tx.(claimDeferringTx); ok {
+		_, _ = t.ClaimResult(ctx)
 	}
 }
 

@@ -70,8 +70,9 @@ func (t *Tx) ClaimResult(context.Context) (ran bool, err error) {
 func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
 
 // queueClaimAndComplete queues the deferred claim with its response on b.
-func (t *Tx) queueClaimAndComplete(b *pgx.Batch, l idem.Lock, resp idem.Response) error {
-	args, err := completeArgs(l, resp)
+// The claim's own token is the lock: nothing else held the key.
+func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp idem.Response) error {
+	r, err := responseArgs(resp)
 	if err != nil {
 		return err
 	}
@@ -79,7 +80,7 @@ func (t *Tx) queueClaimAndComplete(b *pgx.Batch, l idem.Lock, resp idem.Response
 	fp := c.Fingerprint
 	b.Queue(setLockWait, lockTimeout(t.lockWait))
 	b.Queue(insertCompletedOrAbort, append([]any{c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
-		c.Token, c.TTL.Microseconds()}, args[3:]...)...)
+		c.Token, c.TTL.Microseconds()}, r...)...)
 	return nil
 }
 

@@ -154,6 +154,16 @@ func (k keys) Complete(ctx context.Context, l idem.Lock, resp idem.Response) err
 }
 
 func completeArgs(l idem.Lock, resp idem.Response) ([]any, error) {
+	r, err := responseArgs(resp)
+	if err != nil {
+		return nil, err
+	}
+	return append([]any{l.Scope, l.Key, l.Token}, r...), nil
+}
+
+// responseArgs are a stored response's parameters: status code, headers
+// (JSON text), body, resource type and id.
+func responseArgs(resp idem.Response) ([]any, error) {
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
 		return nil, fmt.Errorf("encode headers: %w", err)
@@ -162,7 +172,7 @@ func completeArgs(l idem.Lock, resp idem.Response) ([]any, error) {
 	if body == nil {
 		body = []byte{}
 	}
-	return []any{l.Scope, l.Key, l.Token, resp.StatusCode, string(headers), body, resp.ResourceType, resp.ResourceID}, nil
+	return []any{resp.StatusCode, string(headers), body, resp.ResourceType, resp.ResourceID}, nil
 }
 
 // completeOrAbort is complete as a statement that fails when the lock

@@ -85,7 +85,7 @@ func (t *Tx) release() {
 func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
 	if t.pendingClaim() {
 		b := &pgx.Batch{}
-		if err := t.queueClaimAndComplete(b, l, resp); err != nil {
+		if err := t.queueClaimAndComplete(b, resp); err != nil {
 			return err
 		}
 		br := lazy{t}.SendBatch(ctx, b)
@@ -132,7 +132,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Respo
 	b := &pgx.Batch{}
 	claiming := t.pendingClaim()
 	if claiming {
-		if err := t.queueClaimAndComplete(b, l, resp); err != nil {
+		if err := t.queueClaimAndComplete(b, resp); err != nil {
 			return false, err
 		}
 	} else {

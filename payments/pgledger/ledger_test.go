@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
@@ -17,14 +18,22 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	ledgertest.Run(t, func(t *testing.T) ledgertest.Harness {
-		pool := pgtest.Pool(t, 8)
-		ctx := context.Background()
-		_, err := pgstore.Migrate(ctx, pool)
-		require.NoError(t, err)
-		_, err = pgledger.Migrate(ctx, pool)
-		require.NoError(t, err)
+		pool := migratedPool(t, 8)
 		return ledgertest.Harness{Ledger: pgledger.New(pool), Store: pgstore.New(pool)}
 	})
+}
+
+// migratedPool is a pool of maxConns on a test schema holding the key
+// table and the ledger's tables.
+func migratedPool(t *testing.T, maxConns int32) *pgxpool.Pool {
+	t.Helper()
+	pool := pgtest.Pool(t, maxConns)
+	ctx := context.Background()
+	_, err := pgstore.Migrate(ctx, pool)
+	require.NoError(t, err)
+	_, err = pgledger.Migrate(ctx, pool)
+	require.NoError(t, err)
+	return pool
 }
 
 func TestMigrate(t *testing.T) {
@@ -69,11 +78,7 @@ func TestBalanceCheck(t *testing.T) {
 func TestBeginFailsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.Pool(t, 4)
-	_, err := pgstore.Migrate(ctx, pool)
-	require.NoError(t, err)
-	_, err = pgledger.Migrate(ctx, pool)
-	require.NoError(t, err)
+	pool := migratedPool(t, 4)
 	tx, err := pgstore.New(pool).Begin(ctx, idem.TxOptions{})
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
