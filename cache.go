@@ -4,6 +4,8 @@ import (
 	"container/list"
 	"sync"
 	"time"
+
+	"github.com/idem-dev/idem/store"
 )
 
 // replayCache holds COMPLETED records in memory, bounded by bytes and
@@ -32,7 +34,7 @@ type cacheKey struct{ scope, key string }
 
 type cacheEntry struct {
 	k     cacheKey
-	rec   *Record
+	rec   *store.Record
 	until time.Time
 	size  int64
 }
@@ -55,7 +57,7 @@ func newReplayCache(maxBytes int64, margin time.Duration) *replayCache {
 
 // get returns the cached record of scope and key, or nil. A nil cache
 // holds nothing.
-func (c *replayCache) get(scope, key string, now time.Time) *Record {
+func (c *replayCache) get(scope, key string, now time.Time) *store.Record {
 	if c == nil {
 		return nil
 	}
@@ -78,8 +80,8 @@ func (c *replayCache) get(scope, key string, now time.Time) *Record {
 // put caches a COMPLETED record until the cache's margin before its
 // expiry. Other records, records too close to expiry and records larger
 // than the whole cache are not cached.
-func (c *replayCache) put(rec *Record, now time.Time) {
-	if c == nil || rec.Status != StatusCompleted || rec.Response == nil || rec.Expired {
+func (c *replayCache) put(rec *store.Record, now time.Time) {
+	if c == nil || rec.Status != store.StatusCompleted || rec.Response == nil || rec.Expired {
 		return
 	}
 	until := rec.ExpiresAt.Add(-c.margin)
@@ -111,7 +113,7 @@ func (c *replayCache) remove(el *list.Element) {
 }
 
 // recordSize is what a cached record costs in memory, roughly.
-func recordSize(rec *Record) int64 {
+func recordSize(rec *store.Record) int64 {
 	n := entryOverhead + len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint.Method) +
 		len(rec.Fingerprint.Path) + len(rec.Fingerprint.Hash) + len(rec.Response.Body)
 	for k, vs := range rec.Response.Header {

@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/stretchr/testify/require"
 )
 
-func completed(scope, key, body string, expires time.Time) *Record {
-	return &Record{
-		Scope: scope, Key: key, Status: StatusCompleted, ExpiresAt: expires,
-		Fingerprint: Fingerprint{Version: FingerprintVersion, Method: "POST", Path: "/v1/p", Hash: []byte("h")},
-		Response:    &Response{StatusCode: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)},
+func completed(scope, key, body string, expires time.Time) *store.Record {
+	return &store.Record{
+		Scope: scope, Key: key, Status: store.StatusCompleted, ExpiresAt: expires,
+		Fingerprint: store.Fingerprint{Version: FingerprintVersion, Method: "POST", Path: "/v1/p", Hash: []byte("h")},
+		Response:    &store.Response{StatusCode: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(body)},
 	}
 }
 
@@ -32,10 +33,10 @@ func TestReplayCache(t *testing.T) {
 
 	t.Run("NeverHoldsOtherStates", func(t *testing.T) {
 		c := newReplayCache(1<<20, time.Minute)
-		for _, rec := range []*Record{
-			{Scope: "a", Key: "processing", Status: StatusProcessing, ExpiresAt: day},
-			{Scope: "a", Key: "failed", Status: StatusFailed, ExpiresAt: day},
-			func() *Record { r := completed("a", "expired", "x", day); r.Expired = true; return r }(),
+		for _, rec := range []*store.Record{
+			{Scope: "a", Key: "processing", Status: store.StatusProcessing, ExpiresAt: day},
+			{Scope: "a", Key: "failed", Status: store.StatusFailed, ExpiresAt: day},
+			func() *store.Record { r := completed("a", "expired", "x", day); r.Expired = true; return r }(),
 		} {
 			c.put(rec, now)
 			require.Nil(t, c.get("a", rec.Key, now), rec.Key)

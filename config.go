@@ -13,7 +13,7 @@ type Mode int
 
 const (
 	// ModeLeased commits the PROCESSING claim before the handler runs and
-	// holds the key with a renewed, fenced lease. Choose it when the handler
+	// holds the key with a renewed, fenced lease of bounded life. Choose it when the handler
 	// calls anything outside the store's database (a bank, a card network):
 	// the claim must survive that call. It costs one more commit per request.
 	ModeLeased Mode = iota
@@ -63,10 +63,17 @@ type Config struct {
 	// context with WithScope.
 	ScopeFunc func(*http.Request) string
 
-	// LockTimeout is the lease of a leased-mode claim. A live request renews
-	// it every third of its length; a crashed one's lock expires after it and
-	// a retry re-acquires the key. Default 30s.
-	LockTimeout time.Duration
+	// LeaseDuration is the lease of a leased-mode claim. A live request
+	// renews it every third of its length; a crashed one's lease runs out
+	// after it and a retry re-acquires the key. Default 30s.
+	LeaseDuration time.Duration
+
+	// MaxLeaseLife bounds how long a leased-mode handler may hold its key,
+	// renewals included. Past it the handler's context is cancelled with
+	// ErrLeaseMaxLife, renewal stops, and whatever the handler answers is
+	// not stored; once the lease runs out a retry may take the key. It must
+	// be at least LeaseDuration. Default 5m.
+	MaxLeaseLife time.Duration
 
 	// WaitTimeout bounds how long an atomic-mode duplicate waits for the
 	// request that holds its key before answering 409. Default 5s.
@@ -98,46 +105,22 @@ type Config struct {
 	// 1 MiB.
 	MaxResponseBytes int64
 
-	// DeferClaim, in atomic mode, holds the claim back until the
-	// completion, where the store can (pgstore): one insert then records the
-	// key with its response, in the round trip of the COMMIT, instead of a
-	// claim before the handler runs and an update after it. A fresh request
-	// costs one round trip and two statements fewer. The key's unique index
-	// is still the arbiter: of two concurrent duplicates, the second's insert
-	// waits for the first's transaction, finds the key taken, and aborts its
-	// own transaction with all its writes; the request is answered from the
-	// record. The price is that the handler runs before it knows that it
-	// holds the key: a concurrent duplicate's handler runs too, and its
-	// writes are rolled back. That is safe for what atomic mode is for,
-	// handlers that only write to the store's database (and whose rows the
-	// first request locks, as a balance update does); anything a handler
-	// does outside that transaction happens for duplicates too. Nothing
-	// holds the key while the handler runs, so WaitTimeout bounds only the
-	// wait at the key's insert: a duplicate that needs rows the first request
-	// holds waits for them as long as the first does, and then replays it,
-	// rather than answering 409. A retry sent after the first request
-	// committed is answered before its handler runs when the read-first
-	// look-up (no ReplayCacheBytes) or this process's cache finds the record;
-	// with a cache that does not hold it (another replica answered, or this
-	// one restarted) its handler runs and is rolled back the same way.
-	// Default false; leased mode ignores it.
+	// DeferClaim, in atomic mode, claims the key at the completion instead
+	// of before the handler runs, where the store can
+	// ([store.ClaimDeferrer]; pgstore): one insert records the key with its
+	// response, pipelined with the COMMIT. A concurrent duplicate's handler
+	// runs too and its writes are rolled back, so use it only for handlers
+	// that touch nothing outside the store's database. docs/modes.md
+	// weighs it. Default false; leased mode ignores it.
 	DeferClaim bool
 
 	// ReplayCacheBytes, when positive, keeps the COMPLETED records this
 	// process wrote or replayed in memory, up to about this many bytes
 	// (least recently used first out), so that a retry it has seen before is
-	// answered without a round trip to the store. A record is cached only
-	// after its completion committed and only until shortly before it
-	// expires: a completed record never changes while it binds its key, so
-	// replicas with caches of their own never disagree.
-	//
-	// With a cache the middleware claims a key without reading it first (the
-	// cache is the read-first): a fresh request saves a round trip, and a
-	// retry the cache does not hold learns of its record from the claim.
-	// Without one (the default) every request reads its key first, so a
-	// replay is one read and never a write. Keep it off with sqlitestore,
-	// whose claim takes the database's write lock: a retry the cache misses
-	// would wait for the writer instead of reading.
+	// answered without a round trip to the store. With a cache a fresh key
+	// is claimed without a read first. Keep it off with sqlitestore, whose
+	// claim takes the database's write lock. docs/modes.md says why it is
+	// safe. Default 0: off.
 	ReplayCacheBytes int64
 
 	// StoreTimeout bounds the writes that finish a request (completion,
@@ -163,7 +146,8 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultHeader           = "Idempotency-Key"
-	DefaultLockTimeout      = 30 * time.Second
+	DefaultLeaseDuration    = 30 * time.Second
+	DefaultMaxLeaseLife     = 5 * time.Minute
 	DefaultWaitTimeout      = 5 * time.Second
 	DefaultRetryAfter       = time.Second
 	DefaultTTL              = 48 * time.Hour
@@ -201,7 +185,8 @@ func (c Config) withDefaults() (Config, error) {
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"LockTimeout", &c.LockTimeout, DefaultLockTimeout},
+		{"LeaseDuration", &c.LeaseDuration, DefaultLeaseDuration},
+		{"MaxLeaseLife", &c.MaxLeaseLife, DefaultMaxLeaseLife},
 		{"WaitTimeout", &c.WaitTimeout, DefaultWaitTimeout},
 		{"RetryAfter", &c.RetryAfter, DefaultRetryAfter},
 		{"TTL", &c.TTL, DefaultTTL},
@@ -215,8 +200,11 @@ func (c Config) withDefaults() (Config, error) {
 			errs = append(errs, fmt.Errorf("idem: %s must be positive, got %v", d.name, *d.v))
 		}
 	}
-	if c.LockTimeout > 0 && c.LockTimeout < 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("idem: LockTimeout %v is too short to renew (minimum 100ms)", c.LockTimeout))
+	if c.LeaseDuration > 0 && c.LeaseDuration < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("idem: LeaseDuration %v is too short to renew (minimum 100ms)", c.LeaseDuration))
+	}
+	if c.MaxLeaseLife > 0 && c.MaxLeaseLife < c.LeaseDuration {
+		errs = append(errs, fmt.Errorf("idem: MaxLeaseLife %v is shorter than LeaseDuration %v", c.MaxLeaseLife, c.LeaseDuration))
 	}
 	sizes := []struct {
 		name string

@@ -12,16 +12,16 @@ import (
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	store := pgstore.New(nil) // never used: construction does not touch the store
+	st := pgstore.New(nil) // never used: construction does not touch the st
 
 	t.Run("ZeroValueGetsDocumentedDefaults", func(t *testing.T) {
 		t.Parallel()
-		mw, err := idem.New(store, idem.Config{})
+		mw, err := idem.New(st, idem.Config{})
 		require.NoError(t, err)
 		c := mw.Config()
 		require.Equal(t, idem.ModeLeased, c.Mode)
 		require.Equal(t, "Idempotency-Key", c.Header)
-		require.Equal(t, 30*time.Second, c.LockTimeout)
+		require.Equal(t, 30*time.Second, c.LeaseDuration)
 		require.Equal(t, 48*time.Hour, c.TTL)
 		require.Equal(t, 5*time.Second, c.WaitTimeout)
 		require.Equal(t, time.Second, c.RetryAfter)
@@ -33,7 +33,7 @@ func TestConfig(t *testing.T) {
 
 	t.Run("SecretHeadersAreNeverReplayed", func(t *testing.T) {
 		t.Parallel()
-		mw, err := idem.New(store, idem.Config{ReplayHeaders: []string{"set-cookie", "Authorization", "x-trace", "WWW-Authenticate"}})
+		mw, err := idem.New(st, idem.Config{ReplayHeaders: []string{"set-cookie", "Authorization", "x-trace", "WWW-Authenticate"}})
 		require.NoError(t, err)
 		require.Equal(t, []string{"X-Trace"}, mw.Config().ReplayHeaders)
 	})
@@ -42,12 +42,12 @@ func TestConfig(t *testing.T) {
 		t.Parallel()
 		for name, cfg := range map[string]idem.Config{
 			"NegativeTTL":        {TTL: -time.Second},
-			"NegativeLock":       {LockTimeout: -time.Second},
-			"TinyLock":           {LockTimeout: time.Millisecond},
+			"NegativeLock":       {LeaseDuration: -time.Second},
+			"TinyLock":           {LeaseDuration: time.Millisecond},
 			"NegativeMaxRequest": {MaxRequestBytes: -1},
 			"UnknownMode":        {Mode: idem.Mode(7)},
 		} {
-			_, err := idem.New(store, cfg)
+			_, err := idem.New(st, cfg)
 			require.Error(t, err, name)
 		}
 		_, err := idem.New(nil, idem.Config{})

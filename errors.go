@@ -2,24 +2,15 @@ package idem
 
 import "errors"
 
-// Errors a Store returns. Stores translate their driver's errors into these
-// at their boundary, so the middleware never inspects a driver error.
+// Causes a leased-mode handler's context is cancelled with (see
+// context.Cause), besides store.ErrLeaseLost when another attempt took the
+// key over.
 var (
-	// ErrNotFound: the key has no record.
-	ErrNotFound = errors.New("idem: record not found")
-	// ErrLockLost: the attempt's fencing token no longer holds the record;
-	// another attempt re-acquired it.
-	ErrLockLost = errors.New("idem: lock lost to another attempt")
-	// ErrWaitTimeout: a transaction waited longer than TxOptions.LockWait for
-	// another transaction holding the same key.
-	ErrWaitTimeout = errors.New("idem: timed out waiting for a concurrent request with the same key")
-	// ErrKeyExists: a deferred claim (Config.DeferClaim) found the key
-	// already recorded when the request completed; the store aborted the
-	// transaction with the handler's writes, and the middleware answers the
-	// request from the record.
-	ErrKeyExists = errors.New("idem: the key is already recorded; this attempt is discarded")
-	// ErrTxAborted: the transaction was aborted by an earlier error (in
-	// PostgreSQL, a failed statement the handler did not roll back to a
-	// savepoint); nothing more can run in it.
-	ErrTxAborted = errors.New("idem: transaction aborted by an earlier error")
+	// ErrLeaseExpired: no renewal succeeded for a whole lease (the store
+	// was unreachable); another attempt may hold the key by now.
+	ErrLeaseExpired = errors.New("idem: lease expired without a successful renewal")
+	// ErrLeaseMaxLife: the handler ran past Config.MaxLeaseLife. Renewal
+	// stops, so the key is free for a retry once the lease runs out, and
+	// whatever the handler answers afterwards is not stored.
+	ErrLeaseMaxLife = errors.New("idem: the handler ran past the lease's maximum life")
 )

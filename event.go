@@ -16,7 +16,7 @@ const (
 	OutcomeInvalidBody Outcome = "invalid_body" // 400 or 413: the body cannot be fingerprinted
 	OutcomeNoScope     Outcome = "no_scope"     // 401: the request has no user
 	OutcomeStoreError  Outcome = "store_error"  // 503: the store failed; the handler did not run or was rolled back
-	OutcomeLockLost    Outcome = "lock_lost"    // the lease was lost to another attempt; the handler's work was rolled back
+	OutcomeLeaseLost   Outcome = "lease_lost"   // the key passed to another attempt, or the lease lapsed or ran past its maximum life; the handler's work was rolled back
 	OutcomeAbandoned   Outcome = "abandoned"    // the client left or the handler panicked; the work was rolled back
 )
 
@@ -31,12 +31,12 @@ type Event struct {
 	Outcome    Outcome
 	StatusCode int
 	Duration   time.Duration
-	// Reacquired: the request took over a FAILED or lock-expired record.
+	// Reacquired: the request took over a FAILED, lease-expired or expired record.
 	Reacquired bool
 	// Renewals counts the lease renewals while the handler ran.
 	Renewals int
 	// Err is the store error behind OutcomeStoreError, or what went wrong
-	// behind OutcomeAbandoned and OutcomeLockLost. It names no body.
+	// behind OutcomeAbandoned and OutcomeLeaseLost. It names no body.
 	Err error
 	// Route is the pattern of the http.ServeMux route that matched
 	// (http.Request.Pattern), such as "POST /v1/transactions", or "" when

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/idem-dev/idem/internal/jcs"
+	"github.com/idem-dev/idem/store"
 )
 
 // FingerprintVersion is the version of the fingerprint algorithm new
@@ -25,20 +26,20 @@ var fingerprinters = map[int]func(r *http.Request, body []byte) ([]byte, error){
 
 // NewFingerprint fingerprints a request with the current algorithm. It
 // fails when a JSON body cannot be canonicalised.
-func NewFingerprint(r *http.Request, body []byte) (Fingerprint, error) {
+func NewFingerprint(r *http.Request, body []byte) (store.Fingerprint, error) {
 	return fingerprintWith(FingerprintVersion, r, body)
 }
 
-func fingerprintWith(version int, r *http.Request, body []byte) (Fingerprint, error) {
+func fingerprintWith(version int, r *http.Request, body []byte) (store.Fingerprint, error) {
 	fn, ok := fingerprinters[version]
 	if !ok {
-		return Fingerprint{}, fmt.Errorf("idem: unknown fingerprint version %d", version)
+		return store.Fingerprint{}, fmt.Errorf("idem: unknown fingerprint version %d", version)
 	}
 	h, err := fn(r, body)
 	if err != nil {
-		return Fingerprint{}, err
+		return store.Fingerprint{}, err
 	}
-	return Fingerprint{Version: version, Method: r.Method, Path: r.URL.RequestURI(), Hash: h}, nil
+	return store.Fingerprint{Version: version, Method: r.Method, Path: r.URL.RequestURI(), Hash: h}, nil
 }
 
 // fingerprintV1 is SHA-256 over length-prefixed fields: a version tag, the

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,9 +29,9 @@ func TestRecordsAreComparedWithTheirOwnVersion(t *testing.T) {
 	require.NotEqual(t, old.Hash, current.Hash)
 
 	m := &Middleware{}
-	q := &request{r: r, body: []byte(body), fp: current}
+	q := &request{r: r, body: []byte(body), claim: store.Claim{Fingerprint: current}}
 	require.True(t, m.sameRequest(q, old), "the old record is compared with the old algorithm")
-	changed := &request{r: r, body: []byte(`{"amount":101}`), fp: current}
+	changed := &request{r: r, body: []byte(`{"amount":101}`), claim: store.Claim{Fingerprint: current}}
 	require.False(t, m.sameRequest(changed, old))
 	_, err = fingerprintWith(next+1, r, []byte(body))
 	require.ErrorContains(t, err, "unknown fingerprint version")

@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
-func fingerprint(t *testing.T, method, target, ctype, body string) idem.Fingerprint {
+func fingerprint(t *testing.T, method, target, ctype, body string) store.Fingerprint {
 	t.Helper()
 	r := httptest.NewRequest(method, target, strings.NewReader(body))
 	if ctype != "" {
@@ -43,7 +44,7 @@ func TestFingerprint(t *testing.T) {
 
 	t.Run("DifferentRequestsDiffer", func(t *testing.T) {
 		t.Parallel()
-		others := map[string]idem.Fingerprint{
+		others := map[string]store.Fingerprint{
 			"Body":       fingerprint(t, "POST", "/v1/payments?a=1", "application/json", `{"b":2,"a":"é"}`),
 			"Method":     fingerprint(t, "PUT", "/v1/payments?a=1", "application/json", `{"b":1,"a":"é"}`),
 			"Path":       fingerprint(t, "POST", "/v1/refunds?a=1", "application/json", `{"b":1,"a":"é"}`),

@@ -5,22 +5,24 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/idem-dev/idem/store"
 )
 
-// ErrLeaseExpired is the cause a leased-mode handler's context is
-// cancelled with when no renewal has succeeded for a whole lease: another
-// attempt may hold the key by now.
-var ErrLeaseExpired = errors.New("idem: lease expired without a successful renewal")
-
-// keepLease renews a leased-mode lock every third of LockTimeout while the
-// handler runs, so a slow but live request keeps its key. The handler's
-// context is cancelled (through lost) when another attempt has taken the
-// lock, and also when no renewal has succeeded for a whole lease counted
-// from claimedAt (taken before the claim was sent): the store may be
-// unreachable, but the lock has lapsed all the same, and a retry elsewhere
-// may be running. stop ends the renewals, waits for the last one, and
-// returns their count; it may be called more than once.
-func (m *Middleware) keepLease(l Lock, claimedAt time.Time, lost context.CancelCauseFunc) (stop func() int) {
+// keepLease renews a leased-mode claim every third of LeaseDuration while
+// the handler runs, so a slow but live request keeps its key. It cancels
+// the handler's context (through lost):
+//   - with store.ErrLeaseLost when another attempt has taken the key;
+//   - with ErrLeaseExpired when no renewal has succeeded for a whole lease
+//     counted from claimedAt (taken before the claim was sent): the store
+//     may be unreachable, but the lease has lapsed all the same;
+//   - with ErrLeaseMaxLife at MaxLeaseLife after claimedAt: renewal stops,
+//     so a hung handler cannot hold its key for ever; the lease runs out
+//     and a retry may take the key.
+//
+// stop ends the renewals, waits for the last one, and returns their count;
+// it may be called more than once.
+func (m *Middleware) keepLease(a store.Attempt, claimedAt time.Time, lost context.CancelCauseFunc) (stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
 		wg       sync.WaitGroup
@@ -30,12 +32,17 @@ func (m *Middleware) keepLease(l Lock, claimedAt time.Time, lost context.CancelC
 		// The lease is good until the last successful renewal's send time
 		// plus its length: the database's clock started later, so this
 		// errs on the side of giving up early.
-		deadline := claimedAt.Add(m.cfg.LockTimeout)
-		t := time.NewTicker(m.cfg.LockTimeout / 3)
+		deadline := claimedAt.Add(m.cfg.LeaseDuration)
+		maxLife := time.NewTimer(time.Until(claimedAt.Add(m.cfg.MaxLeaseLife)))
+		defer maxLife.Stop()
+		t := time.NewTicker(m.cfg.LeaseDuration / 3)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
+				return
+			case <-maxLife.C:
+				lost(ErrLeaseMaxLife)
 				return
 			case <-t.C:
 			}
@@ -45,14 +52,14 @@ func (m *Middleware) keepLease(l Lock, claimedAt time.Time, lost context.CancelC
 				return
 			}
 			rctx, rcancel := context.WithDeadline(ctx, deadline)
-			err := m.store.Renew(rctx, l, m.cfg.LockTimeout)
+			err := m.store.Renew(rctx, a, m.cfg.LeaseDuration)
 			rcancel()
 			switch {
 			case err == nil:
 				renewals++
-				deadline = sent.Add(m.cfg.LockTimeout)
-			case errors.Is(err, ErrLockLost):
-				lost(ErrLockLost)
+				deadline = sent.Add(m.cfg.LeaseDuration)
+			case errors.Is(err, store.ErrLeaseLost):
+				lost(store.ErrLeaseLost)
 				return
 			}
 			// Other errors: the store is unreachable for now; the next

@@ -9,7 +9,7 @@ import (
 // that carried a key, message "idempotent request", with the attributes
 // user, key, method, path, route, mode, outcome, status and duration, and
 // reacquired, renewals and error when they say something. A store error is
-// logged at level Error; a lost lock or an abandoned request at Warn;
+// logged at level Error; a lost lease or an abandoned request at Warn;
 // everything else at Info. It never logs a request or response body: an
 // Event holds none.
 //
@@ -20,7 +20,7 @@ func LogEvents(logger *slog.Logger) func(Event) {
 		switch e.Outcome {
 		case OutcomeStoreError:
 			level = slog.LevelError
-		case OutcomeLockLost, OutcomeAbandoned:
+		case OutcomeLeaseLost, OutcomeAbandoned:
 			level = slog.LevelWarn
 		}
 		ctx := context.Background()

@@ -1,11 +1,5 @@
 package idem
 
-import (
-	"encoding/json"
-	"net/http"
-	"strconv"
-)
-
 // ProblemType names a kind of problem response. The full type URI is
 // Config.ProblemTypeBase followed by the name; docs/problems.md documents
 // each one.
@@ -20,7 +14,7 @@ const (
 	ProblemScopeMissing     ProblemType = "scope-missing"      // 401: the request has no authenticated user
 	ProblemKeyReused        ProblemType = "key-reused"         // 422: the key was first used for a different request
 	ProblemInFlight         ProblemType = "in-flight"          // 409 with Retry-After: another request with the key is running
-	ProblemLockLost         ProblemType = "lock-lost"          // 409 with Retry-After: the lease passed to a retry; this attempt was rolled back
+	ProblemLeaseLost        ProblemType = "lease-lost"         // 409 with Retry-After: the key passed to a retry; this attempt was rolled back
 	ProblemStoreUnavailable ProblemType = "store-unavailable"  // 503: the key store failed; nothing ran, or it was rolled back
 	ProblemResponseTooLarge ProblemType = "response-too-large" // 500, stored: the request took effect but its response exceeded Config.MaxResponseBytes
 )
@@ -33,41 +27,7 @@ var problemTitles = map[ProblemType]string{
 	ProblemScopeMissing:     "Unauthenticated",
 	ProblemKeyReused:        "Idempotency key reused",
 	ProblemInFlight:         "Request in flight",
-	ProblemLockLost:         "Idempotency lock lost",
+	ProblemLeaseLost:        "Idempotency key lost to a retry",
 	ProblemStoreUnavailable: "Idempotency store unavailable",
 	ProblemResponseTooLarge: "Response too large to store",
-}
-
-// problem is an RFC 9457 problem details object.
-type problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
-}
-
-// problemBody renders a problem details body.
-func (m *Middleware) problemBody(t ProblemType, status int, detail string) []byte {
-	b, err := json.Marshal(problem{Type: m.cfg.ProblemTypeBase + string(t), Title: problemTitles[t], Status: status, Detail: detail})
-	if err != nil {
-		panic("idem: marshal problem: " + err.Error()) // a struct of strings and an int always marshals
-	}
-	return append(b, '\n')
-}
-
-// writeProblem sends a problem response. A 409 that the client should
-// retry carries Retry-After.
-func (m *Middleware) writeProblem(w http.ResponseWriter, t ProblemType, status int, detail string) {
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	if t == ProblemInFlight || t == ProblemLockLost {
-		h.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
-	}
-	w.WriteHeader(status)
-	_, _ = w.Write(m.problemBody(t, status, detail))
-}
-
-func (m *Middleware) retryAfterSeconds() int {
-	s := int((m.cfg.RetryAfter + 999_999_999) / 1_000_000_000)
-	return max(s, 1)
 }

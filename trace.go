@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"time"
+
+	"github.com/idem-dev/idem/store"
 )
 
 // The store operations a TraceFunc sees. Inside a transaction the key
@@ -26,9 +28,9 @@ const (
 // block.
 //
 // The error is the store's, unchanged: ErrNotFound from a Get of an unused
-// key, ErrLockLost from a fenced write that another attempt overtook,
+// key, ErrLeaseLost from a fenced write that another attempt overtook,
 // ErrWaitTimeout from a bounded wait, ErrKeyExists from a deferred claim
-// (Config.DeferClaim) that found its key recorded. They are answers, not
+// (Config.DeferClaim) that found its key recorded: all from package store. They are answers, not
 // failures; tell them apart with errors.Is. A deferred claim is reported as
 // an OpInsert once it has run, with no time of its own.
 //
@@ -86,63 +88,63 @@ func TraceAll(fns ...TraceFunc) TraceFunc {
 // traced wraps a store so that every operation is reported to trace. New
 // wraps only when Config.TraceFunc is set: without it the middleware calls
 // the store itself, at no cost.
-func traced(s Store, trace TraceFunc) Store {
+func traced(s store.Store, trace TraceFunc) store.Store {
 	return &tracedStore{tracedKeys: tracedKeys{k: s, trace: trace}, s: s}
 }
 
 type tracedKeys struct {
-	k     Keys
+	k     store.Keys
 	trace TraceFunc
 }
 
-func (t tracedKeys) Get(ctx context.Context, scope, key string) (*Record, error) {
+func (t tracedKeys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	ctx, end := t.trace(ctx, OpGet)
 	rec, err := t.k.Get(ctx, scope, key)
 	end(err)
 	return rec, err
 }
 
-func (t tracedKeys) Insert(ctx context.Context, c Claim) (*Record, bool, error) {
+func (t tracedKeys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
 	ctx, end := t.trace(ctx, OpInsert)
 	rec, inserted, err := t.k.Insert(ctx, c)
 	end(err)
 	return rec, inserted, err
 }
 
-func (t tracedKeys) Reacquire(ctx context.Context, c Claim, prevToken string) (bool, error) {
+func (t tracedKeys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	ctx, end := t.trace(ctx, OpReacquire)
 	won, err := t.k.Reacquire(ctx, c, prevToken)
 	end(err)
 	return won, err
 }
 
-func (t tracedKeys) Complete(ctx context.Context, l Lock, resp Response) error {
+func (t tracedKeys) Complete(ctx context.Context, a store.Attempt, resp store.Response) error {
 	ctx, end := t.trace(ctx, OpComplete)
-	err := t.k.Complete(ctx, l, resp)
+	err := t.k.Complete(ctx, a, resp)
 	end(err)
 	return err
 }
 
-func (t tracedKeys) Fail(ctx context.Context, l Lock) error {
+func (t tracedKeys) Fail(ctx context.Context, a store.Attempt) error {
 	ctx, end := t.trace(ctx, OpFail)
-	err := t.k.Fail(ctx, l)
+	err := t.k.Fail(ctx, a)
 	end(err)
 	return err
 }
 
-func (t tracedKeys) Renew(ctx context.Context, l Lock, d time.Duration) error {
+func (t tracedKeys) Renew(ctx context.Context, a store.Attempt, d time.Duration) error {
 	ctx, end := t.trace(ctx, OpRenew)
-	err := t.k.Renew(ctx, l, d)
+	err := t.k.Renew(ctx, a, d)
 	end(err)
 	return err
 }
 
 type tracedStore struct {
 	tracedKeys
-	s Store
+	s store.Store
 }
 
-func (t *tracedStore) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
+func (t *tracedStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
 	tctx, end := t.trace(ctx, OpBegin)
 	tx, err := t.s.Begin(tctx, opts)
 	end(err)
@@ -152,43 +154,49 @@ func (t *tracedStore) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 	return &tracedTx{tracedKeys: tracedKeys{k: tx, trace: t.trace}, tx: tx}, nil
 }
 
+// tracedTx is a traced transaction. It has every capability of
+// store.Tx's, passing each through when the store's transaction has it.
 type tracedTx struct {
 	tracedKeys
-	tx Tx
+	tx store.Tx
 	// ended: Commit or Rollback ran, so a later Rollback is the deferred
 	// no-op and is not reported. Only the request's goroutine uses a Tx.
 	ended bool
-	// claimReported: a deferred claim's result was reported as OpInsert.
+	// ctx is the context of the completion a deferred claim travels with,
+	// and claimReported whether its result was reported.
+	ctx           context.Context
 	claimReported bool
 }
 
-// DeferClaim passes a deferred claim (see claimDeferringTx) through to the
-// store's transaction when it can take one.
-func (t *tracedTx) DeferClaim(c Claim) bool {
-	dt, ok := t.tx.(claimDeferringTx)
-	return ok && dt.DeferClaim(c)
+var (
+	_ store.ClaimDeferrer   = (*tracedTx)(nil)
+	_ store.CommitCompleter = (*tracedTx)(nil)
+)
+
+func (t *tracedTx) DeferClaim(c store.Claim) bool {
+	dc, ok := t.tx.(store.ClaimDeferrer)
+	return ok && dc.DeferClaim(c)
 }
 
-// ClaimResult passes through the deferred claim's result, reporting it
-// (see reportClaim).
-func (t *tracedTx) ClaimResult(ctx context.Context) (ran bool, err error) {
-	ran, err = t.tx.(claimDeferringTx).ClaimResult(ctx)
+// DeferredClaimResult passes the deferred claim's result through, and
+// reports it once it has run, as an OpInsert with no time of its own: its
+// round trip is the completion's it travelled with.
+func (t *tracedTx) DeferredClaimResult() (ran bool, err error) {
+	dc, ok := t.tx.(store.ClaimDeferrer)
+	if !ok {
+		return false, nil
+	}
+	ran, err = dc.DeferredClaimResult()
 	if ran && !t.claimReported {
 		t.claimReported = true
+		ctx := t.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
 		_, end := t.trace(ctx, OpInsert)
 		end(err)
 	}
 	return ran, err
-}
-
-// reportClaim reports a deferred claim once it has run (see ClaimResult),
-// as an OpInsert with no time of its own: its round trip is the
-// completion's it travelled with. ErrKeyExists is an answer (a duplicate),
-// not a failure.
-func (t *tracedTx) reportClaim(ctx context.Context) {
-	if _, ok := t.tx.(claimDeferringTx); ok {
-		_, _ = t.ClaimResult(ctx)
-	}
 }
 
 func (t *tracedTx) Context(ctx context.Context) context.Context { return t.tx.Context(ctx) }
@@ -201,22 +209,23 @@ func (t *tracedTx) Commit(ctx context.Context) error {
 	return err
 }
 
-// CompleteAndCommit passes the pipelined completion and commit (see
-// completingTx) through to the store's transaction when it has them, else
-// runs Complete then Commit. Both operations are reported, as always; the
-// one round trip they share is timed under OpComplete, and OpCommit follows
-// it with no time of its own, with the commit's error.
-func (t *tracedTx) CompleteAndCommit(ctx context.Context, l Lock, resp Response) (completed bool, err error) {
-	ct, ok := t.tx.(completingTx)
+// CompleteAndCommit passes the one-step completion and commit through to
+// the store's transaction when it has it, else runs Complete then Commit.
+// Both operations are reported, as always; the one round trip they share
+// is timed under OpComplete, and OpCommit follows it with no time of its
+// own, with the commit's error.
+func (t *tracedTx) CompleteAndCommit(ctx context.Context, a store.Attempt, resp store.Response) (completed bool, err error) {
+	cc, ok := t.tx.(store.CommitCompleter)
 	if !ok {
-		if err := t.Complete(ctx, l, resp); err != nil {
+		if err := t.Complete(ctx, a, resp); err != nil {
 			return false, err
 		}
 		return true, t.Commit(ctx)
 	}
 	tctx, end := t.trace(ctx, OpComplete)
-	completed, err = ct.CompleteAndCommit(tctx, l, resp)
-	t.reportClaim(ctx)
+	completed, err = cc.CompleteAndCommit(tctx, a, resp)
+	t.ctx = ctx
+	_, _ = t.DeferredClaimResult()
 	if !completed {
 		end(err)
 		return false, err

@@ -4,18 +4,19 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/stretchr/testify/require"
 )
 
-// unusedStore is a Store that is never called: construction alone is
+// unusedStore is a store.Store that is never called: construction alone is
 // under test.
-type unusedStore struct{ Store }
+type unusedStore struct{ store.Store }
 
 // Without a TraceFunc the middleware holds the caller's store itself: no
 // wrapper, no indirection, no allocation per operation.
 func TestNilTraceFuncCallsStoreDirectly(t *testing.T) {
 	t.Parallel()
-	var s Store = unusedStore{}
+	var s store.Store = unusedStore{}
 	m, err := New(s, Config{})
 	require.NoError(t, err)
 	require.Equal(t, s, m.store)

@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 type spanKey struct{}
@@ -34,7 +35,7 @@ func (r *recorder) trace(ctx context.Context, op string) (context.Context, func(
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch {
-		case errors.Is(err, idem.ErrNotFound):
+		case errors.Is(err, store.ErrNotFound):
 			op += ":not_found"
 		case err != nil:
 			op += ":error"
@@ -105,9 +106,9 @@ func TestTraceFunc(t *testing.T) {
 			{idem.ModeLeased, []string{"get:not_found", "insert", "begin", "complete", "commit"}},
 			{idem.ModeAtomic, []string{"get:not_found", "begin", "insert", "complete", "commit"}},
 		} {
-			store, _ := tracedStore(t)
+			st, _ := tracedStore(t)
 			rec := &recorder{}
-			mw, err := idem.New(store, idem.Config{Mode: tc.mode, TraceFunc: rec.trace})
+			mw, err := idem.New(st, idem.Config{Mode: tc.mode, TraceFunc: rec.trace})
 			require.NoError(t, err)
 			h := mw.Require(created)
 			w := httptest.NewRecorder()
@@ -124,9 +125,9 @@ func TestTraceFunc(t *testing.T) {
 
 	t.Run("ItsContextReachesTheDriver", func(t *testing.T) {
 		t.Parallel()
-		store, qt := tracedStore(t)
+		st, qt := tracedStore(t)
 		rec := &recorder{}
-		mw, err := idem.New(store, idem.Config{TraceFunc: rec.trace})
+		mw, err := idem.New(st, idem.Config{TraceFunc: rec.trace})
 		require.NoError(t, err)
 		w := httptest.NewRecorder()
 		mw.Require(created).ServeHTTP(w, keyed("k1", `{}`))
@@ -179,7 +180,7 @@ func BenchmarkTraceFunc(b *testing.B) {
 	pool := pgtest.Pool(b, 4)
 	_, err := pgstore.Migrate(context.Background(), pool)
 	require.NoError(b, err)
-	store := pgstore.New(pool)
+	st := pgstore.New(pool)
 	noop := func(error) {}
 	for _, bc := range []struct {
 		name  string
@@ -190,7 +191,7 @@ func BenchmarkTraceFunc(b *testing.B) {
 		{"Metrics", metrics.New(prometheus.NewRegistry()).Trace},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			mw, err := idem.New(store, idem.Config{TraceFunc: bc.trace})
+			mw, err := idem.New(st, idem.Config{TraceFunc: bc.trace})
 			require.NoError(b, err)
 			h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(201) }))
 			h.ServeHTTP(httptest.NewRecorder(), keyed("bench-"+bc.name, `{}`))

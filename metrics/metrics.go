@@ -34,6 +34,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -146,7 +147,7 @@ func (m *Metrics) Trace(ctx context.Context, op string) (context.Context, func(e
 	return ctx, func(err error) {
 		result := resultOf(err)
 		m.storeDuration.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
-		if result == "lock_lost" {
+		if result == "lease_lost" {
 			m.fencing.WithLabelValues(op).Inc()
 		}
 	}
@@ -156,13 +157,13 @@ func resultOf(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.Is(err, idem.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return "not_found"
-	case errors.Is(err, idem.ErrLockLost):
-		return "lock_lost"
-	case errors.Is(err, idem.ErrWaitTimeout):
+	case errors.Is(err, store.ErrLeaseLost):
+		return "lease_lost"
+	case errors.Is(err, store.ErrWaitTimeout):
 		return "wait_timeout"
-	case errors.Is(err, idem.ErrKeyExists):
+	case errors.Is(err, store.ErrKeyExists):
 		return "key_exists"
 	}
 	return "error"
@@ -173,7 +174,7 @@ func resultOf(err error) string {
 func (m *Metrics) ObserveSweep(b sweeper.Batch) {
 	result := "ok"
 	switch {
-	case errors.Is(b.Err, idem.ErrSweepBusy):
+	case errors.Is(b.Err, store.ErrSweepBusy):
 		result = "busy"
 	case b.Err != nil:
 		result = "error"

@@ -18,6 +18,7 @@ import (
 	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -73,12 +74,12 @@ func hasLabels(m *dto.Metric, labels []string) bool {
 
 // server serves two routes behind the middleware: /v1/payments answers the
 // X-Status header's status (201 by default), /v1/slow takes 250ms.
-func server(t *testing.T, store idem.Store, m *metrics.Metrics) http.Handler {
+func server(t *testing.T, st store.Store, m *metrics.Metrics) http.Handler {
 	t.Helper()
-	mw, err := idem.New(store, idem.Config{
-		LockTimeout: 150 * time.Millisecond,
-		ObserveFunc: m.Observe,
-		TraceFunc:   m.Trace,
+	mw, err := idem.New(st, idem.Config{
+		LeaseDuration: 150 * time.Millisecond,
+		ObserveFunc:   m.Observe,
+		TraceFunc:     m.Trace,
 	})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
@@ -166,9 +167,9 @@ func TestMetrics(t *testing.T) {
 	t.Run("CountsStoreErrors", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
-		store := newStore(t)
-		h := server(t, store, metrics.New(reg))
-		store.Pool().Close()
+		st := newStore(t)
+		h := server(t, st, metrics.New(reg))
+		st.Pool().Close()
 		require.Equal(t, 503, do(h, "/v1/payments", "k1", `{}`, ""))
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", route, "outcome", string(idem.OutcomeStoreError)))
 		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpGet, "result", "error"))
@@ -180,10 +181,10 @@ func TestMetrics(t *testing.T) {
 		m := metrics.New(reg)
 		for _, op := range []string{idem.OpComplete, idem.OpRenew} {
 			_, end := m.Trace(context.Background(), op)
-			end(idem.ErrLockLost)
+			end(store.ErrLeaseLost)
 		}
 		require.Equal(t, 2.0, value(t, reg, "idem_fencing_rejections_total"))
-		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpRenew, "result", "lock_lost"))
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpRenew, "result", "lease_lost"))
 	})
 
 	t.Run("RouteFallsBackForUnroutedRequests", func(t *testing.T) {
@@ -202,20 +203,20 @@ func TestMetrics(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
 		m := metrics.New(reg)
-		store := newStore(t)
-		_, err := store.Pool().Exec(context.Background(), `
+		st := newStore(t)
+		_, err := st.Pool().Exec(context.Background(), `
 INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
        fingerprint_version, status, lock_token, locked_at, lock_expires_at, created_at, expires_at)
 SELECT 'alice', 'k' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'PROCESSING',
        gen_random_uuid(), now(), now(), now(), now() - interval '1 second'
   FROM generate_series(1, 7) AS i`)
 		require.NoError(t, err)
-		sw, err := sweeper.New(store, sweeper.Config{BatchSize: 3, Pause: -1, ObserveFunc: m.ObserveSweep})
+		sw, err := sweeper.New(st, sweeper.Config{BatchSize: 3, Pause: -1, ObserveFunc: m.ObserveSweep})
 		require.NoError(t, err)
 		n, err := sw.Once(context.Background())
 		require.NoError(t, err)
 		require.Equal(t, 7, n)
-		m.ObserveSweep(sweeper.Batch{Err: idem.ErrSweepBusy})
+		m.ObserveSweep(sweeper.Batch{Err: store.ErrSweepBusy})
 		require.Equal(t, 7.0, value(t, reg, "idem_sweep_deleted_total"))
 		require.Equal(t, 3.0, value(t, reg, "idem_sweep_batches_total", "result", "ok"))
 		require.Equal(t, 1.0, value(t, reg, "idem_sweep_batches_total", "result", "busy"))

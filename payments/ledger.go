@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // Ledger is the storage a Service runs on: one small implementation per
@@ -43,7 +43,7 @@ type Ledger interface {
 	// ReleaseKeys clears the Idempotency-Key of the deposits and
 	// transactions that carry one of keys, and returns how many it cleared.
 	// Keys whose Scope is not a user id are ignored.
-	ReleaseKeys(ctx context.Context, keys []idem.KeyRef) (int64, error)
+	ReleaseKeys(ctx context.Context, keys []store.KeyRef) (int64, error)
 	// ReleaseExpiredKeys clears, at most limit at a time, the
 	// Idempotency-Key of deposits and transactions whose key record in the
 	// idem store has expired or is gone. It returns how many it cleared.

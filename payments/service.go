@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments/money"
+	"github.com/idem-dev/idem/store"
 )
 
 // DefaultMaxBalance is Config.MaxBalance's default: 10^18 minor units, well
@@ -335,7 +335,7 @@ func (s *Service) Reconcile(ctx context.Context, userID string) error {
 //
 // There ctx carries the sweep's transaction, so the keys are freed with
 // the records or not at all.
-func (s *Service) ReleaseKeys(ctx context.Context, deleted []idem.KeyRef) error {
+func (s *Service) ReleaseKeys(ctx context.Context, deleted []store.KeyRef) error {
 	if len(deleted) == 0 {
 		return nil
 	}

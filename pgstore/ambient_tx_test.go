@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 // When the request's transaction cannot begin (the client has gone, the
@@ -26,19 +27,19 @@ import (
 func TestAmbientQueryReturnsErrorRowsWhenBeginFails(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := newStore(t)
-	tx, err := store.Begin(ctx, idem.TxOptions{})
+	st := newStore(t)
+	tx, err := st.Begin(ctx, store.TxOptions{})
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 
 	gone, cancel := context.WithCancel(tx.Context(ctx))
 	cancel() // the client went away before the handler's first query
 
-	poolRows, poolErr := store.Pool().Query(gone, `SELECT 1`)
+	poolRows, poolErr := st.Pool().Query(gone, `SELECT 1`)
 	require.Error(t, poolErr)
 	require.NotNil(t, poolRows, "the pool returns Rows carrying the error")
 
-	db := pgstore.DB(gone, store.Pool())
+	db := pgstore.DB(gone, st.Pool())
 	require.NotPanics(t, func() {
 		rows, _ := db.Query(gone, `SELECT 1`)
 		_, err := pgx.CollectRows(rows, pgx.RowTo[int32])
@@ -53,11 +54,11 @@ func TestAmbientQueryReturnsErrorRowsWhenBeginFails(t *testing.T) {
 func TestHandlerRollbackCannotWriteOutsideTheKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := newStore(t)
-	pool := store.Pool()
+	st := newStore(t)
+	pool := st.Pool()
 	_, err := pool.Exec(ctx, `CREATE TABLE payments (ref text, amount bigint)`)
 	require.NoError(t, err)
-	mw, err := idem.New(store, idem.Config{Mode: idem.ModeAtomic})
+	mw, err := idem.New(st, idem.Config{Mode: idem.ModeAtomic})
 	require.NoError(t, err)
 	h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		db := pgstore.DB(r.Context(), pool)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 // payments is a handler that writes through the ambient transaction: a
@@ -43,11 +44,11 @@ func payments(pool *pgxpool.Pool, status int) http.Handler {
 
 func setup(t *testing.T, mode idem.Mode, status int) (*pgxpool.Pool, *httptest.Server) {
 	t.Helper()
-	store := newStore(t)
-	pool := store.Pool()
+	st := newStore(t)
+	pool := st.Pool()
 	_, err := pool.Exec(context.Background(), `CREATE TABLE payments (ref text UNIQUE, amount bigint)`)
 	require.NoError(t, err)
-	mw, err := idem.New(store, idem.Config{Mode: mode})
+	mw, err := idem.New(st, idem.Config{Mode: mode})
 	require.NoError(t, err)
 	h := mw.Require(payments(pool, status))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -144,12 +145,12 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 	for _, mode := range []idem.Mode{idem.ModeLeased, idem.ModeAtomic} {
 		t.Run(strings.ToUpper(mode.String()[:1])+mode.String()[1:], func(t *testing.T) {
 			t.Parallel()
-			store := newStore(t)
+			st := newStore(t)
 			ran := false
-			mw, err := idem.New(store, idem.Config{Mode: mode})
+			mw, err := idem.New(st, idem.Config{Mode: mode})
 			require.NoError(t, err)
 			h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { ran = true }))
-			store.Pool().Close() // the database is gone
+			st.Pool().Close() // the database is gone
 			req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader("{}"))
 			req.Header.Set("Idempotency-Key", "k1")
 			rec := httptest.NewRecorder()
@@ -167,13 +168,13 @@ func TestStoreUnavailableFailsClosed(t *testing.T) {
 // for READ COMMITTED whatever the database's default.
 func TestAtomicModeUnderRepeatableReadDefault(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
-	cfg := store.Pool().Config()
+	st := newStore(t)
+	cfg := st.Pool().Config()
 	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "repeatable read"
 	rrPool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	defer rrPool.Close()
-	tx, err := pgstore.New(rrPool).Begin(context.Background(), idem.TxOptions{})
+	tx, err := pgstore.New(rrPool).Begin(context.Background(), store.TxOptions{})
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(context.Background()) }()
 	var level string
@@ -187,12 +188,12 @@ func TestAtomicModeUnderRepeatableReadDefault(t *testing.T) {
 // its first statement.
 func TestLeasedHandlerHoldsNoConnectionUntilItWrites(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
-	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased})
+	st := newStore(t)
+	mw, err := idem.New(st, idem.Config{Mode: idem.ModeLeased})
 	require.NoError(t, err)
 	var held int32 = -1
 	h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		held = store.Pool().Stat().AcquiredConns()
+		held = st.Pool().Stat().AcquiredConns()
 		w.WriteHeader(http.StatusCreated)
 	}))
 	req := httptest.NewRequest(http.MethodPost, "/pay", strings.NewReader("{}"))
@@ -201,7 +202,7 @@ func TestLeasedHandlerHoldsNoConnectionUntilItWrites(t *testing.T) {
 	h.ServeHTTP(rec, req.WithContext(idem.WithScope(req.Context(), "alice")))
 	require.Equal(t, http.StatusCreated, rec.Code)
 	require.Equal(t, int32(0), held)
-	got, err := store.Get(context.Background(), "alice", "k1")
+	got, err := st.Get(context.Background(), "alice", "k1")
 	require.NoError(t, err)
-	require.Equal(t, idem.StatusCompleted, got.Status)
+	require.Equal(t, store.StatusCompleted, got.Status)
 }

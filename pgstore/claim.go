@@ -1,15 +1,13 @@
 package pgstore
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/idem-dev/idem"
 )
 
 // insertCompletedOrAbort claims the key and completes it in one insert: the
@@ -44,7 +42,7 @@ const (
 
 // deferredClaim is an atomic-mode claim held back until the completion.
 type deferredClaim struct {
-	c   *idem.Claim // nil: no claim deferred
+	c   *store.Claim // nil: no claim deferred
 	ran bool
 	err error
 }
@@ -53,7 +51,7 @@ type deferredClaim struct {
 // records the key and its response in one insert (insertCompletedOrAbort):
 // a fresh request's key costs one statement in the round trip of the
 // COMMIT, and nothing else.
-func (t *Tx) DeferClaim(c idem.Claim) bool {
+func (t *Tx) DeferClaim(c store.Claim) bool {
 	if t.closed || t.claim.c != nil {
 		return false
 	}
@@ -61,8 +59,9 @@ func (t *Tx) DeferClaim(c idem.Claim) bool {
 	return true
 }
 
-// ClaimResult reports whether the deferred claim has run, and its error.
-func (t *Tx) ClaimResult(context.Context) (ran bool, err error) {
+// DeferredClaimResult reports whether the deferred claim has run, and its
+// error.
+func (t *Tx) DeferredClaimResult() (ran bool, err error) {
 	return t.claim.ran, t.claim.err
 }
 
@@ -71,7 +70,7 @@ func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
 
 // queueClaimAndComplete queues the deferred claim with its response on b.
 // The claim's own token is the lock: nothing else held the key.
-func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp idem.Response) error {
+func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) error {
 	r, err := responseArgs(resp)
 	if err != nil {
 		return err
@@ -88,7 +87,7 @@ func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp idem.Response) error {
 // queued and records how the claim went.
 func (t *Tx) claimRan(br pgx.BatchResults) error {
 	_, err := br.Exec()
-	if isDeferred(err) {
+	if isQueued(err) {
 		return err // a write of the handler's failed first: the claim never ran
 	}
 	if err == nil {
@@ -99,7 +98,7 @@ func (t *Tx) claimRan(br pgx.BatchResults) error {
 		return nil
 	}
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero {
-		err = fmt.Errorf("%w (%w)", idem.ErrKeyExists, err)
+		err = fmt.Errorf("%w (%w)", store.ErrKeyExists, err)
 	}
 	t.claim.err = translate(err)
 	return t.claim.err

@@ -24,8 +24,8 @@ func TestLeasedClientDisconnectDoesNotChargeTwice(t *testing.T) {
 	for name, honoursContext := range map[string]bool{"HandlerHonoursContext": true, "HandlerFinishesItsCall": false} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			store := newStore(t)
-			mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased})
+			st := newStore(t)
+			mw, err := idem.New(st, idem.Config{Mode: idem.ModeLeased})
 			require.NoError(t, err)
 			var charges atomic.Int32
 			pay := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 // CompleteAndCommit pipelines the completion and the COMMIT: the fence
@@ -31,7 +31,7 @@ func TestCompleteAndCommit(t *testing.T) {
 	// it with token (the claim's own when empty).
 	run := func(key, token string) (bool, error) {
 		c := newClaim(key)
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		_, inserted, err := tx.Insert(ctx, c)
 		require.NoError(t, err)
@@ -42,10 +42,10 @@ func TestCompleteAndCommit(t *testing.T) {
 			token = c.Token
 		}
 		ct := tx.(interface {
-			CompleteAndCommit(context.Context, idem.Lock, idem.Response) (bool, error)
+			CompleteAndCommit(context.Context, store.Attempt, store.Response) (bool, error)
 		})
-		completed, err := ct.CompleteAndCommit(ctx, idem.Lock{Scope: "alice", Key: key, Token: token},
-			idem.Response{StatusCode: 201, Body: []byte(`{"ok":true}`)})
+		completed, err := ct.CompleteAndCommit(ctx, store.Attempt{Scope: "alice", Key: key, Token: token},
+			store.Response{StatusCode: 201, Body: []byte(`{"ok":true}`)})
 		if err != nil && !completed {
 			require.NoError(t, tx.Rollback(ctx))
 		}
@@ -58,16 +58,16 @@ func TestCompleteAndCommit(t *testing.T) {
 		require.True(t, completed)
 		rec, err := s.Get(ctx, "alice", "ok")
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, store.StatusCompleted, rec.Status)
 		require.Equal(t, `{"ok":true}`, string(rec.Response.Body))
 		require.Equal(t, 1, paid("ok"))
 	})
 	t.Run("LostLockCommitsNothing", func(t *testing.T) {
 		completed, err := run("lost", uuid.NewString())
-		require.ErrorIs(t, err, idem.ErrLockLost)
+		require.ErrorIs(t, err, store.ErrLeaseLost)
 		require.False(t, completed)
 		_, err = s.Get(ctx, "alice", "lost")
-		require.ErrorIs(t, err, idem.ErrNotFound, "the claim was rolled back with the transaction")
+		require.ErrorIs(t, err, store.ErrNotFound, "the claim was rolled back with the transaction")
 		require.Zero(t, paid("lost"), "the handler's write was committed without its key")
 	})
 	require.Zero(t, s.Pool().Stat().AcquiredConns(), "a connection is left checked out")
@@ -83,33 +83,33 @@ func TestDefer(t *testing.T) {
 	s := newStore(t)
 	_, err := s.Pool().Exec(ctx, `CREATE TABLE entries (key text, amount int CHECK (amount > 0))`)
 	require.NoError(t, err)
-	require.False(t, pgstore.Defer(ctx, "entry", `INSERT INTO entries VALUES ('x', 1)`), "no ambient transaction")
+	require.False(t, pgstore.Queue(ctx, "entry", `INSERT INTO entries VALUES ('x', 1)`), "no ambient transaction")
 	count := func(key string) int {
 		var n int
 		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM entries WHERE key = $1`, key).Scan(&n))
 		return n
 	}
 	type completer interface {
-		CompleteAndCommit(context.Context, idem.Lock, idem.Response) (bool, error)
+		CompleteAndCommit(context.Context, store.Attempt, store.Response) (bool, error)
 	}
 	run := func(key string, amount int, readBack bool) (bool, error) {
-		c := idem.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), LockFor: time.Minute, TTL: time.Hour,
-			Fingerprint: idem.Fingerprint{Version: 1, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		c := store.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), Lease: time.Minute, TTL: time.Hour,
+			Fingerprint: store.Fingerprint{Version: 1, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		_, inserted, err := tx.Insert(ctx, c)
 		require.NoError(t, err)
 		require.True(t, inserted)
 		tctx := tx.Context(ctx)
-		require.True(t, pgstore.Defer(tctx, "entry", `INSERT INTO entries VALUES ($1, $2)`, key, amount))
+		require.True(t, pgstore.Queue(tctx, "entry", `INSERT INTO entries VALUES ($1, $2)`, key, amount))
 		if readBack {
 			// A later statement sees the deferred write: it went first.
 			var n int
 			require.NoError(t, pgstore.DB(tctx, s.Pool()).QueryRow(ctx, `SELECT count(*) FROM entries WHERE key = $1`, key).Scan(&n))
 			require.Equal(t, 1, n)
 		}
-		completed, err := tx.(completer).CompleteAndCommit(ctx, idem.Lock{Scope: "alice", Key: key, Token: c.Token},
-			idem.Response{StatusCode: 201})
+		completed, err := tx.(completer).CompleteAndCommit(ctx, store.Attempt{Scope: "alice", Key: key, Token: c.Token},
+			store.Response{StatusCode: 201})
 		if err != nil && !completed {
 			require.NoError(t, tx.Rollback(ctx))
 		}
@@ -122,7 +122,7 @@ func TestDefer(t *testing.T) {
 		require.Equal(t, 1, count("ok"))
 		rec, err := s.Get(ctx, "alice", "ok")
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, store.StatusCompleted, rec.Status)
 	})
 	t.Run("ALaterStatementSeesIt", func(t *testing.T) {
 		_, err := run("seen", 5, true)
@@ -134,13 +134,13 @@ func TestDefer(t *testing.T) {
 		require.ErrorContains(t, err, "entry")
 		require.False(t, completed)
 		_, err = s.Get(ctx, "alice", "bad")
-		require.ErrorIs(t, err, idem.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 		require.Zero(t, count("bad"))
 	})
 	t.Run("RollbackDropsIt", func(t *testing.T) {
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
-		require.True(t, pgstore.Defer(tx.Context(ctx), "entry", `INSERT INTO entries VALUES ('dropped', 1)`))
+		require.True(t, pgstore.Queue(tx.Context(ctx), "entry", `INSERT INTO entries VALUES ('dropped', 1)`))
 		require.NoError(t, tx.Rollback(ctx))
 		require.Zero(t, count("dropped"))
 	})

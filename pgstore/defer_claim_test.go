@@ -20,6 +20,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 // roundTrips counts what a pool sends: each query outside a batch and each
@@ -172,7 +173,7 @@ func TestDeferredClaimDuplicatesWriteOnce(t *testing.T) {
 	require.Equal(t, 1, executed)
 	rec, err := w.store.Get(context.Background(), "alice", key)
 	require.NoError(t, err)
-	require.Equal(t, idem.StatusCompleted, rec.Status)
+	require.Equal(t, store.StatusCompleted, rec.Status)
 	require.Equal(t, 1, rec.Attempts)
 	require.Equal(t, answers[0].body, string(rec.Response.Body))
 }
@@ -216,7 +217,7 @@ func TestDeferredClaimWaitIsBounded(t *testing.T) {
 	key := uuid.NewString()
 
 	ctx := context.Background()
-	holder, err := w.store.Begin(ctx, idem.TxOptions{})
+	holder, err := w.store.Begin(ctx, store.TxOptions{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, holder.Rollback(ctx)) }()
 	c := newClaim(key)
@@ -294,5 +295,5 @@ func TestDeferredClaimIsTraced(t *testing.T) {
 	defer mu.Unlock()
 	require.Len(t, inserts, 2)
 	require.NoError(t, inserts[0])
-	require.ErrorIs(t, inserts[1], idem.ErrKeyExists)
+	require.ErrorIs(t, inserts[1], store.ErrKeyExists)
 }

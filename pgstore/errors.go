@@ -3,9 +3,8 @@ package pgstore
 import (
 	"errors"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/idem-dev/idem"
 )
 
 // PostgreSQL error codes the store translates.
@@ -20,9 +19,9 @@ func translate(err error) error {
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch pgErr.Code {
 		case codeLockNotAvailable:
-			return errors.Join(idem.ErrWaitTimeout, err)
+			return errors.Join(store.ErrWaitTimeout, err)
 		case codeInFailedTx:
-			return errors.Join(idem.ErrTxAborted, err)
+			return errors.Join(store.ErrTxAborted, err)
 		}
 	}
 	return err

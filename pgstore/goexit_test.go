@@ -14,6 +14,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 // A handler that ends its goroutine with runtime.Goexit (t.FailNow in a
@@ -26,11 +27,11 @@ func TestGoexitInHandlerReleasesLeaseAndTx(t *testing.T) {
 		t.Run(strings.ToUpper(mode.String()[:1])+mode.String()[1:], func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			store := newStore(t)
-			pool := store.Pool()
+			st := newStore(t)
+			pool := st.Pool()
 			_, err := pool.Exec(ctx, `CREATE TABLE payments (ref text)`)
 			require.NoError(t, err)
-			mw, err := idem.New(store, idem.Config{Mode: mode, LockTimeout: 300 * time.Millisecond})
+			mw, err := idem.New(st, idem.Config{Mode: mode, LeaseDuration: 300 * time.Millisecond})
 			require.NoError(t, err)
 			h := mw.Require(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
 				_, err := pgstore.DB(r.Context(), pool).Exec(r.Context(), `INSERT INTO payments VALUES ('p')`)
@@ -50,17 +51,17 @@ func TestGoexitInHandlerReleasesLeaseAndTx(t *testing.T) {
 			var n int
 			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM payments`).Scan(&n))
 			require.Zero(t, n, "the handler's write was rolled back")
-			rec, err := store.Get(ctx, "alice", "k1")
+			rec, err := st.Get(ctx, "alice", "k1")
 			if mode == idem.ModeAtomic {
-				require.ErrorIs(t, err, idem.ErrNotFound, "the claim went with the transaction")
+				require.ErrorIs(t, err, store.ErrNotFound, "the claim went with the transaction")
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, idem.StatusFailed, rec.Status, "the key is released for a retry")
+			require.Equal(t, store.StatusFailed, rec.Status, "the key is released for a retry")
 			time.Sleep(400 * time.Millisecond) // longer than a renewal period
-			again, err := store.Get(ctx, "alice", "k1")
+			again, err := st.Get(ctx, "alice", "k1")
 			require.NoError(t, err)
-			require.Equal(t, rec.LockExpiresAt, again.LockExpiresAt, "nothing renews the lease any more")
+			require.Equal(t, rec.LeaseExpiresAt, again.LeaseExpiresAt, "nothing renews the lease any more")
 		})
 	}
 }

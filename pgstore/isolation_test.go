@@ -13,6 +13,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 // The store's own auto-committed writes run at READ COMMITTED whatever the
@@ -29,7 +30,7 @@ func TestLeasedClaimUnderRepeatableReadDefault(t *testing.T) {
 	rrPool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	defer rrPool.Close()
-	store := pgstore.New(rrPool)
+	st := pgstore.New(rrPool)
 
 	var failures []error
 	for round := range 20 {
@@ -43,12 +44,12 @@ func TestLeasedClaimUnderRepeatableReadDefault(t *testing.T) {
 		for range 32 {
 			wg.Go(func() {
 				<-start
-				c := idem.Claim{
+				c := store.Claim{
 					Scope: "alice", Key: key, Token: uuid.NewString(),
-					Fingerprint: idem.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/p", Hash: h[:]},
-					LockFor:     time.Minute, TTL: time.Hour,
+					Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/p", Hash: h[:]},
+					Lease:       time.Minute, TTL: time.Hour,
 				}
-				if _, _, err := store.Insert(ctx, c); err != nil {
+				if _, _, err := st.Insert(ctx, c); err != nil {
 					mu.Lock()
 					failures = append(failures, err)
 					mu.Unlock()

@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/idem-dev/idem"
 )
 
 // conn is what the key operations run on: the pool (each statement its own
@@ -38,29 +37,29 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
   FROM idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2`
 
-func (k keys) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
+func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	return scanRecord(k.db.QueryRow(ctx, selectRecord, scope, key), scope, key)
 }
 
-func scanRecord(row pgx.Row, scope, key string) (*idem.Record, error) {
-	rec := &idem.Record{Scope: scope, Key: key}
+func scanRecord(row pgx.Row, scope, key string) (*store.Record, error) {
+	rec := &store.Record{Scope: scope, Key: key}
 	var (
 		code                 *int32
 		headers, body        []byte
 		resourceT, resourceI *string
 	)
 	err := row.Scan(&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
-		&rec.Status, &rec.Attempts, &rec.LockToken, &rec.LockedAt, &rec.LockExpiresAt, &rec.LockLive,
+		&rec.Status, &rec.Attempts, &rec.Token, &rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
 		&rec.CreatedAt, &rec.ExpiresAt, &rec.Expired)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, idem.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read record: %w", translate(err))
 	}
 	if code != nil {
-		resp := &idem.Response{StatusCode: int(*code), Body: body}
+		resp := &store.Response{StatusCode: int(*code), Body: body}
 		if body == nil {
 			resp.Body = []byte{}
 		}
@@ -92,10 +91,10 @@ ON CONFLICT (user_id, idempotency_key) DO NOTHING`
 // conflict it reads the record with a second statement: in READ COMMITTED a
 // new statement sees the row that a concurrent transaction just committed,
 // which the INSERT's own snapshot may not.
-func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, error) {
+func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
 	fp := c.Fingerprint
 	tag, err := k.bounded(ctx, insertClaim, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
-		c.Token, c.LockFor.Microseconds(), c.TTL.Microseconds())
+		c.Token, c.Lease.Microseconds(), c.TTL.Microseconds())
 	if err != nil {
 		return nil, false, fmt.Errorf("insert claim: %w", err)
 	}
@@ -103,7 +102,7 @@ func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, err
 		return nil, true, nil
 	}
 	rec, err := k.Get(ctx, c.Scope, c.Key)
-	if errors.Is(err, idem.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, false, nil
 	}
 	return rec, false, err
@@ -128,10 +127,10 @@ UPDATE idempotency_keys
         OR (status = 'PROCESSING' AND lock_expires_at <= now())
         OR (status = 'COMPLETED' AND expires_at <= now()))`
 
-func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bool, error) {
+func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	fp := c.Fingerprint
 	tag, err := k.bounded(ctx, reacquire, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
-		c.Token, c.LockFor.Microseconds(), c.TTL.Microseconds(), prevToken)
+		c.Token, c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)
 	if err != nil {
 		return false, fmt.Errorf("re-acquire: %w", err)
 	}
@@ -145,7 +144,7 @@ UPDATE idempotency_keys
        resource_type = nullif($7, ''), resource_id = nullif($8, '')
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
-func (k keys) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	args, err := completeArgs(l, resp)
 	if err != nil {
 		return err
@@ -153,7 +152,7 @@ func (k keys) Complete(ctx context.Context, l idem.Lock, resp idem.Response) err
 	return k.fenced(ctx, "complete", complete, args...)
 }
 
-func completeArgs(l idem.Lock, resp idem.Response) ([]any, error) {
+func completeArgs(l store.Attempt, resp store.Response) ([]any, error) {
 	r, err := responseArgs(resp)
 	if err != nil {
 		return nil, err
@@ -163,7 +162,7 @@ func completeArgs(l idem.Lock, resp idem.Response) ([]any, error) {
 
 // responseArgs are a stored response's parameters: status code, headers
 // (JSON text), body, resource type and id.
-func responseArgs(resp idem.Response) ([]any, error) {
+func responseArgs(resp store.Response) ([]any, error) {
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
 		return nil, fmt.Errorf("encode headers: %w", err)
@@ -191,7 +190,7 @@ UPDATE idempotency_keys
    SET status = 'FAILED', lock_expires_at = now()
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
-func (k keys) Fail(ctx context.Context, l idem.Lock) error {
+func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 	return k.fenced(ctx, "fail", fail, l.Scope, l.Key, l.Token)
 }
 
@@ -200,7 +199,7 @@ UPDATE idempotency_keys
    SET lock_expires_at = now() + $4 * interval '1 microsecond'
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
-func (k keys) Renew(ctx context.Context, l idem.Lock, d time.Duration) error {
+func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
 	return k.fenced(ctx, "renew", renew, l.Scope, l.Key, l.Token, d.Microseconds())
 }
 
@@ -212,7 +211,7 @@ func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 		return fmt.Errorf("%s: %w", op, translate(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", op, idem.ErrLockLost)
+		return fmt.Errorf("%s: %w", op, store.ErrLeaseLost)
 	}
 	return nil
 }

@@ -38,7 +38,7 @@ func TestLeasedHandlerIsCancelledWhenItsLeaseLapses(t *testing.T) {
 	require.NoError(t, err)
 	defer poolA.Close()
 
-	conf := idem.Config{Mode: idem.ModeLeased, LockTimeout: 300 * time.Millisecond}
+	conf := idem.Config{Mode: idem.ModeLeased, LeaseDuration: 300 * time.Millisecond}
 	mwA, err := idem.New(pgstore.New(poolA), conf)
 	require.NoError(t, err)
 	mwB, err := idem.New(base, conf)
@@ -90,7 +90,7 @@ func TestLeasedHandlerIsCancelledWhenItsLeaseLapses(t *testing.T) {
 	for {
 		rec, err := base.Get(ctx, "alice", key)
 		require.NoError(t, err)
-		if !rec.LockLive {
+		if !rec.LeaseLive {
 			break
 		}
 		require.True(t, time.Now().Before(deadline), "A's lease never lapsed")

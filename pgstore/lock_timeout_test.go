@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 // The claim bounds its own wait with lock_timeout and puts the setting
@@ -19,9 +19,9 @@ import (
 func TestClaimRestoresLockTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store := newStore(t)
+	st := newStore(t)
 	taken := "taken-" + uuid.NewString()
-	_, inserted, err := store.Insert(ctx, newClaim(taken))
+	_, inserted, err := st.Insert(ctx, newClaim(taken))
 	require.NoError(t, err)
 	require.True(t, inserted)
 
@@ -30,7 +30,7 @@ func TestClaimRestoresLockTimeout(t *testing.T) {
 		wantInserted bool
 	}{{"inserted", "fresh-" + uuid.NewString(), true}, {"conflict", taken, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			tx, err := store.Begin(ctx, idem.TxOptions{LockWait: 250 * time.Millisecond})
+			tx, err := st.Begin(ctx, store.TxOptions{MaxWait: 250 * time.Millisecond})
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(ctx) }()
 			db := pgstore.DB(tx.Context(ctx), nil)
@@ -41,7 +41,7 @@ func TestClaimRestoresLockTimeout(t *testing.T) {
 			require.Equal(t, tc.wantInserted, inserted)
 			if !inserted {
 				require.NotNil(t, rec, "the claim reads the record it conflicted with")
-				require.Equal(t, idem.StatusProcessing, rec.Status)
+				require.Equal(t, store.StatusProcessing, rec.Status)
 			}
 			var setting string
 			require.NoError(t, db.QueryRow(ctx, "SHOW lock_timeout").Scan(&setting))

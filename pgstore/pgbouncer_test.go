@@ -8,9 +8,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/storetest"
 )
 
@@ -20,7 +20,7 @@ import (
 // whichever server DATABASE_URL names.
 func TestPgBouncerConfig(t *testing.T) {
 	t.Parallel()
-	newStore := func(t *testing.T) idem.Store {
+	newStore := func(t *testing.T) store.Store {
 		cfg, err := pgxpool.ParseConfig(pgtest.SchemaURL(t, pgtest.Schema(t)))
 		require.NoError(t, err)
 		pgstore.PgBouncerConfig(cfg)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // postKey runs one keyed POST through h as user alice.
@@ -30,9 +31,9 @@ func postKey(h http.Handler, key string) *httptest.ResponseRecorder {
 // retry is replayed rather than executed again. Scaled down to a 1 s TTL.
 func TestRetryNearRetentionEndIsStillReplayed(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
+	st := newStore(t)
 	var runs atomic.Int32
-	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, TTL: time.Second, LockTimeout: 300 * time.Millisecond})
+	mw, err := idem.New(st, idem.Config{Mode: idem.ModeLeased, TTL: time.Second, LeaseDuration: 300 * time.Millisecond})
 	require.NoError(t, err)
 	h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
@@ -54,7 +55,7 @@ func TestRetryNearRetentionEndIsStillReplayed(t *testing.T) {
 	ok := postKey(h, key) // the retry that succeeds
 	require.Equal(t, http.StatusCreated, ok.Code)
 	require.Equal(t, `{"payment":"p2"}`, ok.Body.String())
-	rec, err := store.Get(context.Background(), "alice", key)
+	rec, err := st.Get(context.Background(), "alice", key)
 	require.NoError(t, err)
 	t.Logf("just completed: status %s, expires_at %s, expired %v", rec.Status, rec.ExpiresAt.Format(time.RFC3339Nano), rec.Expired)
 
@@ -68,14 +69,14 @@ func TestRetryNearRetentionEndIsStillReplayed(t *testing.T) {
 // flight: a retry gets 409 rather than running the handler beside it.
 func TestRetentionEndDoesNotStealALiveLease(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
+	st := newStore(t)
 	var (
 		runs     atomic.Int32
 		inFlight atomic.Int32
 		overlap  atomic.Bool
 	)
 	release := make(chan struct{})
-	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, TTL: time.Second, LockTimeout: 300 * time.Millisecond})
+	mw, err := idem.New(st, idem.Config{Mode: idem.ModeLeased, TTL: time.Second, LeaseDuration: 300 * time.Millisecond})
 	require.NoError(t, err)
 	h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
@@ -103,11 +104,11 @@ func TestRetentionEndDoesNotStealALiveLease(t *testing.T) {
 	go func() { secondDone <- postKey(h, key) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		rec, err := store.Get(context.Background(), "alice", key)
+		rec, err := st.Get(context.Background(), "alice", key)
 		require.NoError(t, err)
 		if rec.Expired {
-			require.Equal(t, idem.StatusProcessing, rec.Status)
-			require.True(t, rec.LockLive, "the second attempt's lease is live and renewed")
+			require.Equal(t, store.StatusProcessing, rec.Status)
+			require.True(t, rec.LeaseLive, "the second attempt's lease is live and renewed")
 			break
 		}
 		require.True(t, time.Now().Before(deadline))

@@ -4,15 +4,14 @@ import (
 	"context"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/idem-dev/idem"
 )
 
-// DefaultLockWait bounds a wait on a key another transaction holds when
-// TxOptions.LockWait is zero, and always for statements outside a
+// DefaultMaxWait bounds a wait on a key another transaction holds when
+// TxOptions.MaxWait is zero, and always for statements outside a
 // transaction.
-const DefaultLockWait = 5 * time.Second
+const DefaultMaxWait = 5 * time.Second
 
 // Store keeps idempotency records in PostgreSQL. Its table lives in the
 // schema the pool's search_path names; create it with Migrate.
@@ -21,11 +20,11 @@ type Store struct {
 	keys
 }
 
-var _ idem.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // New returns a Store on pool.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, keys: keys{db: autocommit{pool}, lockWait: DefaultLockWait}}
+	return &Store{pool: pool, keys: keys{db: autocommit{pool}, lockWait: DefaultMaxWait}}
 }
 
 // Pool returns the pool the store runs on.
@@ -33,10 +32,10 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Begin returns a READ COMMITTED transaction that begins on its first
 // statement.
-func (s *Store) Begin(_ context.Context, opts idem.TxOptions) (idem.Tx, error) {
-	wait := opts.LockWait
+func (s *Store) Begin(_ context.Context, opts store.TxOptions) (store.Tx, error) {
+	wait := opts.MaxWait
 	if wait <= 0 {
-		wait = DefaultLockWait
+		wait = DefaultMaxWait
 	}
 	t := &Tx{pool: s.pool}
 	t.keys = keys{db: lazy{t}, lockWait: wait}

@@ -13,6 +13,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/storetest"
 )
 
@@ -29,14 +30,14 @@ func newStore(t *testing.T) *pgstore.Store {
 
 // newClaim is a claim of key for user alice with a fresh token, a one
 // minute lease and an hour's retention.
-func newClaim(key string) idem.Claim {
-	return idem.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), LockFor: time.Minute, TTL: time.Hour,
-		Fingerprint: idem.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
+func newClaim(key string) store.Claim {
+	return store.Claim{Scope: "alice", Key: key, Token: uuid.NewString(), Lease: time.Minute, TTL: time.Hour,
+		Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/pay", Hash: make([]byte, 32)}}
 }
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) idem.Store { return newStore(t) })
+	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 }
 
 func TestMigrate(t *testing.T) {
@@ -74,7 +75,7 @@ func TestKeysInEveryQueryMode(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			storetest.RunKeys(t, func(t *testing.T) idem.Store {
+			storetest.RunKeys(t, func(t *testing.T) store.Store {
 				pool := pgtest.Pool(t, 8)
 				_, err := pgstore.Migrate(context.Background(), pool)
 				require.NoError(t, err)

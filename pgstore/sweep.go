@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/idem-dev/idem"
 )
 
-var _ idem.Sweeper = (*Store)(nil)
+var _ store.ExpiredDeleter = (*Store)(nil)
 
 // sweepLock takes the sweep lock of this schema's key table for the
 // transaction, without waiting: a transaction-scoped advisory lock, which
@@ -42,10 +41,9 @@ DELETE FROM idempotency_keys
 RETURNING user_id, idempotency_key`
 
 // DeleteExpired deletes at most limit records past their expiry, but no
-// live claim, in one short transaction (see idem.Sweeper). Only one
-// transaction per key table sweeps at a time; others get idem.ErrSweepBusy.
-// inTx runs in the same transaction, reachable through DB.
-func (s *Store) DeleteExpired(ctx context.Context, limit int, inTx func(context.Context, []idem.KeyRef) error) ([]idem.KeyRef, error) {
+// live claim, in one short transaction (see store.ExpiredDeleter). Only one
+// transaction per key table sweeps at a time; others get store.ErrSweepBusy.
+func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("pgstore: delete expired: limit must be positive, got %d", limit)
 	}
@@ -62,28 +60,23 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int, inTx func(context.
 		return nil, fmt.Errorf("delete expired: sweep lock: %w", translate(err))
 	}
 	if !locked {
-		return nil, idem.ErrSweepBusy
+		return nil, store.ErrSweepBusy
 	}
 	rows, err := tx.Query(ctx, deleteExpired, limit)
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", translate(err))
 	}
-	deleted, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (idem.KeyRef, error) {
-		var k idem.KeyRef
+	deleted, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.KeyRef, error) {
+		var k store.KeyRef
 		err := row.Scan(&k.Scope, &k.Key)
 		return k, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", translate(err))
 	}
-	if len(deleted) > 0 && inTx != nil {
-		if err := inTx((&Tx{pool: s.pool, tx: tx}).Context(ctx), deleted); err != nil {
-			return nil, fmt.Errorf("delete expired: %w", err)
-		}
-	}
 	if err := tx.Commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
-			return nil, fmt.Errorf("delete expired: commit: %w", errors.Join(idem.ErrTxAborted, err))
+			return nil, fmt.Errorf("delete expired: commit: %w", errors.Join(store.ErrTxAborted, err))
 		}
 		return nil, fmt.Errorf("delete expired: commit: %w", translate(err))
 	}

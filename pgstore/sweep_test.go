@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/store"
 )
 
 func TestSweep(t *testing.T) {
@@ -59,55 +59,24 @@ SELECT 'user-' || i % 100, md5(i::text), 'POST', '/v1/payments', sha256(i::text:
 		require.NoError(t, other.QueryRow(ctx, sweepLock).Scan(&locked, &prev))
 		require.True(t, locked)
 
-		_, err = s.DeleteExpired(ctx, 10, nil)
-		require.ErrorIs(t, err, idem.ErrSweepBusy)
+		_, err = s.DeleteExpired(ctx, 10)
+		require.ErrorIs(t, err, store.ErrSweepBusy)
 
 		// The lock belongs to this schema's table: another schema sweeps.
 		elsewhere := pgtest.Pool(t, 2)
 		_, err = Migrate(ctx, elsewhere)
 		require.NoError(t, err)
-		_, err = New(elsewhere).DeleteExpired(ctx, 10, nil)
+		_, err = New(elsewhere).DeleteExpired(ctx, 10)
 		require.NoError(t, err)
 
 		require.NoError(t, other.Rollback(ctx))
-		_, err = s.DeleteExpired(ctx, 10, nil)
+		_, err = s.DeleteExpired(ctx, 10)
 		require.NoError(t, err, "the lock is gone with the other batch's transaction")
 	})
 
 	t.Run("LimitMustBePositive", func(t *testing.T) {
 		t.Parallel()
-		_, err := New(nil).DeleteExpired(ctx, 0, nil)
+		_, err := New(nil).DeleteExpired(ctx, 0)
 		require.ErrorContains(t, err, "limit must be positive")
-	})
-
-	t.Run("InTxWritesThroughDB", func(t *testing.T) {
-		t.Parallel()
-		pool := pgtest.Pool(t, 4)
-		_, err := Migrate(ctx, pool)
-		require.NoError(t, err)
-		_, err = pool.Exec(ctx, `CREATE TABLE payments (user_id text, idempotency_key text UNIQUE)`)
-		require.NoError(t, err)
-		_, err = pool.Exec(ctx, `
-INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
-       fingerprint_version, status, lock_token, locked_at, lock_expires_at, response_code, created_at, expires_at)
-VALUES ('alice', 'k1', 'POST', '/v1/payments', sha256('x'), 1, 'COMPLETED', gen_random_uuid(), now(), now(), 201,
-        now() - interval '49 hours', now() - interval '1 hour')`)
-		require.NoError(t, err)
-		_, err = pool.Exec(ctx, `INSERT INTO payments VALUES ('alice', 'k1')`)
-		require.NoError(t, err)
-		deleted, err := New(pool).DeleteExpired(ctx, 10, func(ctx context.Context, deleted []idem.KeyRef) error {
-			for _, k := range deleted {
-				if _, err := DB(ctx, nil).Exec(ctx, `UPDATE payments SET idempotency_key = NULL
-				  WHERE user_id = $1 AND idempotency_key = $2`, k.Scope, k.Key); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		require.NoError(t, err)
-		require.Equal(t, []idem.KeyRef{{Scope: "alice", Key: "k1"}}, deleted)
-		var n int
-		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM payments WHERE idempotency_key IS NOT NULL`).Scan(&n))
-		require.Zero(t, n, "the business key net went with the record")
 	})
 }

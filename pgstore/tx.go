@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/idem-dev/idem"
 )
 
 // Tx is a transaction of the store. It begins on its first statement, so a
@@ -26,9 +25,9 @@ type Tx struct {
 	pc     *pgxpool.Conn
 	tx     pgx.Tx // nil until the first statement; a transaction on pc
 	closed bool   // committed or rolled back: nothing may begin it again
-	// deferred are writes queued by Defer, sent in front of the
+	// queued are writes queued by Queue, sent in front of the
 	// transaction's next statement.
-	deferred []deferredWrite
+	queued []queuedWrite
 	// claim is the atomic-mode claim deferred to the completion (claim.go).
 	claim deferredClaim
 	keys
@@ -38,7 +37,10 @@ type Tx struct {
 // transaction (work the handler left running in the background, say).
 var errTxEnded = errors.New("pgstore: the request's transaction has ended")
 
-var _ idem.Tx = (*Tx)(nil)
+var (
+	_ store.ClaimDeferrer   = (*Tx)(nil)
+	_ store.CommitCompleter = (*Tx)(nil)
+)
 
 // txOptions asks for READ COMMITTED whatever the database's default: under
 // REPEATABLE READ an atomic-mode duplicate's claim would fail with a
@@ -54,7 +56,7 @@ func (t *Tx) conn(ctx context.Context) (pgx.Tx, error) {
 		if t.tx.Conn().PgConn().TxStatus() == 'I' {
 			// The handler ran COMMIT or ROLLBACK itself. Whatever came
 			// after would commit on its own, apart from the key: refuse.
-			return nil, fmt.Errorf("the handler ended the transaction with its own COMMIT or ROLLBACK: %w", idem.ErrTxAborted)
+			return nil, fmt.Errorf("the handler ended the transaction with its own COMMIT or ROLLBACK: %w", store.ErrTxAborted)
 		}
 		return t.tx, nil
 	}
@@ -82,7 +84,7 @@ func (t *Tx) release() {
 
 // Complete stores the response in the transaction; when the transaction
 // never began (the handler wrote nothing), in one auto-committed statement.
-func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+func (t *Tx) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	if t.pendingClaim() {
 		b := &pgx.Batch{}
 		if err := t.queueClaimAndComplete(b, resp); err != nil {
@@ -98,7 +100,7 @@ func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) erro
 		}
 		return nil
 	}
-	if t.tx == nil && !t.closed && len(t.deferred) == 0 {
+	if t.tx == nil && !t.closed && len(t.queued) == 0 {
 		return keys{db: autocommit{t.pool}, lockWait: t.lockWait}.Complete(ctx, l, resp)
 	}
 	return t.keys.Complete(ctx, l, resp)
@@ -110,11 +112,11 @@ func (t *Tx) Complete(ctx context.Context, l idem.Lock, resp idem.Response) erro
 // token no longer holds the key. completed reports whether the completion
 // succeeded, so that an error is known to be the commit's. After an error
 // of the completion the transaction is still open: roll it back.
-func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Response) (completed bool, err error) {
+func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.Response) (completed bool, err error) {
 	if t.closed {
 		return false, fmt.Errorf("complete: %w", errTxEnded)
 	}
-	if t.tx == nil && len(t.deferred) == 0 && !t.pendingClaim() {
+	if t.tx == nil && len(t.queued) == 0 && !t.pendingClaim() {
 		// Nothing was written: one auto-committed statement, nothing to commit.
 		if err := t.Complete(ctx, l, resp); err != nil {
 			return false, err
@@ -124,9 +126,9 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Respo
 	if t.tx != nil {
 		switch t.tx.Conn().PgConn().TxStatus() {
 		case 'I':
-			return false, fmt.Errorf("complete: the handler ended the transaction with its own COMMIT or ROLLBACK: %w", idem.ErrTxAborted)
+			return false, fmt.Errorf("complete: the handler ended the transaction with its own COMMIT or ROLLBACK: %w", store.ErrTxAborted)
 		case 'E':
-			return false, fmt.Errorf("complete: a statement of the handler failed: %w", idem.ErrTxAborted)
+			return false, fmt.Errorf("complete: a statement of the handler failed: %w", store.ErrTxAborted)
 		}
 	}
 	b := &pgx.Batch{}
@@ -143,7 +145,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Respo
 		b.Queue(completeOrAbort, args...)
 	}
 	b.Queue("COMMIT")
-	// The handler's deferred writes go first, in the same round trip.
+	// The handler's queued writes go first, in the same round trip.
 	br := lazy{t}.SendBatch(ctx, b)
 	if claiming {
 		if err := t.claimRan(br); err != nil {
@@ -152,8 +154,8 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Respo
 		}
 	} else if _, err := br.Exec(); err != nil {
 		_ = br.Close()
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero && !isDeferred(err) {
-			return false, fmt.Errorf("complete: %w", idem.ErrLockLost)
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero && !isQueued(err) {
+			return false, fmt.Errorf("complete: %w", store.ErrLeaseLost)
 		}
 		return false, fmt.Errorf("complete: %w", translate(err))
 	}
@@ -169,7 +171,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l idem.Lock, resp idem.Respo
 	case err != nil:
 		return true, fmt.Errorf("commit: %w", translate(err))
 	case tag.String() == "ROLLBACK":
-		return true, fmt.Errorf("commit: %w", errors.Join(idem.ErrTxAborted, pgx.ErrTxCommitRollback))
+		return true, fmt.Errorf("commit: %w", errors.Join(store.ErrTxAborted, pgx.ErrTxCommitRollback))
 	}
 	return true, nil
 }
@@ -195,11 +197,11 @@ func (t *Tx) Commit(ctx context.Context) error {
 	}
 	defer t.release()
 	if t.tx.Conn().PgConn().TxStatus() == 'I' {
-		return fmt.Errorf("commit: the handler ended the transaction itself: %w", idem.ErrTxAborted)
+		return fmt.Errorf("commit: the handler ended the transaction itself: %w", store.ErrTxAborted)
 	}
 	if err := t.tx.Commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
-			return fmt.Errorf("commit: %w", errors.Join(idem.ErrTxAborted, err))
+			return fmt.Errorf("commit: %w", errors.Join(store.ErrTxAborted, err))
 		}
 		return fmt.Errorf("commit: %w", translate(err))
 	}
@@ -208,7 +210,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 
 // Rollback rolls the transaction back; after a Commit it does nothing.
 func (t *Tx) Rollback(ctx context.Context) error {
-	t.closed, t.deferred = true, nil
+	t.closed, t.queued = true, nil
 	if t.tx == nil {
 		return nil
 	}
@@ -246,12 +248,12 @@ func (l lazy) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return tx.QueryRow(ctx, sql, args...)
 }
 
-// SendBatch sends b in the transaction, behind the deferred writes. When
+// SendBatch sends b in the transaction, behind the queued writes. When
 // the transaction has not begun, BEGIN goes in front, in the same round
 // trip: an atomic-mode claim costs one round trip, not two.
 func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	t := l.t
-	if t.tx != nil && len(t.deferred) == 0 {
+	if t.tx != nil && len(t.queued) == 0 {
 		tx, err := t.conn(ctx)
 		if err != nil {
 			return errBatch{err}
@@ -266,9 +268,9 @@ func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if begin {
 		nb.BeginTx(txOptions)
 	}
-	deferred := t.deferred
-	t.deferred = nil
-	for _, d := range deferred {
+	queued := t.queued
+	t.queued = nil
+	for _, d := range queued {
 		nb.Queue(d.sql, d.args...)
 	}
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
@@ -291,10 +293,10 @@ func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		}
 		br = tx.SendBatch(ctx, nb)
 	}
-	for _, d := range deferred {
+	for _, d := range queued {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			return errBatch{&deferredError{what: d.what, err: translate(err)}}
+			return errBatch{&queuedError{what: d.what, err: translate(err)}}
 		}
 	}
 	return br

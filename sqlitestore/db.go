@@ -36,7 +36,7 @@ type ambient struct{ t *writeTx }
 // transaction goes on. To undo more than one statement, use SAVEPOINT and
 // ROLLBACK TO. Never run COMMIT or ROLLBACK: either ends the transaction
 // (a COMMIT is turned into a rollback), and every later statement in it
-// fails with idem.ErrTxAborted.
+// fails with store.ErrTxAborted.
 func DB(ctx context.Context, fallback DBTX) DBTX {
 	if a, ok := ctx.Value(txKey{}).(ambient); ok {
 		return a

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
 func TestDB(t *testing.T) {
@@ -31,7 +32,7 @@ func TestDB(t *testing.T) {
 	t.Run("HandlerCannotEndTheTransaction", func(t *testing.T) {
 		t.Parallel()
 		s, db := newStore(t)
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
 		got := sqlitestore.DB(tx.Context(ctx), db)
@@ -113,7 +114,7 @@ func TestDB(t *testing.T) {
 			require.Equal(t, []string{"p2"}, payments(), "a 201 commits the handler's write")
 			rec, err := s.Get(ctx, "alice", created)
 			require.NoError(t, err)
-			require.Equal(t, idem.StatusCompleted, rec.Status)
+			require.Equal(t, store.StatusCompleted, rec.Status)
 
 			code, body, replayed = post(created, http.StatusCreated)
 			require.Equal(t, http.StatusCreated, code)

@@ -1,4 +1,4 @@
-// Package sqlitestore is the embedded idem.Store: idempotency records in a
+// Package sqlitestore is the embedded store.Store: idempotency records in a
 // SQLite database file, on the pure-Go driver modernc.org/sqlite (no cgo).
 // It passes the same conformance suite (package storetest) as pgstore.
 //
@@ -22,8 +22,8 @@
 // takes the write lock at its first statement with BEGIN IMMEDIATE (so it
 // never upgrades a read lock, which in WAL mode fails instead of waiting)
 // and keeps it until it ends. A transaction waiting for it waits at most
-// its bound (TxOptions.LockWait, DefaultLockWait for the Store's own
-// operations) and then fails with idem.ErrWaitTimeout, which the middleware
+// its bound (TxOptions.MaxWait, DefaultMaxWait for the Store's own
+// operations) and then fails with store.ErrWaitTimeout, which the middleware
 // answers with 409 and Retry-After. The store's transactions queue on a
 // gate in the process first, so the next one starts the moment the last
 // ends; BEGIN IMMEDIATE then waits only for writers outside the store (the

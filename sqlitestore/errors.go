@@ -3,10 +3,9 @@ package sqlitestore
 import (
 	"errors"
 
+	"github.com/idem-dev/idem/store"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
-
-	"github.com/idem-dev/idem"
 )
 
 // translate turns a driver error into the library's sentinel errors, once,
@@ -15,7 +14,7 @@ import (
 // connection's busy_timeout.
 func translate(err error) error {
 	if busy(err) {
-		return errors.Join(idem.ErrWaitTimeout, err)
+		return errors.Join(store.ErrWaitTimeout, err)
 	}
 	return err
 }

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // querier is what the key SQL runs on: a transaction's connection, or the
@@ -45,20 +45,20 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
   FROM idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key`
 
-func (k keys) Get(ctx context.Context, scope, key string) (*idem.Record, error) {
-	var rec *idem.Record
+func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
+	var rec *store.Record
 	err := k.s.read(ctx, func(q querier, now time.Time) (err error) {
 		rec, err = getRecord(ctx, q, now, scope, key)
 		return err
 	})
-	if err != nil && !errors.Is(err, idem.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("read record: %w", err)
 	}
 	return rec, err
 }
 
-func getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*idem.Record, error) {
-	rec := &idem.Record{Scope: scope, Key: key}
+func getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*store.Record, error) {
+	rec := &store.Record{Scope: scope, Key: key}
 	var (
 		lockedAt, lockExpiresAt, createdAt, expiresAt int64
 		code                                          sql.NullInt64
@@ -67,21 +67,21 @@ func getRecord(ctx context.Context, q querier, now time.Time, scope, key string)
 	)
 	err := q.QueryRowContext(ctx, selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key)).Scan(
 		&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
-		&rec.Status, &rec.Attempts, &rec.LockToken, &lockedAt, &lockExpiresAt, &rec.LockLive,
+		&rec.Status, &rec.Attempts, &rec.Token, &lockedAt, &lockExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
 		&createdAt, &expiresAt, &rec.Expired)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, idem.ErrNotFound
+		return nil, store.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	rec.LockedAt, rec.LockExpiresAt = time.UnixMicro(lockedAt).UTC(), time.UnixMicro(lockExpiresAt).UTC()
+	rec.ClaimedAt, rec.LeaseExpiresAt = time.UnixMicro(lockedAt).UTC(), time.UnixMicro(lockExpiresAt).UTC()
 	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(createdAt).UTC(), time.UnixMicro(expiresAt).UTC()
 	if code.Valid {
 		// A zero-length BLOB scans as nil; a stored response always has a
 		// body, if an empty one.
-		resp := &idem.Response{StatusCode: int(code.Int64), Body: body}
+		resp := &store.Response{StatusCode: int(code.Int64), Body: body}
 		if body == nil {
 			resp.Body = []byte{}
 		}
@@ -107,9 +107,9 @@ ON CONFLICT (user_id, idempotency_key) DO NOTHING`
 // Insert claims the key with one INSERT … ON CONFLICT DO NOTHING. On
 // conflict it reads the record in the same transaction: it holds the write
 // lock, so the row it conflicted with is still there.
-func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, error) {
+func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
 	var (
-		rec      *idem.Record
+		rec      *store.Record
 		inserted bool
 	)
 	err := k.s.write(ctx, func(q querier, now time.Time) error {
@@ -118,7 +118,7 @@ func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, err
 			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
 			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
 			sql.Named("token", c.Token), sql.Named("now", micros(now)),
-			sql.Named("lock_for", c.LockFor.Microseconds()), sql.Named("ttl", c.TTL.Microseconds()))
+			sql.Named("lock_for", c.Lease.Microseconds()), sql.Named("ttl", c.TTL.Microseconds()))
 		if err != nil {
 			return err
 		}
@@ -131,7 +131,7 @@ func (k keys) Insert(ctx context.Context, c idem.Claim) (*idem.Record, bool, err
 			return nil
 		}
 		rec, err = getRecord(ctx, q, now, c.Scope, c.Key)
-		if errors.Is(err, idem.ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			return nil // as the interface allows: the caller tries again
 		}
 		return err
@@ -163,7 +163,7 @@ UPDATE idempotency_keys
         OR (status = 'PROCESSING' AND lock_expires_at <= :now)
         OR (status = 'COMPLETED' AND expires_at <= :now))`
 
-func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bool, error) {
+func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	var won bool
 	err := k.s.write(ctx, func(q querier, now time.Time) error {
 		fp := c.Fingerprint
@@ -171,7 +171,7 @@ func (k keys) Reacquire(ctx context.Context, c idem.Claim, prevToken string) (bo
 			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
 			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
 			sql.Named("token", c.Token), sql.Named("now", micros(now)),
-			sql.Named("lock_for", c.LockFor.Microseconds()), sql.Named("ttl", c.TTL.Microseconds()),
+			sql.Named("lock_for", c.Lease.Microseconds()), sql.Named("ttl", c.TTL.Microseconds()),
 			sql.Named("prev_token", prevToken))
 		if err != nil {
 			return err
@@ -193,7 +193,7 @@ UPDATE idempotency_keys
        resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
-func (k keys) Complete(ctx context.Context, l idem.Lock, resp idem.Response) error {
+func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
 		return fmt.Errorf("encode headers: %w", err)
@@ -212,7 +212,7 @@ UPDATE idempotency_keys
    SET status = 'FAILED', lock_expires_at = :now
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
-func (k keys) Fail(ctx context.Context, l idem.Lock) error {
+func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 	return k.fenced(ctx, "fail", fail, l)
 }
 
@@ -221,13 +221,13 @@ UPDATE idempotency_keys
    SET lock_expires_at = :now + :lock_for
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
-func (k keys) Renew(ctx context.Context, l idem.Lock, d time.Duration) error {
+func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
 	return k.fenced(ctx, "renew", renew, l, sql.Named("lock_for", d.Microseconds()))
 }
 
 // fenced runs an update that must match the row l's token holds; matching
 // none means another attempt holds it now.
-func (k keys) fenced(ctx context.Context, op, query string, l idem.Lock, args ...any) error {
+func (k keys) fenced(ctx context.Context, op, query string, l store.Attempt, args ...any) error {
 	err := k.s.write(ctx, func(q querier, now time.Time) error {
 		args = append(args, sql.Named("scope", l.Scope), sql.Named("key", l.Key), sql.Named("token", l.Token),
 			sql.Named("now", micros(now)))
@@ -237,7 +237,7 @@ func (k keys) fenced(ctx context.Context, op, query string, l idem.Lock, args ..
 		}
 		n, err := res.RowsAffected()
 		if err == nil && n == 0 {
-			return idem.ErrLockLost
+			return store.ErrLeaseLost
 		}
 		return err
 	})

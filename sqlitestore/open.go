@@ -15,7 +15,7 @@ import (
 // DefaultBusyTimeout is the busy_timeout Open sets on every connection: how
 // long the application's own statements on the returned *sql.DB wait for
 // another connection's write lock before failing with SQLITE_BUSY. The
-// store does not rely on it; it bounds its own waits (see DefaultLockWait).
+// store does not rely on it; it bounds its own waits (see DefaultMaxWait).
 const DefaultBusyTimeout = 5 * time.Second
 
 // settings are the DSN parameters Open sets. modernc.org/sqlite applies them

@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
-// DefaultLockWait bounds a wait for the database's write lock when
-// TxOptions.LockWait is zero, and always for the Store's own operations
+// DefaultMaxWait bounds a wait for the database's write lock when
+// TxOptions.MaxWait is zero, and always for the Store's own operations
 // (Insert, Reacquire, Complete, Fail, Renew), each of which runs in a
 // transaction of its own.
-const DefaultLockWait = 5 * time.Second
+const DefaultMaxWait = 5 * time.Second
 
 // Store keeps idempotency records in a SQLite database. Open the database
 // with Open and create the table with Migrate.
@@ -26,7 +26,7 @@ type Store struct {
 	keys
 }
 
-var _ idem.Store = (*Store)(nil)
+var _ store.Store = (*Store)(nil)
 
 // New returns a Store on db, which should come from Open: the store needs
 // WAL mode, so that reads go on while a transaction holds the write lock.
@@ -49,7 +49,7 @@ func (ss storeSession) read(ctx context.Context, fn func(q querier, now time.Tim
 }
 
 func (ss storeSession) write(ctx context.Context, fn func(q querier, now time.Time) error) error {
-	t := ss.s.newTx(DefaultLockWait)
+	t := ss.s.newTx(DefaultMaxWait)
 	if err := t.write(ctx, fn); err != nil {
 		t.rollback(ctx)
 		return err
@@ -60,20 +60,20 @@ func (ss storeSession) write(ctx context.Context, fn func(q querier, now time.Ti
 // Begin returns a transaction: the unit of work a handler shares with the
 // completion of its key. It holds nothing until its first statement, which
 // takes the database's write lock (BEGIN IMMEDIATE), waiting at most
-// opts.LockWait (zero: DefaultLockWait) for the transaction that holds it,
-// and then fails with idem.ErrWaitTimeout. From then on it holds the lock
+// opts.MaxWait (zero: DefaultMaxWait) for the transaction that holds it,
+// and then fails with store.ErrWaitTimeout. From then on it holds the lock
 // until Commit or Rollback: SQLite has one writer at a time, so this is
 // what makes an atomic-mode duplicate wait for the request it repeats and
 // then see its outcome. SQLite transactions are SERIALIZABLE, which here
 // does no harm: a transaction that holds the write lock from its first
 // statement never meets a conflict.
-func (s *Store) Begin(ctx context.Context, opts idem.TxOptions) (idem.Tx, error) {
+func (s *Store) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	wait := opts.LockWait
+	wait := opts.MaxWait
 	if wait <= 0 {
-		wait = DefaultLockWait
+		wait = DefaultMaxWait
 	}
 	t := s.newTx(wait)
 	return &Tx{w: t, keys: keys{s: t}}, nil
@@ -85,7 +85,7 @@ type Tx struct {
 	keys
 }
 
-var _ idem.Tx = (*Tx)(nil)
+var _ store.Tx = (*Tx)(nil)
 
 // Context returns a copy of ctx carrying the transaction for DB.
 func (t *Tx) Context(ctx context.Context) context.Context {
@@ -93,7 +93,7 @@ func (t *Tx) Context(ctx context.Context) context.Context {
 }
 
 // Commit commits the transaction. A transaction that SQLite rolled back on
-// its own (an interrupted statement, say) is idem.ErrTxAborted.
+// its own (an interrupted statement, say) is store.ErrTxAborted.
 func (t *Tx) Commit(ctx context.Context) error {
 	if err := t.w.commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)

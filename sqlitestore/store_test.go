@@ -10,8 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/storetest"
 )
 
@@ -35,7 +35,7 @@ func newStore(t *testing.T) (*sqlitestore.Store, *sql.DB) {
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) idem.Store {
+	storetest.Run(t, func(t *testing.T) store.Store {
 		s, _ := newStore(t)
 		return s
 	})

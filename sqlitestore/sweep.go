@@ -7,15 +7,15 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
-var _ idem.Sweeper = (*Store)(nil)
+var _ store.ExpiredDeleter = (*Store)(nil)
 
 // SweepLockWait bounds how long DeleteExpired waits for the database's
 // write lock. SQLite has one writer at a time, so the write lock is the
 // sweep lock too: a sweep that cannot have it soon steps aside rather than
-// queue in front of requests, and reports idem.ErrSweepBusy.
+// queue in front of requests, and reports store.ErrSweepBusy.
 const SweepLockWait = 250 * time.Millisecond
 
 // deleteExpired deletes the oldest expired rows through the expires_at
@@ -31,19 +31,18 @@ RETURNING user_id, idempotency_key`
 
 // DeleteExpired deletes at most limit records past their expiry, but no
 // live claim, in one transaction under the database's write lock (see
-// idem.Sweeper). When another writer holds that lock for longer than
-// SweepLockWait it deletes nothing and returns idem.ErrSweepBusy: a record
-// an open transaction holds is never waited on for long. inTx runs in the
-// same transaction, reachable through DB.
-func (s *Store) DeleteExpired(ctx context.Context, limit int, inTx func(context.Context, []idem.KeyRef) error) ([]idem.KeyRef, error) {
+// store.ExpiredDeleter). When another writer holds that lock for longer than
+// SweepLockWait it deletes nothing and returns store.ErrSweepBusy: a record
+// an open transaction holds is never waited on for long.
+func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("sqlitestore: delete expired: limit must be positive, got %d", limit)
 	}
 	t := s.newTx(SweepLockWait)
 	defer t.rollback(ctx) // after a commit it does nothing
 	c, err := t.begin(ctx)
-	if errors.Is(err, idem.ErrWaitTimeout) {
-		return nil, errors.Join(idem.ErrSweepBusy, err)
+	if errors.Is(err, store.ErrWaitTimeout) {
+		return nil, errors.Join(store.ErrSweepBusy, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", err)
@@ -52,26 +51,21 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int, inTx func(context.
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", t.explain(err))
 	}
-	if len(deleted) > 0 && inTx != nil {
-		if err := inTx((&Tx{w: t}).Context(ctx), deleted); err != nil {
-			return nil, fmt.Errorf("delete expired: %w", err)
-		}
-	}
 	if err := t.commit(ctx); err != nil {
 		return nil, fmt.Errorf("delete expired: commit: %w", err)
 	}
 	return deleted, nil
 }
 
-func deleteBatch(ctx context.Context, c *sql.Conn, now time.Time, limit int) ([]idem.KeyRef, error) {
+func deleteBatch(ctx context.Context, c *sql.Conn, now time.Time, limit int) ([]store.KeyRef, error) {
 	rows, err := c.QueryContext(ctx, deleteExpired, sql.Named("now", micros(now)), sql.Named("limit", limit))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var deleted []idem.KeyRef
+	var deleted []store.KeyRef
 	for rows.Next() {
-		var k idem.KeyRef
+		var k store.KeyRef
 		if err := rows.Scan(&k.Scope, &k.Key); err != nil {
 			return nil, err
 		}

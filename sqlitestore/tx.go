@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"modernc.org/sqlite"
-
-	"github.com/idem-dev/idem"
 )
 
 // writeTx is a transaction that holds the database's write lock. It begins
@@ -49,7 +48,7 @@ var errWaited = errors.New("sqlitestore: lock wait bound reached")
 
 // errAborted is the error of a statement, or a commit, after SQLite ended
 // the transaction on its own.
-var errAborted = fmt.Errorf("%w (SQLite rolled it back: a statement was interrupted or failed, or the handler ran COMMIT or ROLLBACK itself)", idem.ErrTxAborted)
+var errAborted = fmt.Errorf("%w (SQLite rolled it back: a statement was interrupted or failed, or the handler ran COMMIT or ROLLBACK itself)", store.ErrTxAborted)
 
 func (s *Store) newTx(wait time.Duration) *writeTx { return &writeTx{s: s, wait: wait} }
 
@@ -79,7 +78,7 @@ func (t *writeTx) explain(err error) error {
 	if err == nil {
 		return nil
 	}
-	if t.aborted.Load() && !errors.Is(err, idem.ErrTxAborted) {
+	if t.aborted.Load() && !errors.Is(err, store.ErrTxAborted) {
 		return errors.Join(errAborted, err)
 	}
 	return translate(err)
@@ -228,7 +227,7 @@ func (s *Store) lock(ctx context.Context, wait time.Duration, h hooks) (c *sql.C
 // waitError says why a wait for the write lock ended without it.
 func waitError(wctx context.Context, wait time.Duration, err error) error {
 	if errors.Is(context.Cause(wctx), errWaited) || busy(err) {
-		return fmt.Errorf("%w: waited %v for the database's write lock", idem.ErrWaitTimeout, wait)
+		return fmt.Errorf("%w: waited %v for the database's write lock", store.ErrWaitTimeout, wait)
 	}
 	if wctx.Err() != nil {
 		return context.Cause(wctx) // the caller's context ended the wait

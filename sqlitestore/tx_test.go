@@ -13,28 +13,31 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
-func newClaim(key string) idem.Claim {
+func newClaim(key string) store.Claim {
 	h := sha256.Sum256([]byte("body"))
-	return idem.Claim{
+	return store.Claim{
 		Scope:       "alice",
 		Key:         key,
-		Fingerprint: idem.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/payments", Hash: h[:]},
+		Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/payments", Hash: h[:]},
 		Token:       uuid.NewString(),
-		LockFor:     time.Minute,
+		Lease:       time.Minute,
 		TTL:         time.Hour,
 	}
 }
 
-func lockOf(c idem.Claim) idem.Lock { return idem.Lock{Scope: c.Scope, Key: c.Key, Token: c.Token} }
+func lockOf(c store.Claim) store.Attempt {
+	return store.Attempt{Scope: c.Scope, Key: c.Key, Token: c.Token}
+}
 
 // holdWriteLock begins a transaction of s and takes the write lock with a
 // claim; the caller ends it.
-func holdWriteLock(t *testing.T, s *sqlitestore.Store) (idem.Tx, idem.Claim) {
+func holdWriteLock(t *testing.T, s *sqlitestore.Store) (store.Tx, store.Claim) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := s.Begin(ctx, idem.TxOptions{})
+	tx, err := s.Begin(ctx, store.TxOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
 	c := newClaim(uuid.NewString())
@@ -61,7 +64,7 @@ func TestWriteLock(t *testing.T) {
 	t.Run("BeginHoldsNothingUntilFirstStatement", func(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
 		// A leased-mode request has begun its handler's transaction; its
@@ -79,12 +82,12 @@ func TestWriteLock(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
 		holdWriteLock(t, s)
-		tx2, err := s.Begin(ctx, idem.TxOptions{LockWait: 200 * time.Millisecond})
+		tx2, err := s.Begin(ctx, store.TxOptions{MaxWait: 200 * time.Millisecond})
 		require.NoError(t, err)
 		defer tx2.Rollback(ctx)
 		start := time.Now()
 		_, _, err = tx2.Insert(ctx, newClaim(uuid.NewString()))
-		require.ErrorIs(t, err, idem.ErrWaitTimeout)
+		require.ErrorIs(t, err, store.ErrWaitTimeout)
 		require.GreaterOrEqual(t, time.Since(start), 190*time.Millisecond)
 		require.Less(t, time.Since(start), 2*time.Second)
 	})
@@ -95,7 +98,7 @@ func TestWriteLock(t *testing.T) {
 		tx1, first := holdWriteLock(t, s)
 		done := make(chan error, 1)
 		go func() {
-			tx2, err := s.Begin(ctx, idem.TxOptions{})
+			tx2, err := s.Begin(ctx, store.TxOptions{})
 			if err != nil {
 				done <- err
 				return
@@ -105,7 +108,7 @@ func TestWriteLock(t *testing.T) {
 			done <- err
 		}()
 		notWithin(t, done, 400*time.Millisecond)
-		require.NoError(t, tx1.Complete(ctx, lockOf(first), idem.Response{StatusCode: 201}))
+		require.NoError(t, tx1.Complete(ctx, lockOf(first), store.Response{StatusCode: 201}))
 		require.NoError(t, tx1.Commit(ctx))
 		require.NoError(t, <-done)
 	})
@@ -118,7 +121,7 @@ func TestWriteLock(t *testing.T) {
 		require.NoError(t, err)
 		tx1, _ := holdWriteLock(t, s)
 		done := make(chan error, 1)
-		go func() { done <- s.Complete(ctx, lockOf(other), idem.Response{StatusCode: 201}) }()
+		go func() { done <- s.Complete(ctx, lockOf(other), store.Response{StatusCode: 201}) }()
 		notWithin(t, done, 300*time.Millisecond)
 		require.NoError(t, tx1.Commit(ctx))
 		require.NoError(t, <-done, "an auto-committed write waits rather than failing with database is locked")
@@ -143,11 +146,11 @@ func TestWriteLock(t *testing.T) {
 		ftx, err = foreign.BeginTx(ctx, nil)
 		require.NoError(t, err)
 		defer ftx.Rollback()
-		tx, err := s.Begin(ctx, idem.TxOptions{LockWait: 200 * time.Millisecond})
+		tx, err := s.Begin(ctx, store.TxOptions{MaxWait: 200 * time.Millisecond})
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
 		_, _, err = tx.Insert(ctx, newClaim(uuid.NewString()))
-		require.ErrorIs(t, err, idem.ErrWaitTimeout)
+		require.ErrorIs(t, err, store.ErrWaitTimeout)
 	})
 
 	t.Run("WaitOutlastsAShortBusyTimeout", func(t *testing.T) {
@@ -185,7 +188,7 @@ func TestWriteLock(t *testing.T) {
 		start := time.Now()
 		_, _, err := s.Insert(cctx, newClaim(uuid.NewString()))
 		require.ErrorIs(t, err, context.Canceled)
-		require.NotErrorIs(t, err, idem.ErrWaitTimeout)
+		require.NotErrorIs(t, err, store.ErrWaitTimeout)
 		require.Less(t, time.Since(start), time.Second)
 	})
 
@@ -199,16 +202,16 @@ func TestWriteLock(t *testing.T) {
 		start := time.Now()
 		rec, err := s.Get(ctx, committed.Scope, committed.Key)
 		require.NoError(t, err)
-		require.Equal(t, committed.Token, rec.LockToken)
+		require.Equal(t, committed.Token, rec.Token)
 		_, err = s.Get(ctx, held.Scope, held.Key)
-		require.ErrorIs(t, err, idem.ErrNotFound, "the holder's claim is not committed")
+		require.ErrorIs(t, err, store.ErrNotFound, "the holder's claim is not committed")
 		require.Less(t, time.Since(start), 100*time.Millisecond)
 	})
 
 	t.Run("UnusedTxCommitsAndRollsBack", func(t *testing.T) {
 		t.Parallel()
 		s, _ := newStore(t)
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		require.NoError(t, tx.Commit(ctx))
 		require.NoError(t, tx.Rollback(ctx))
@@ -234,11 +237,11 @@ func TestAbortedTx(t *testing.T) {
 
 	// begin returns a store with a business table and a transaction that
 	// has claimed a key and written a row through DB.
-	begin := func(t *testing.T) (*sqlitestore.Store, *sql.DB, idem.Tx, context.Context, idem.Claim) {
+	begin := func(t *testing.T) (*sqlitestore.Store, *sql.DB, store.Tx, context.Context, store.Claim) {
 		s, db := newStore(t)
 		_, err := db.ExecContext(ctx, "CREATE TABLE payments (id TEXT PRIMARY KEY)")
 		require.NoError(t, err)
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tx.Rollback(ctx) })
 		c := newClaim(uuid.NewString())
@@ -251,16 +254,16 @@ func TestAbortedTx(t *testing.T) {
 	}
 	// requireAborted checks that nothing more runs in tx, nothing of it
 	// committed, and the write lock is free.
-	requireAborted := func(t *testing.T, s *sqlitestore.Store, db *sql.DB, tx idem.Tx, hctx context.Context, c idem.Claim) {
+	requireAborted := func(t *testing.T, s *sqlitestore.Store, db *sql.DB, tx store.Tx, hctx context.Context, c store.Claim) {
 		_, err := sqlitestore.DB(hctx, db).ExecContext(hctx, "INSERT INTO payments VALUES ('p2')")
-		require.ErrorIs(t, err, idem.ErrTxAborted)
-		require.ErrorIs(t, tx.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201}), idem.ErrTxAborted)
-		require.ErrorIs(t, tx.Commit(ctx), idem.ErrTxAborted)
+		require.ErrorIs(t, err, store.ErrTxAborted)
+		require.ErrorIs(t, tx.Complete(ctx, lockOf(c), store.Response{StatusCode: 201}), store.ErrTxAborted)
+		require.ErrorIs(t, tx.Commit(ctx), store.ErrTxAborted)
 		var n int
 		require.NoError(t, db.QueryRowContext(ctx, "SELECT count(*) FROM payments").Scan(&n))
 		require.Zero(t, n, "nothing commits on its own after SQLite ended the transaction")
 		_, err = s.Get(ctx, c.Scope, c.Key)
-		require.ErrorIs(t, err, idem.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 		_, inserted, err := s.Insert(ctx, newClaim(c.Key))
 		require.NoError(t, err, "the write lock is free")
 		require.True(t, inserted)
@@ -301,8 +304,8 @@ func TestAbortedTx(t *testing.T) {
 		_, db, tx, hctx, c := begin(t)
 		_, err := sqlitestore.DB(hctx, db).ExecContext(hctx, "INSERT INTO payments VALUES ('p1')")
 		require.ErrorContains(t, err, "UNIQUE")
-		require.NotErrorIs(t, err, idem.ErrTxAborted, "in SQLite a failed statement fails alone")
-		require.NoError(t, tx.Complete(ctx, lockOf(c), idem.Response{StatusCode: 409}))
+		require.NotErrorIs(t, err, store.ErrTxAborted, "in SQLite a failed statement fails alone")
+		require.NoError(t, tx.Complete(ctx, lockOf(c), store.Response{StatusCode: 409}))
 		require.NoError(t, tx.Commit(ctx))
 		var n int
 		require.NoError(t, db.QueryRowContext(ctx, "SELECT count(*) FROM payments").Scan(&n))

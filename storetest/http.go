@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // server is the middleware over a real HTTP listener, in front of a handler
@@ -22,7 +23,7 @@ import (
 // handler may run and be discarded.
 type server struct {
 	url      string
-	store    idem.Store
+	store    store.Store
 	mw       *idem.Middleware
 	runs     atomic.Int32
 	executed atomic.Int32
@@ -34,9 +35,9 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, n int)
 
 // newServer serves h behind the middleware. The X-User header stands in for
 // authentication and sets the scope.
-func newServer(t *testing.T, store idem.Store, cfg idem.Config, h handlerFunc) *server {
+func newServer(t *testing.T, st store.Store, cfg idem.Config, h handlerFunc) *server {
 	t.Helper()
-	s := &server{store: store, events: make(chan idem.Event, 1024)}
+	s := &server{store: st, events: make(chan idem.Event, 1024)}
 	cfg.ObserveFunc = func(e idem.Event) {
 		if e.Outcome == idem.OutcomeExecuted {
 			s.executed.Add(1)
@@ -46,7 +47,7 @@ func newServer(t *testing.T, store idem.Store, cfg idem.Config, h handlerFunc) *
 		default:
 		}
 	}
-	mw, err := idem.New(store, cfg)
+	mw, err := idem.New(st, cfg)
 	require.NoError(t, err)
 	s.mw = mw
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem"
 )
 
 const (
@@ -25,7 +24,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		t.Parallel()
 		s := newStore(t)
 		_, err := s.Get(ctx, "alice", newKey())
-		require.ErrorIs(t, err, idem.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
 	t.Run("InsertClaimsUnusedKey", func(t *testing.T) {
@@ -39,15 +38,15 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, store.StatusProcessing, got.Status)
 		require.Equal(t, 1, got.Attempts)
-		require.Equal(t, c.Token, got.LockToken)
+		require.Equal(t, c.Token, got.Token)
 		require.Equal(t, c.Fingerprint, got.Fingerprint)
-		require.True(t, got.LockLive)
+		require.True(t, got.LeaseLive)
 		require.False(t, got.Expired)
 		require.Nil(t, got.Response)
 		require.WithinDuration(t, got.CreatedAt.Add(ttl), got.ExpiresAt, time.Second)
-		require.WithinDuration(t, got.LockedAt.Add(long), got.LockExpiresAt, time.Second)
+		require.WithinDuration(t, got.ClaimedAt.Add(long), got.LeaseExpiresAt, time.Second)
 	})
 
 	t.Run("InsertOnUsedKeyReturnsRecord", func(t *testing.T) {
@@ -60,7 +59,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		rec, inserted, err := s.Insert(ctx, second)
 		require.NoError(t, err)
 		require.False(t, inserted)
-		require.Equal(t, first.Token, rec.LockToken)
+		require.Equal(t, first.Token, rec.Token)
 		require.Equal(t, first.Fingerprint, rec.Fingerprint)
 	})
 
@@ -76,13 +75,13 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		_, inserted, err = s.Insert(ctx, b)
 		require.NoError(t, err)
 		require.True(t, inserted, "bob's key must not collide with alice's")
-		require.NoError(t, s.Complete(ctx, lockOf(a), idem.Response{StatusCode: 201, Body: []byte("alice's")}))
+		require.NoError(t, s.Complete(ctx, a.Attempt(), store.Response{StatusCode: 201, Body: []byte("alice's")}))
 
 		got, err := s.Get(ctx, "bob", key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, store.StatusProcessing, got.Status)
 		require.Nil(t, got.Response)
-		require.ErrorIs(t, s.Complete(ctx, idem.Lock{Scope: "bob", Key: key, Token: a.Token}, idem.Response{StatusCode: 201}), idem.ErrLockLost,
+		require.ErrorIs(t, s.Complete(ctx, store.Attempt{Scope: "bob", Key: key, Token: a.Token}, store.Response{StatusCode: 201}), store.ErrLeaseLost,
 			"alice's token must not complete bob's record")
 	})
 
@@ -93,19 +92,19 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
 		body := []byte("{ \"b\": 1,\n  \"a\": \"\u00e9\" }\x00\xff trailing ")
-		resp := idem.Response{
+		resp := store.Response{
 			StatusCode:   201,
 			Header:       http.Header{"Content-Type": {"application/json"}, "Location": {"/v1/payments/p1"}},
 			Body:         body,
 			ResourceType: "payments",
 			ResourceID:   "p1",
 		}
-		require.NoError(t, s.Complete(ctx, lockOf(c), resp))
+		require.NoError(t, s.Complete(ctx, c.Attempt(), resp))
 
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusCompleted, got.Status)
-		require.False(t, got.LockLive, "completion releases the lock")
+		require.Equal(t, store.StatusCompleted, got.Status)
+		require.False(t, got.LeaseLive, "completion releases the lock")
 		require.Equal(t, &resp, got.Response)
 	})
 
@@ -115,7 +114,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 204, Header: http.Header{}}))
+		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 204, Header: http.Header{}}))
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, 204, got.Response.StatusCode)
@@ -128,19 +127,19 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		stranger := idem.Lock{Scope: c.Scope, Key: c.Key, Token: claim("", "", "", 0, 0).Token}
-		require.ErrorIs(t, s.Complete(ctx, stranger, idem.Response{StatusCode: 200}), idem.ErrLockLost)
-		require.ErrorIs(t, s.Fail(ctx, stranger), idem.ErrLockLost)
-		require.ErrorIs(t, s.Renew(ctx, stranger, long), idem.ErrLockLost)
+		stranger := store.Attempt{Scope: c.Scope, Key: c.Key, Token: claim("", "", "", 0, 0).Token}
+		require.ErrorIs(t, s.Complete(ctx, stranger, store.Response{StatusCode: 200}), store.ErrLeaseLost)
+		require.ErrorIs(t, s.Fail(ctx, stranger), store.ErrLeaseLost)
+		require.ErrorIs(t, s.Renew(ctx, stranger, long), store.ErrLeaseLost)
 
-		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 200}))
+		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 200}))
 		// Once completed, even the holder's token writes nothing more.
-		require.ErrorIs(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 500}), idem.ErrLockLost)
-		require.ErrorIs(t, s.Fail(ctx, lockOf(c)), idem.ErrLockLost)
-		require.ErrorIs(t, s.Renew(ctx, lockOf(c), long), idem.ErrLockLost)
+		require.ErrorIs(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 500}), store.ErrLeaseLost)
+		require.ErrorIs(t, s.Fail(ctx, c.Attempt()), store.ErrLeaseLost)
+		require.ErrorIs(t, s.Renew(ctx, c.Attempt(), long), store.ErrLeaseLost)
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, store.StatusCompleted, got.Status)
 		require.Equal(t, 200, got.Response.StatusCode)
 	})
 
@@ -150,25 +149,25 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusFailed, got.Status)
-		require.False(t, got.LockLive)
+		require.Equal(t, store.StatusFailed, got.Status)
+		require.False(t, got.LeaseLive)
 
 		retry := claim("alice", c.Key, "body", long, ttl)
-		won, err := s.Reacquire(ctx, retry, got.LockToken)
+		won, err := s.Reacquire(ctx, retry, got.Token)
 		require.NoError(t, err)
 		require.True(t, won)
 		got, err = s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusProcessing, got.Status)
+		require.Equal(t, store.StatusProcessing, got.Status)
 		require.Equal(t, 2, got.Attempts)
-		require.Equal(t, retry.Token, got.LockToken)
-		require.True(t, got.LockLive)
+		require.Equal(t, retry.Token, got.Token)
+		require.True(t, got.LeaseLive)
 		// The first attempt is fenced out.
-		require.ErrorIs(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201}), idem.ErrLockLost)
-		require.NoError(t, s.Complete(ctx, lockOf(retry), idem.Response{StatusCode: 201}))
+		require.ErrorIs(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201}), store.ErrLeaseLost)
+		require.NoError(t, s.Complete(ctx, retry.Attempt(), store.Response{StatusCode: 201}))
 	})
 
 	t.Run("ReacquireNeedsExpiredLock", func(t *testing.T) {
@@ -184,13 +183,13 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		waitUntil(t, func() bool {
 			got, err := s.Get(ctx, c.Scope, c.Key)
 			require.NoError(t, err)
-			return !got.LockLive
+			return !got.LeaseLive
 		})
 		retry := claim("alice", c.Key, "body", long, ttl)
 		won, err = s.Reacquire(ctx, retry, c.Token)
 		require.NoError(t, err)
 		require.True(t, won, "an expired lock is taken over")
-		require.ErrorIs(t, s.Renew(ctx, lockOf(c), long), idem.ErrLockLost, "the crashed attempt is fenced out")
+		require.ErrorIs(t, s.Renew(ctx, c.Attempt(), long), store.ErrLeaseLost, "the crashed attempt is fenced out")
 	})
 
 	t.Run("ReacquireWithStaleTokenLoses", func(t *testing.T) {
@@ -199,7 +198,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
 		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), "00000000-0000-0000-0000-000000000000")
 		require.NoError(t, err)
 		require.False(t, won)
@@ -211,7 +210,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201}))
+		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201}))
 		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
 		require.NoError(t, err)
 		require.False(t, won, "a completed record within retention is final")
@@ -223,11 +222,11 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", 400*time.Millisecond, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Renew(ctx, lockOf(c), long))
+		require.NoError(t, s.Renew(ctx, c.Attempt(), long))
 		time.Sleep(600 * time.Millisecond)
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.True(t, got.LockLive, "a renewed lease outlives its first length")
+		require.True(t, got.LeaseLive, "a renewed lease outlives its first length")
 		won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
 		require.NoError(t, err)
 		require.False(t, won)
@@ -239,15 +238,15 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, 300*time.Millisecond)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201, Body: []byte("old")}))
-		var rec *idem.Record
+		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201, Body: []byte("old")}))
+		var rec *store.Record
 		waitUntil(t, func() bool {
 			rec, err = s.Get(ctx, c.Scope, c.Key)
 			require.NoError(t, err)
 			return rec.Expired
 		})
 		fresh := claim("alice", c.Key, "a different body", long, ttl)
-		won, err := s.Reacquire(ctx, fresh, rec.LockToken)
+		won, err := s.Reacquire(ctx, fresh, rec.Token)
 		require.NoError(t, err)
 		require.True(t, won, "a record past retention no longer binds its key")
 		got, err := s.Get(ctx, c.Scope, c.Key)
@@ -276,7 +275,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		waitUntil(t, func() bool {
 			rec, err := s.Get(ctx, c.Scope, c.Key)
 			require.NoError(t, err)
-			return !rec.LockLive
+			return !rec.LeaseLive
 		})
 		won, err = s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
 		require.NoError(t, err)
@@ -289,14 +288,14 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, time.Second)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
 		retry := claim("alice", c.Key, "body", long, ttl)
 		won, err := s.Reacquire(ctx, retry, c.Token)
 		require.NoError(t, err)
 		require.True(t, won)
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.WithinDuration(t, got.LockedAt.Add(ttl), got.ExpiresAt, time.Second,
+		require.WithinDuration(t, got.ClaimedAt.Add(ttl), got.ExpiresAt, time.Second,
 			"a retry binds the key for at least a TTL after it began")
 		require.Equal(t, 2, got.Attempts)
 	})

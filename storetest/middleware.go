@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // created answers 201 with a body that differs on every run, so a replay
@@ -59,7 +60,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 
 		rec, err := s.store.Get(ctx, "alice", key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, store.StatusCompleted, rec.Status)
 		require.Equal(t, "payments", rec.Response.ResourceType)
 		require.Equal(t, "p1", rec.Response.ResourceID)
 	})
@@ -123,7 +124,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		}
 		require.Equal(t, int32(0), s.runs.Load())
 		_, err := s.store.Get(ctx, "alice", "abc")
-		require.ErrorIs(t, err, idem.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 		ok := s.do(t, call{keys: []string{strings.Repeat("k", 255)}, body: `{}`})
 		require.Equal(t, http.StatusCreated, ok.status, "255 characters is the limit, not over it")
 	})
@@ -173,7 +174,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			require.Equal(t, tc.status, r.status, name)
 			require.Equal(t, tc.problem, problemType(t, r), name)
 			_, err := s.store.Get(ctx, "alice", key)
-			require.ErrorIs(t, err, idem.ErrNotFound, name)
+			require.ErrorIs(t, err, store.ErrNotFound, name)
 		}
 		require.Equal(t, int32(0), s.runs.Load())
 		// Bytes that are not JSON are fingerprinted raw when not declared JSON.
@@ -196,8 +197,8 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			if mode == idem.ModeLeased {
 				rec, err := s.store.Get(ctx, "alice", key)
 				require.NoError(t, err)
-				require.Equal(t, idem.StatusFailed, rec.Status)
-				require.False(t, rec.LockLive, "a failure releases the lock")
+				require.Equal(t, store.StatusFailed, rec.Status)
+				require.False(t, rec.LeaseLive, "a failure releases the lock")
 			}
 			r := s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, http.StatusCreated, r.status, "status %d is retriable", code)
@@ -293,15 +294,15 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		waitUntil(t, func() bool {
 			rec, err := s.store.Get(ctx, "alice", key)
 			require.NoError(t, err)
-			return !rec.LockLive
+			return !rec.LeaseLive
 		})
 		r := s.do(t, call{keys: []string{key}, body: `{}`})
 		require.Equal(t, http.StatusCreated, r.status)
 		rec, err := s.store.Get(ctx, "alice", key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusCompleted, rec.Status)
+		require.Equal(t, store.StatusCompleted, rec.Status)
 		require.Equal(t, 2, rec.Attempts)
-		require.ErrorIs(t, s.store.Complete(ctx, crashed, idem.Response{StatusCode: 201}), idem.ErrLockLost)
+		require.ErrorIs(t, s.store.Complete(ctx, crashed, store.Response{StatusCode: 201}), store.ErrLeaseLost)
 	})
 
 	t.Run("ResponseTooLargeIsStoredAsProblem", func(t *testing.T) {
@@ -448,13 +449,15 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 	}
 
 	if mode == idem.ModeLeased {
+		runMaxLeaseLife(t, newStore, cfg)
+
 		t.Run("LeaseIsRenewedWhileHandlerRuns", func(t *testing.T) {
 			t.Parallel()
 			c := cfg
 			// Short enough to outlive several times, long enough that a
 			// renewal gets through on a loaded machine: a lease that cannot
 			// be renewed in time lapses, rightly.
-			c.LockTimeout = time.Second
+			c.LeaseDuration = time.Second
 			s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
 				time.Sleep(3 * time.Second)
 				created(w, r, n)
@@ -474,7 +477,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		t.Run("HandlerCancelledByLostLeaseAnswers409", func(t *testing.T) {
 			t.Parallel()
 			c := cfg
-			c.LockTimeout = 300 * time.Millisecond
+			c.LeaseDuration = 300 * time.Millisecond
 			var s *server
 			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
 				steal(ctx, t, s, r.Header.Get("Idempotency-Key"), ttl)
@@ -486,15 +489,15 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			})
 			r := s.do(t, call{keys: []string{newKey()}, body: `{}`})
 			require.Equal(t, http.StatusConflict, r.status, "the client is sent to the attempt that holds the key, not given this one's error")
-			require.Equal(t, "lock-lost", problemType(t, r))
+			require.Equal(t, "lease-lost", problemType(t, r))
 			require.Equal(t, "1", r.header.Get("Retry-After"))
 		})
 
 		t.Run("StaleHolderIsFencedOut", func(t *testing.T) {
 			t.Parallel()
 			c := cfg
-			c.LockTimeout = 300 * time.Millisecond
-			var thief idem.Lock
+			c.LeaseDuration = 300 * time.Millisecond
+			var thief store.Attempt
 			var s *server
 			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
 				// While this attempt runs, another takes the key over (as
@@ -506,11 +509,11 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			key := newKey()
 			r := s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, http.StatusConflict, r.status)
-			require.Equal(t, "lock-lost", problemType(t, r))
+			require.Equal(t, "lease-lost", problemType(t, r))
 			rec, err := s.store.Get(ctx, "alice", key)
 			require.NoError(t, err)
-			require.Equal(t, idem.StatusProcessing, rec.Status)
-			require.Equal(t, thief.Token, rec.LockToken, "the stale holder wrote nothing")
+			require.Equal(t, store.StatusProcessing, rec.Status)
+			require.Equal(t, thief.Token, rec.Token, "the stale holder wrote nothing")
 		})
 	}
 }
@@ -519,42 +522,42 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 // attempt would after a pause longer than the lease: the record is marked
 // FAILED under the holder's token and re-acquired with a new one, which it
 // returns.
-func steal(ctx context.Context, t *testing.T, s *server, key string, ttl time.Duration) idem.Lock {
+func steal(ctx context.Context, t *testing.T, s *server, key string, ttl time.Duration) store.Attempt {
 	rec, err := s.store.Get(ctx, "alice", key)
 	require.NoError(t, err)
-	require.NoError(t, s.store.Fail(ctx, idem.Lock{Scope: "alice", Key: key, Token: rec.LockToken}))
+	require.NoError(t, s.store.Fail(ctx, store.Attempt{Scope: "alice", Key: key, Token: rec.Token}))
 	cl := claim("alice", key, "thief", time.Minute, ttl)
-	won, err := s.store.Reacquire(ctx, cl, rec.LockToken)
+	won, err := s.store.Reacquire(ctx, cl, rec.Token)
 	require.NoError(t, err)
 	require.True(t, won)
-	return lockOf(cl)
+	return cl.Attempt()
 }
 
 // crashedClaim leaves a PROCESSING record as a process that died after its
 // claim would, and returns its lock.
-func crashedClaim(t *testing.T, s *server, key, body string, lockFor time.Duration) idem.Lock {
+func crashedClaim(t *testing.T, s *server, key, body string, lockFor time.Duration) store.Attempt {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	fp, err := idem.NewFingerprint(req, []byte(body))
 	require.NoError(t, err)
-	c := idem.Claim{Scope: "alice", Key: key, Fingerprint: fp, Token: uuid.NewString(), LockFor: lockFor, TTL: ttl}
+	c := store.Claim{Scope: "alice", Key: key, Fingerprint: fp, Token: uuid.NewString(), Lease: lockFor, TTL: ttl}
 	_, inserted, err := s.store.Insert(context.Background(), c)
 	require.NoError(t, err)
 	require.True(t, inserted)
-	return lockOf(c)
+	return c.Attempt()
 }
 
-// defersClaims reports whether store's transactions can hold a claim back
-// until the completion (idem.Config.DeferClaim); without, the middleware
+// defersClaims reports whether s's transactions can hold a claim back
+// until the completion (store.ClaimDeferrer); without, the middleware
 // claims first.
-func defersClaims(t *testing.T, store idem.Store) bool {
+func defersClaims(t *testing.T, s store.Store) bool {
 	t.Helper()
-	tx, err := store.Begin(context.Background(), idem.TxOptions{})
+	tx, err := s.Begin(context.Background(), store.TxOptions{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, tx.Rollback(context.Background())) }()
-	_, ok := tx.(interface{ DeferClaim(idem.Claim) bool })
+	_, ok := tx.(store.ClaimDeferrer)
 	return ok
 }
 

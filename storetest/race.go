@@ -6,9 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem"
 )
 
 // Racers is how many goroutines contend for one key.
@@ -40,7 +39,7 @@ func RunRace(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
 		var winners atomic.Int32
 		race(t, func() error {
 			won, err := s.Reacquire(ctx, claim("alice", c.Key, "body", long, ttl), c.Token)
@@ -58,7 +57,7 @@ func RunRace(t *testing.T, newStore NewStoreFunc) {
 		key := newKey()
 		var winners atomic.Int32
 		race(t, func() error {
-			tx, err := s.Begin(ctx, idem.TxOptions{})
+			tx, err := s.Begin(ctx, store.TxOptions{})
 			if err != nil {
 				return err
 			}
@@ -69,7 +68,7 @@ func RunRace(t *testing.T, newStore NewStoreFunc) {
 				return err
 			}
 			winners.Add(1)
-			if err := tx.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201}); err != nil {
+			if err := tx.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201}); err != nil {
 				return err
 			}
 			return tx.Commit(ctx)

@@ -1,4 +1,4 @@
-// Package storetest is the conformance suite every idem.Store runs: each
+// Package storetest is the conformance suite every store.Store runs: each
 // state transition of a record, expiry, fencing, both lock modes through the
 // real middleware over real HTTP, and 64-way races on one key.
 //
@@ -6,7 +6,7 @@
 // empty key table of its own:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) idem.Store { return newStore(t) })
+//		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 //	}
 package storetest
 
@@ -18,11 +18,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // NewStoreFunc returns a store on an empty key table that no other test
 // uses. It registers its own cleanup.
-type NewStoreFunc func(t *testing.T) idem.Store
+type NewStoreFunc func(t *testing.T) store.Store
 
 // Run runs the whole suite.
 func Run(t *testing.T, newStore NewStoreFunc) {
@@ -57,24 +58,22 @@ func MiddlewareConfigs() []MiddlewareConfig {
 }
 
 // claim builds a claim for scope and key over a body, with a fresh token.
-func claim(scope, key, body string, lockFor, ttl time.Duration) idem.Claim {
+func claim(scope, key, body string, lease, ttl time.Duration) store.Claim {
 	h := sha256.Sum256([]byte(body))
-	return idem.Claim{
+	return store.Claim{
 		Scope: scope,
 		Key:   key,
-		Fingerprint: idem.Fingerprint{
+		Fingerprint: store.Fingerprint{
 			Version: idem.FingerprintVersion,
 			Method:  "POST",
 			Path:    "/v1/payments?x=1",
 			Hash:    h[:],
 		},
-		Token:   uuid.NewString(),
-		LockFor: lockFor,
-		TTL:     ttl,
+		Token: uuid.NewString(),
+		Lease: lease,
+		TTL:   ttl,
 	}
 }
-
-func lockOf(c idem.Claim) idem.Lock { return idem.Lock{Scope: c.Scope, Key: c.Key, Token: c.Token} }
 
 // newKey returns a key no other test uses.
 func newKey() string { return "key-" + uuid.NewString() }

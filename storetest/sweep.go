@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem"
 )
 
-// RunSweep checks the optional idem.Sweeper capability: every record past
+// RunSweep checks the optional store.ExpiredDeleter capability: every record past
 // its expiry goes, whatever its status, but a claim whose lock is live, and
 // nothing else goes; batches are
 // bounded; the batch's own work commits or rolls back with it; a record
@@ -20,12 +19,12 @@ import (
 // capability skips these tests.
 func RunSweep(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
-	sweeper := func(t *testing.T) (idem.Store, idem.Sweeper) {
+	sweeper := func(t *testing.T) (store.Store, store.ExpiredDeleter) {
 		t.Helper()
 		s := newStore(t)
-		sw, ok := s.(idem.Sweeper)
+		sw, ok := s.(store.ExpiredDeleter)
 		if !ok {
-			t.Skipf("%T does not implement idem.Sweeper", s)
+			t.Skipf("%T does not implement store.ExpiredDeleter", s)
 		}
 		return s, sw
 	}
@@ -33,27 +32,27 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 	t.Run("DeletesExpiredWhateverStatus", func(t *testing.T) {
 		t.Parallel()
 		s, sw := sweeper(t)
-		expired := map[idem.Status]idem.Claim{}
-		live := map[idem.Status]idem.Claim{}
-		for _, st := range []idem.Status{idem.StatusCompleted, idem.StatusFailed, idem.StatusProcessing} {
+		expired := map[store.Status]store.Claim{}
+		live := map[store.Status]store.Claim{}
+		for _, st := range []store.Status{store.StatusCompleted, store.StatusFailed, store.StatusProcessing} {
 			// Expired PROCESSING is abandoned: its lock is long gone too.
 			expired[st] = putRecord(t, s, "alice", st, time.Millisecond, time.Millisecond)
 			live[st] = putRecord(t, s, "alice", st, long, ttl)
 		}
 		// A request still running past retention keeps its key.
-		running := putRecord(t, s, "bob", idem.StatusProcessing, long, time.Millisecond)
-		var want []idem.KeyRef
+		running := putRecord(t, s, "bob", store.StatusProcessing, long, time.Millisecond)
+		var want []store.KeyRef
 		for _, c := range expired {
 			want = append(want, ref(c))
 		}
 		waitExpired(t, s, append(want, ref(running))...)
 
-		deleted, err := sw.DeleteExpired(ctx, 100, nil)
+		deleted, err := sw.DeleteExpired(ctx, 100)
 		require.NoError(t, err)
 		require.ElementsMatch(t, want, deleted)
 		for _, k := range want {
 			_, err := s.Get(ctx, k.Scope, k.Key)
-			require.ErrorIs(t, err, idem.ErrNotFound, "%+v", k)
+			require.ErrorIs(t, err, store.ErrNotFound, "%+v", k)
 		}
 		for st, c := range live {
 			rec, err := s.Get(ctx, c.Scope, c.Key)
@@ -62,8 +61,8 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		}
 		rec, err := s.Get(ctx, running.Scope, running.Key)
 		require.NoError(t, err, "an expired record whose lock is live stays")
-		require.True(t, rec.LockLive)
-		deleted, err = sw.DeleteExpired(ctx, 100, nil)
+		require.True(t, rec.LeaseLive)
+		deleted, err = sw.DeleteExpired(ctx, 100)
 		require.NoError(t, err)
 		require.Empty(t, deleted)
 	})
@@ -71,15 +70,15 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 	t.Run("BatchesAreBounded", func(t *testing.T) {
 		t.Parallel()
 		s, sw := sweeper(t)
-		var want []idem.KeyRef
+		var want []store.KeyRef
 		for range 5 {
-			want = append(want, ref(putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)))
+			want = append(want, ref(putRecord(t, s, "alice", store.StatusCompleted, long, time.Millisecond)))
 		}
-		putRecord(t, s, "alice", idem.StatusCompleted, long, ttl)
+		putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
 		waitExpired(t, s, want...)
-		var all []idem.KeyRef
+		var all []store.KeyRef
 		for _, n := range []int{2, 2, 1, 0} {
-			deleted, err := sw.DeleteExpired(ctx, 2, nil)
+			deleted, err := sw.DeleteExpired(ctx, 2)
 			require.NoError(t, err)
 			require.Len(t, deleted, n)
 			all = append(all, deleted...)
@@ -87,48 +86,16 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		require.ElementsMatch(t, want, all)
 	})
 
-	t.Run("InTxCommitsOrRollsBackWithBatch", func(t *testing.T) {
-		t.Parallel()
-		s, sw := sweeper(t)
-		c := putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)
-		waitExpired(t, s, ref(c))
-		boom := errors.New("business table unavailable")
-		var seen []idem.KeyRef
-		_, err := sw.DeleteExpired(ctx, 10, func(ctx context.Context, deleted []idem.KeyRef) error {
-			seen = deleted
-			return boom
-		})
-		require.ErrorIs(t, err, boom)
-		require.Equal(t, []idem.KeyRef{ref(c)}, seen)
-		_, err = s.Get(ctx, c.Scope, c.Key)
-		require.NoError(t, err, "the batch rolled back with its inTx")
-
-		calls := 0
-		deleted, err := sw.DeleteExpired(ctx, 10, func(ctx context.Context, deleted []idem.KeyRef) error {
-			calls++
-			return nil
-		})
-		require.NoError(t, err)
-		require.Equal(t, []idem.KeyRef{ref(c)}, deleted)
-		require.Equal(t, 1, calls)
-		_, err = sw.DeleteExpired(ctx, 10, func(context.Context, []idem.KeyRef) error {
-			calls++
-			return nil
-		})
-		require.NoError(t, err)
-		require.Equal(t, 1, calls, "inTx is not called for an empty batch")
-	})
-
 	t.Run("HeldRecordIsSkippedNotWaitedOn", func(t *testing.T) {
 		t.Parallel()
 		s, sw := sweeper(t)
-		held := putRecord(t, s, "alice", idem.StatusProcessing, time.Millisecond, time.Millisecond)
-		free := putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)
+		held := putRecord(t, s, "alice", store.StatusProcessing, time.Millisecond, time.Millisecond)
+		free := putRecord(t, s, "alice", store.StatusCompleted, long, time.Millisecond)
 		waitExpired(t, s, ref(held), ref(free))
 
 		// A retry re-acquiring the expired key holds its row in an open
 		// transaction.
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(ctx) }()
 		won, err := tx.Reacquire(ctx, claim("alice", held.Key, "body", long, ttl), held.Token)
@@ -138,11 +105,11 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		deleted, err := sw.DeleteExpired(sctx, 10, nil)
+		deleted, err := sw.DeleteExpired(sctx, 10)
 		require.Less(t, time.Since(start), 2*time.Second, "the sweep must not wait for the holder")
-		if !errors.Is(err, idem.ErrSweepBusy) { // a store that locks the whole database may say busy
+		if !errors.Is(err, store.ErrSweepBusy) { // a store that locks the whole database may say busy
 			require.NoError(t, err)
-			require.Equal(t, []idem.KeyRef{ref(free)}, deleted)
+			require.Equal(t, []store.KeyRef{ref(free)}, deleted)
 		}
 		require.NoError(t, tx.Commit(ctx))
 		rec, err := s.Get(ctx, held.Scope, held.Key)
@@ -153,21 +120,21 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ConcurrentSweepsDeleteEachRecordOnce", func(t *testing.T) {
 		t.Parallel()
 		s, sw := sweeper(t)
-		var want []idem.KeyRef
+		var want []store.KeyRef
 		for range 30 {
-			want = append(want, ref(putRecord(t, s, "alice", idem.StatusCompleted, long, time.Millisecond)))
+			want = append(want, ref(putRecord(t, s, "alice", store.StatusCompleted, long, time.Millisecond)))
 		}
 		waitExpired(t, s, want...)
 		var (
 			mu  sync.Mutex
-			all []idem.KeyRef
+			all []store.KeyRef
 			wg  sync.WaitGroup
 		)
 		for range 4 {
 			wg.Go(func() {
 				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-					deleted, err := sw.DeleteExpired(ctx, 3, nil)
-					if errors.Is(err, idem.ErrSweepBusy) {
+					deleted, err := sw.DeleteExpired(ctx, 3)
+					if errors.Is(err, store.ErrSweepBusy) {
 						time.Sleep(time.Millisecond)
 						continue
 					}
@@ -190,7 +157,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 }
 
 // putRecord makes a record in status st, locked for lockFor, kept for ttl.
-func putRecord(t *testing.T, s idem.Store, scope string, st idem.Status, lockFor, ttl time.Duration) idem.Claim {
+func putRecord(t *testing.T, s store.Store, scope string, st store.Status, lockFor, ttl time.Duration) store.Claim {
 	t.Helper()
 	ctx := context.Background()
 	c := claim(scope, newKey(), "body", lockFor, ttl)
@@ -198,18 +165,18 @@ func putRecord(t *testing.T, s idem.Store, scope string, st idem.Status, lockFor
 	require.NoError(t, err)
 	require.True(t, inserted)
 	switch st {
-	case idem.StatusCompleted:
-		require.NoError(t, s.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201, Body: []byte("ok")}))
-	case idem.StatusFailed:
-		require.NoError(t, s.Fail(ctx, lockOf(c)))
+	case store.StatusCompleted:
+		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201, Body: []byte("ok")}))
+	case store.StatusFailed:
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
 	}
 	return c
 }
 
-func ref(c idem.Claim) idem.KeyRef { return idem.KeyRef{Scope: c.Scope, Key: c.Key} }
+func ref(c store.Claim) store.KeyRef { return store.KeyRef{Scope: c.Scope, Key: c.Key} }
 
 // waitExpired waits until the store's clock has passed the records' expiry.
-func waitExpired(t *testing.T, s idem.Store, refs ...idem.KeyRef) {
+func waitExpired(t *testing.T, s store.Store, refs ...store.KeyRef) {
 	t.Helper()
 	for _, k := range refs {
 		waitUntil(t, func() bool {

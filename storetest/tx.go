@@ -5,9 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/store"
 	"github.com/stretchr/testify/require"
-
-	"github.com/idem-dev/idem"
 )
 
 // RunTx checks the key operations inside a transaction: what atomic mode
@@ -19,7 +18,7 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 	t.Run("RollbackUndoesClaim", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, inserted, err := tx.Insert(ctx, c)
@@ -27,24 +26,24 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 		require.True(t, inserted)
 		require.NoError(t, tx.Rollback(ctx))
 		_, err = s.Get(ctx, c.Scope, c.Key)
-		require.ErrorIs(t, err, idem.ErrNotFound)
+		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
 	t.Run("CommitKeepsCompletion", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		tx, err := s.Begin(ctx, idem.TxOptions{})
+		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err = tx.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, tx.Complete(ctx, lockOf(c), idem.Response{StatusCode: 201, Body: []byte("ok")}))
+		require.NoError(t, tx.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201, Body: []byte("ok")}))
 		_, err = s.Get(ctx, c.Scope, c.Key)
-		require.ErrorIs(t, err, idem.ErrNotFound, "nothing is visible before commit")
+		require.ErrorIs(t, err, store.ErrNotFound, "nothing is visible before commit")
 		require.NoError(t, tx.Commit(ctx))
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.Equal(t, idem.StatusCompleted, got.Status)
+		require.Equal(t, store.StatusCompleted, got.Status)
 		require.Equal(t, []byte("ok"), got.Response.Body)
 		require.NoError(t, tx.Rollback(ctx), "rollback after commit is a no-op")
 	})
@@ -54,7 +53,7 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 		s := newStore(t)
 		key := newKey()
 		first, second := claim("alice", key, "body", long, ttl), claim("alice", key, "body", long, ttl)
-		tx1, err := s.Begin(ctx, idem.TxOptions{})
+		tx1, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		_, _, err = tx1.Insert(ctx, first)
 		require.NoError(t, err)
@@ -66,12 +65,12 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 			t.Fatalf("the duplicate did not wait for the holder: %+v", r)
 		case <-time.After(300 * time.Millisecond):
 		}
-		require.NoError(t, tx1.Complete(ctx, lockOf(first), idem.Response{StatusCode: 201, Body: []byte("first")}))
+		require.NoError(t, tx1.Complete(ctx, first.Attempt(), store.Response{StatusCode: 201, Body: []byte("first")}))
 		require.NoError(t, tx1.Commit(ctx))
 		r := <-done
 		require.NoError(t, r.err)
 		require.False(t, r.inserted)
-		require.Equal(t, idem.StatusCompleted, r.rec.Status)
+		require.Equal(t, store.StatusCompleted, r.rec.Status)
 		require.Equal(t, []byte("first"), r.rec.Response.Body)
 	})
 
@@ -80,7 +79,7 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 		s := newStore(t)
 		key := newKey()
 		first, second := claim("alice", key, "body", long, ttl), claim("alice", key, "body", long, ttl)
-		tx1, err := s.Begin(ctx, idem.TxOptions{})
+		tx1, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		_, _, err = tx1.Insert(ctx, first)
 		require.NoError(t, err)
@@ -98,14 +97,14 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 		s := newStore(t)
 		key := newKey()
 		first := claim("alice", key, "body", long, ttl)
-		tx1, err := s.Begin(ctx, idem.TxOptions{})
+		tx1, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		defer func() { _ = tx1.Rollback(ctx) }()
 		_, _, err = tx1.Insert(ctx, first)
 		require.NoError(t, err)
 		start := time.Now()
 		r := insertInTx(ctx, s, claim("alice", key, "body", long, ttl), 200*time.Millisecond)
-		require.ErrorIs(t, r.err, idem.ErrWaitTimeout)
+		require.ErrorIs(t, r.err, store.ErrWaitTimeout)
 		require.Less(t, time.Since(start), 4*time.Second, "the wait ends near its bound")
 	})
 
@@ -115,9 +114,9 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
-		require.NoError(t, s.Fail(ctx, lockOf(c)))
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
 
-		tx1, err := s.Begin(ctx, idem.TxOptions{})
+		tx1, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)
 		retry1 := claim("alice", c.Key, "body", long, ttl)
 		won, err := tx1.Reacquire(ctx, retry1, c.Token)
@@ -126,7 +125,7 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 
 		done := make(chan bool, 1)
 		go func() {
-			tx2, err := s.Begin(ctx, idem.TxOptions{LockWait: 5 * time.Second})
+			tx2, err := s.Begin(ctx, store.TxOptions{MaxWait: 5 * time.Second})
 			if err != nil {
 				done <- true
 				return
@@ -136,21 +135,21 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 			done <- won || err != nil
 		}()
 		time.Sleep(200 * time.Millisecond)
-		require.NoError(t, tx1.Complete(ctx, lockOf(retry1), idem.Response{StatusCode: 201}))
+		require.NoError(t, tx1.Complete(ctx, retry1.Attempt(), store.Response{StatusCode: 201}))
 		require.NoError(t, tx1.Commit(ctx))
 		require.False(t, <-done, "the second re-acquire waits, then finds the key completed")
 	})
 }
 
 type insertResult struct {
-	rec      *idem.Record
+	rec      *store.Record
 	inserted bool
 	err      error
 }
 
 // insertInTx claims in a transaction of its own and rolls it back.
-func insertInTx(ctx context.Context, s idem.Store, c idem.Claim, wait time.Duration) insertResult {
-	tx, err := s.Begin(ctx, idem.TxOptions{LockWait: wait})
+func insertInTx(ctx context.Context, s store.Store, c store.Claim, wait time.Duration) insertResult {
+	tx, err := s.Begin(ctx, store.TxOptions{MaxWait: wait})
 	if err != nil {
 		return insertResult{err: err}
 	}

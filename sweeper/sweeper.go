@@ -6,16 +6,12 @@
 //	go sw.Run(ctx)                                  // every replica may run it
 //
 // Every record whose expires_at has passed goes, whatever its status (an
-// abandoned PROCESSING record too), except a claim whose lock is still live:
+// abandoned PROCESSING record too), except a claim whose lease is still live:
 // a request running past retention keeps its key. A round deletes batches
 // of BatchSize, one short transaction each, with Pause between them, until
 // a batch comes back short; Run starts a round every Interval. When several
 // replicas run a sweeper, the store's sweep lock lets one batch run at a
-// time and the others skip their round (idem.ErrSweepBusy).
-//
-// OnDeleteFunc runs inside each batch's transaction with the deleted keys,
-// so an application can release state tied to a key's life (a business
-// row's unique idempotency key, say) atomically with the record.
+// time and the others skip their round (store.ErrSweepBusy).
 package sweeper
 
 import (
@@ -25,7 +21,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
 )
 
 // Defaults of Config.
@@ -51,14 +47,6 @@ type Config struct {
 	// Pause means none.
 	Pause time.Duration
 
-	// OnDeleteFunc, when set, runs inside each batch's transaction with the
-	// keys it deleted; ctx carries the transaction for the store's context
-	// accessor (pgstore.DB, sqlitestore.DB). An error rolls the batch back
-	// and ends the round: the records stay until a later round succeeds.
-	// Keep it short: the batch's row locks are held while it runs. Default
-	// none.
-	OnDeleteFunc func(ctx context.Context, deleted []idem.KeyRef) error
-
 	// ObserveFunc, when set, is called after every batch: the hook for
 	// metrics (metrics.Metrics.ObserveSweep). It must not block. Default
 	// none.
@@ -73,21 +61,21 @@ type Config struct {
 type Batch struct {
 	Deleted  int
 	Duration time.Duration
-	// Err is why the batch deleted nothing: idem.ErrSweepBusy when another
-	// process holds the sweep lock, else a store or OnDeleteFunc error.
+	// Err is why the batch deleted nothing: store.ErrSweepBusy when another
+	// process holds the sweep lock, else a store error.
 	Err error
 }
 
 // Sweeper deletes expired records from a store.
 type Sweeper struct {
-	store idem.Sweeper
+	store store.ExpiredDeleter
 	cfg   Config
 }
 
 // New returns a Sweeper on store. It fails on an invalid Config, never
 // later.
-func New(store idem.Sweeper, cfg Config) (*Sweeper, error) {
-	if store == nil {
+func New(st store.ExpiredDeleter, cfg Config) (*Sweeper, error) {
+	if st == nil {
 		return nil, errors.New("sweeper: New needs a store")
 	}
 	var errs []error
@@ -112,7 +100,7 @@ func New(store idem.Sweeper, cfg Config) (*Sweeper, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Sweeper{store: store, cfg: cfg}, nil
+	return &Sweeper{store: st, cfg: cfg}, nil
 }
 
 // Config returns the configuration in force, defaults filled in (a
@@ -129,7 +117,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case err != nil && !errors.Is(err, idem.ErrSweepBusy):
+		case err != nil && !errors.Is(err, store.ErrSweepBusy):
 			s.log(slog.LevelError, "sweep failed", n, start, slog.String("error", err.Error()))
 		case n > 0:
 			s.log(slog.LevelInfo, "swept expired idempotency keys", n, start)
@@ -155,12 +143,12 @@ func (s *Sweeper) log(level slog.Level, msg string, n int, start time.Time, attr
 // Once sweeps one round: batches of BatchSize with Pause between them,
 // until a batch deletes fewer than BatchSize. It returns how many records
 // it deleted. When another process holds the sweep lock it stops and
-// returns an error that is idem.ErrSweepBusy: that process sweeps.
+// returns an error that is store.ErrSweepBusy: that process sweeps.
 func (s *Sweeper) Once(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		start := time.Now()
-		deleted, err := s.store.DeleteExpired(ctx, s.cfg.BatchSize, s.cfg.OnDeleteFunc)
+		deleted, err := s.store.DeleteExpired(ctx, s.cfg.BatchSize)
 		if s.cfg.ObserveFunc != nil {
 			s.cfg.ObserveFunc(Batch{Deleted: len(deleted), Duration: time.Since(start), Err: err})
 		}

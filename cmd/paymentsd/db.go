@@ -9,12 +9,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/pgledger"
 	"github.com/idem-dev/idem/payments/sqliteledger"
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
 // defaultDB is the embedded database a new user gets: nothing to install.
@@ -33,7 +33,7 @@ const connectTimeout = 10 * time.Second
 type backend struct {
 	kind    string // "sqlite" or "postgres"
 	display string // where it is, without a password
-	store   idem.Store
+	store   store.Store
 	ledger  payments.Ledger
 	// migrate applies the key table's and the wallet's pending migrations
 	// and describes what it did.

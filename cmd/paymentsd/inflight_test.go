@@ -18,11 +18,12 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
 // idemStore opens the server's key table with the real store, as a second
 // process on the same database would.
-func (s *server) idemStore(t *testing.T) idem.Store {
+func (s *server) idemStore(t *testing.T) store.Store {
 	t.Helper()
 	if s.store == "sqlite" {
 		return sqlitestore.New(s.sqlite(t))
@@ -35,17 +36,17 @@ func (s *server) idemStore(t *testing.T) idem.Store {
 
 // holdKey claims key for u as a request with body would, with a live lease:
 // what a request that is still running (or crashed a moment ago) leaves.
-func holdKey(t *testing.T, u *user, path, key, body string) idem.Lock {
+func holdKey(t *testing.T, u *user, path, key, body string) store.Attempt {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodPost, path, bytes.NewReader([]byte(body)))
 	req.Header.Set("Content-Type", "application/json")
 	fp, err := idem.NewFingerprint(req, []byte(body))
 	require.NoError(t, err)
-	c := idem.Claim{Scope: u.id, Key: key, Fingerprint: fp, Token: uuid.NewString(), LockFor: time.Hour, TTL: time.Hour}
+	c := store.Claim{Scope: u.id, Key: key, Fingerprint: fp, Token: uuid.NewString(), Lease: time.Hour, TTL: time.Hour}
 	_, inserted, err := u.s.idemStore(t).Insert(context.Background(), c)
 	require.NoError(t, err)
 	require.True(t, inserted)
-	return idem.Lock{Scope: u.id, Key: key, Token: c.Token}
+	return store.Attempt{Scope: u.id, Key: key, Token: c.Token}
 }
 
 // testInFlight: a key whose request holds it gets 409 with Retry-After;

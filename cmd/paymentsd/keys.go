@@ -9,8 +9,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -32,18 +31,18 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 // keyState is what keys show prints: the record's state, never its
 // request or response body.
 type keyState struct {
-	UserID        string    `json:"user_id"`
-	Key           string    `json:"key"`
-	Status        string    `json:"status"`
-	Attempts      int       `json:"attempts"`
-	Request       string    `json:"request"`
-	CreatedAt     time.Time `json:"created_at"`
-	LockExpiresAt time.Time `json:"lock_expires_at"`
-	LockLive      bool      `json:"lock_live"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	Expired       bool      `json:"expired"`
-	ResponseCode  int       `json:"response_code,omitempty"`
-	Resource      string    `json:"resource,omitempty"`
+	UserID         string    `json:"user_id"`
+	Key            string    `json:"key"`
+	Status         string    `json:"status"`
+	Attempts       int       `json:"attempts"`
+	Request        string    `json:"request"`
+	CreatedAt      time.Time `json:"created_at"`
+	LeaseExpiresAt time.Time `json:"lock_expires_at"`
+	LeaseLive      bool      `json:"lock_live"`
+	ExpiresAt      time.Time `json:"expires_at"`
+	Expired        bool      `json:"expired"`
+	ResponseCode   int       `json:"response_code,omitempty"`
+	Resource       string    `json:"resource,omitempty"`
 }
 
 // keysShow prints one record's state as a JSON object.
@@ -64,7 +63,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	defer b.close()
 	rec, err := b.store.Get(ctx, *userID, *key)
-	if errors.Is(err, idem.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("keys show: no record for key %q of user %s (never used, or swept after its retention)", *key, *userID)
 	}
 	if err != nil {
@@ -73,7 +72,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	s := keyState{
 		UserID: rec.Scope, Key: rec.Key, Status: string(rec.Status), Attempts: rec.Attempts,
 		Request:   rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
-		CreatedAt: rec.CreatedAt.UTC(), LockExpiresAt: rec.LockExpiresAt.UTC(), LockLive: rec.LockLive,
+		CreatedAt: rec.CreatedAt.UTC(), LeaseExpiresAt: rec.LeaseExpiresAt.UTC(), LeaseLive: rec.LeaseLive,
 		ExpiresAt: rec.ExpiresAt.UTC(), Expired: rec.Expired,
 	}
 	if r := rec.Response; r != nil {
@@ -113,18 +112,12 @@ func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}{n})
 }
 
-// newSweeper returns a sweeper on b's store that frees the wallet's key
-// nets in the same transaction as the records it deletes.
+// newSweeper returns a sweeper on b's store.
 func newSweeper(b *backend, cfg sweeper.Config) (*sweeper.Sweeper, error) {
-	sw, ok := b.store.(idem.Sweeper)
+	sw, ok := b.store.(store.ExpiredDeleter)
 	if !ok {
 		return nil, fmt.Errorf("the %s store cannot sweep", b.kind)
 	}
-	svc, err := payments.New(b.ledger, payments.Config{})
-	if err != nil {
-		return nil, err
-	}
-	cfg.OnDeleteFunc = svc.ReleaseKeys
 	return sweeper.New(sw, cfg)
 }
 

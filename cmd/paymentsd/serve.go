@@ -45,7 +45,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "the address to listen on; port 0 picks a free port")
 	f.db = dbFlag(fs)
 	fs.DurationVar(&f.ttl, "idempotency-ttl", idem.DefaultTTL, "how long an Idempotency-Key binds its first response")
-	fs.DurationVar(&f.lockTimeout, "lock-timeout", idem.DefaultLockTimeout, "the lease of a request in leased mode: after a crash, a retry may take the key over after this long")
+	fs.DurationVar(&f.lockTimeout, "lock-timeout", idem.DefaultLeaseDuration, "the lease of a request in leased mode: after a crash, a retry may take the key over after this long")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", idem.DefaultWaitTimeout, "how long a duplicate waits for the request it repeats before it gets 409 in atomic mode")
 	fs.StringVar(&f.mode, "idempotency-mode", "atomic", "how a request holds its key: atomic (one transaction; the handlers only touch the database) or leased")
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
@@ -103,7 +103,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	mw, err := idem.New(b.store, idem.Config{
-		Mode: mode, TTL: f.ttl, LockTimeout: f.lockTimeout, WaitTimeout: f.waitTimeout,
+		Mode: mode, TTL: f.ttl, LeaseDuration: f.lockTimeout, WaitTimeout: f.waitTimeout,
 		DeferClaim: f.deferClaim, ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
 		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
 		TraceFunc:   m.Trace,

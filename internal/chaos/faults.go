@@ -189,7 +189,7 @@ func (in *Injector) kills(ctx, life context.Context, wg *sync.WaitGroup) {
 		if in.intN(3) == 0 {
 			// One time in three, a freeze longer than the lock timeout
 			// instead of a kill.
-			d := in.between(Span{in.Prof.LockTimeout * 5 / 4, in.Prof.LockTimeout * 2})
+			d := in.between(Span{in.Prof.LeaseDuration * 5 / 4, in.Prof.LeaseDuration * 2})
 			wg.Go(func() { in.Fleet.Pause(ctx, i, d) })
 			continue
 		}

@@ -18,9 +18,9 @@ type Profile struct {
 	Duration time.Duration
 	// Drain bounds how long callers may keep retrying after the faults stop.
 	Drain time.Duration
-	// LockTimeout is paymentsd's --lock-timeout: short, so the leases of
+	// LeaseDuration is paymentsd's --lock-timeout: short, so the leases of
 	// killed replicas expire quickly.
-	LockTimeout time.Duration
+	LeaseDuration time.Duration
 	// UpstreamTimeout is how long the front proxy waits for a replica's
 	// response headers before it tries another; BalancerAttempts is how
 	// many replicas it tries.
@@ -64,7 +64,7 @@ var Profiles = map[string]Profile{
 	// short runs in CI: both modes in under two minutes on two cores.
 	"short": {
 		Name: "short", Replicas: 3, Workers: 6,
-		Duration: 20 * time.Second, Drain: 30 * time.Second, LockTimeout: 2 * time.Second,
+		Duration: 20 * time.Second, Drain: 30 * time.Second, LeaseDuration: 2 * time.Second,
 		UpstreamTimeout: 1500 * time.Millisecond, BalancerAttempts: 3,
 		SDK:     SDKConfig{Timeout: 4 * time.Second, MaxAttempts: 200, BaseBackoff: 25 * time.Millisecond, MaxBackoff: time.Second},
 		Patient: 0.34, DoubleTap: 0.12, Drop: 0.10, MaxOps: 100_000,
@@ -76,7 +76,7 @@ var Profiles = map[string]Profile{
 	// requests, dozens of kills.
 	"long": {
 		Name: "long", Replicas: 4, Workers: 10,
-		Duration: 10 * time.Minute, Drain: time.Minute, LockTimeout: 3 * time.Second,
+		Duration: 10 * time.Minute, Drain: time.Minute, LeaseDuration: 3 * time.Second,
 		UpstreamTimeout: 2 * time.Second, BalancerAttempts: 3,
 		SDK:     SDKConfig{Timeout: 5 * time.Second, MaxAttempts: 500, BaseBackoff: 25 * time.Millisecond, MaxBackoff: 2 * time.Second},
 		Patient: 0.3, DoubleTap: 0.12, Drop: 0.10, MaxOps: 1_000_000, MaxRechecks: 2000,
@@ -91,9 +91,9 @@ var Profiles = map[string]Profile{
 // frozen replica while its twin takes the expired lease elsewhere is the
 // race the fencing token settles.
 func (p Profile) patient() (Profile, time.Duration) {
-	p.SDK.Timeout = 5 * p.LockTimeout
+	p.SDK.Timeout = 5 * p.LeaseDuration
 	p.DoubleTap = min(3*p.DoubleTap, 0.5)
-	return p, 4 * p.LockTimeout
+	return p, 4 * p.LeaseDuration
 }
 
 // Validate reports a profile that cannot run.
@@ -101,7 +101,7 @@ func (p Profile) Validate() error {
 	switch {
 	case p.Replicas < 2:
 		return fmt.Errorf("profile %s: at least 2 replicas (a balancer with one has nowhere to retry)", p.Name)
-	case p.Workers < 1 || p.Duration <= 0 || p.Drain <= 0 || p.LockTimeout < 100*time.Millisecond:
+	case p.Workers < 1 || p.Duration <= 0 || p.Drain <= 0 || p.LeaseDuration < 100*time.Millisecond:
 		return fmt.Errorf("profile %s: workers, duration, drain and lock timeout must be set", p.Name)
 	case p.KillEvery.Min <= 0 || p.FaultEvery.Min <= 0 || p.KillEvery.Max < p.KillEvery.Min || p.FaultEvery.Max < p.FaultEvery.Min:
 		return fmt.Errorf("profile %s: fault intervals must be positive spans", p.Name)

@@ -96,7 +96,7 @@ func (r *Racer) Close() { r.front.Close() }
 // another, and then retries through the front proxy until it has a final
 // answer.
 func (r *Racer) Run(ctx, faults context.Context, deadline time.Time) {
-	lt := r.prof.LockTimeout
+	lt := r.prof.LeaseDuration
 	for seq := 0; r.prof.RaceEvery > 0; seq++ {
 		select {
 		case <-faults.Done():

@@ -126,7 +126,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	defer links.Close()
 	serve := func(dbURL, ttl string) []string {
 		return []string{"serve", "--addr", "127.0.0.1:0", "--db", dbURL, "--idempotency-mode", m.mode,
-			"--idempotency-ttl", ttl, "--lock-timeout", p.LockTimeout.String()}
+			"--idempotency-ttl", ttl, "--lock-timeout", p.LeaseDuration.String()}
 	}
 	replicas := make([]*Replica, p.Replicas)
 	for i := range replicas {
@@ -220,9 +220,9 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	m.logf("faults stopped; %d requests so far; waiting for the callers to finish their retries", m.stats.Requests.Load())
 	callers.Wait()
-	// A lease of a killed replica runs out LockTimeout after it was last
+	// A lease of a killed replica runs out LeaseDuration after it was last
 	// renewed, which is before the faults stopped.
-	time.Sleep(time.Until(calm.Add(p.LockTimeout + 500*time.Millisecond)))
+	time.Sleep(time.Until(calm.Add(p.LeaseDuration + 500*time.Millisecond)))
 
 	// Live locks are counted before the rechecks below make new requests.
 	var live int
@@ -254,7 +254,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	if live > 0 {
 		v.fail(&v.LiveLocks, "%d PROCESSING records held a live lock %s after the faults stopped (lock timeout %s)",
-			live, p.LockTimeout+500*time.Millisecond, p.LockTimeout)
+			live, p.LeaseDuration+500*time.Millisecond, p.LeaseDuration)
 	}
 	return v, nil
 }

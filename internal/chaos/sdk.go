@@ -151,7 +151,7 @@ func (c *Client) Send(ctx context.Context, op *Op) Attempt {
 		c.stats.NoResponse.Add(1)
 	case a.Status >= 500:
 		c.stats.ServerErrors.Add(1)
-	case a.Status == http.StatusConflict && a.RetryAfter != "" && bytes.Contains(a.Body, []byte("lock-lost")):
+	case a.Status == http.StatusConflict && a.RetryAfter != "" && bytes.Contains(a.Body, []byte("lease-lost")):
 		c.stats.LockLost.Add(1)
 	case a.Status == http.StatusConflict && a.RetryAfter != "":
 		c.stats.InFlight.Add(1)

@@ -67,7 +67,7 @@ func run() error {
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return err
 	}
-	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: mode, LockTimeout: *lockTimeout})
+	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: mode, LeaseDuration: *lockTimeout})
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -115,9 +116,9 @@ func run(ctx context.Context) error {
 	if err := explain(ctx, pool); err != nil {
 		return err
 	}
-	store := pgstore.New(pool)
+	st := pgstore.New(pool)
 
-	load := newLoad(store, *rows, *expired)
+	load := newLoad(st, *rows, *expired)
 	log.Printf("warm-up: 10s of load at %d/s", *rate)
 	load.run(ctx, 10*time.Second, nil)
 
@@ -125,7 +126,7 @@ func run(ctx context.Context) error {
 	base := load.run(ctx, *phase, nil)
 	base.print("baseline")
 
-	sw := sweepUnderLoad(ctx, store, load, sweeper.Config{}, base)
+	sw := sweepUnderLoad(ctx, st, load, sweeper.Config{}, base)
 	if err := tableStats(ctx, pool); err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ func run(ctx context.Context) error {
 			return err
 		}
 		log.Printf("refilled %d expired records", *expired)
-		sweepUnderLoad(ctx, store, load, sweeper.Config{Pause: -1}, base)
+		sweepUnderLoad(ctx, st, load, sweeper.Config{Pause: -1}, base)
 	}
 	start := time.Now()
 	if _, err := pool.Exec(ctx, "VACUUM idempotency_keys"); err != nil {
@@ -285,7 +286,7 @@ func (s sweepResult) print() {
 // with windows without it, while the load runs; it compares the latencies
 // of the two kinds of window, so that whatever else the machine does hits
 // both alike.
-func sweepUnderLoad(ctx context.Context, store *pgstore.Store, l *load, cfg sweeper.Config, base *stats) sweepResult {
+func sweepUnderLoad(ctx context.Context, ks *pgstore.Store, l *load, cfg sweeper.Config, base *stats) sweepResult {
 	res := sweepResult{name: "sweep (batch 1000, pause 100ms)"}
 	if cfg.Pause < 0 {
 		res.name = "sweep (batch 1000, no pause)"
@@ -298,7 +299,7 @@ func sweepUnderLoad(ctx context.Context, store *pgstore.Store, l *load, cfg swee
 			mu.Unlock()
 		}
 	}
-	sw, err := sweeper.New(store, cfg)
+	sw, err := sweeper.New(ks, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -353,9 +354,9 @@ type load struct {
 	claimsInFlight sync.WaitGroup
 }
 
-func newLoad(store *pgstore.Store, rows, expired int) *load {
+func newLoad(st *pgstore.Store, rows, expired int) *load {
 	h := sha256.Sum256([]byte("bench"))
-	return &load{store: store, rows: rows, expired: expired, hash: h[:]}
+	return &load{store: st, rows: rows, expired: expired, hash: h[:]}
 }
 
 // stats are the latencies of one phase; with a sweep in windows, of the
@@ -426,22 +427,22 @@ func (l *load) get(ctx context.Context, st *stats) {
 	key := fmt.Sprintf("%x", md5.Sum([]byte(strconv.Itoa(i))))
 	t := time.Now()
 	_, err := l.store.Get(ctx, user, key)
-	if errors.Is(err, idem.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		err = nil // expired and swept meanwhile: still a read
 	}
 	st.add(&st.get, time.Since(t), err)
 }
 
 func (l *load) claim(ctx context.Context, st *stats) {
-	c := idem.Claim{
+	c := store.Claim{
 		Scope: "user-" + strconv.Itoa(mrand.IntN(*users)),
 		Key:   "bench-" + uuid.NewString(),
-		Fingerprint: idem.Fingerprint{
+		Fingerprint: store.Fingerprint{
 			Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/transactions", Hash: l.hash,
 		},
-		Token:   uuid.NewString(),
-		LockFor: 30 * time.Second,
-		TTL:     48 * time.Hour,
+		Token: uuid.NewString(),
+		Lease: 30 * time.Second,
+		TTL:   48 * time.Hour,
 	}
 	t := time.Now()
 	_, inserted, err := l.store.Insert(ctx, c)
@@ -450,8 +451,8 @@ func (l *load) claim(ctx context.Context, st *stats) {
 		return
 	}
 	t = time.Now()
-	err = l.store.Complete(ctx, idem.Lock{Scope: c.Scope, Key: c.Key, Token: c.Token},
-		idem.Response{StatusCode: 201, Body: []byte(`{"id":"x","status":"settled"}`)})
+	err = l.store.Complete(ctx, store.Attempt{Scope: c.Scope, Key: c.Key, Token: c.Token},
+		store.Response{StatusCode: 201, Body: []byte(`{"id":"x","status":"settled"}`)})
 	st.add(&st.complete, time.Since(t), err)
 }
 

@@ -8,15 +8,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/store"
 )
 
 // Harness is one Ledger under test, on a migrated, empty database, with
 // the idem Store whose key table shares that database.
 type Harness struct {
 	Ledger payments.Ledger
-	Store  idem.Store
+	Store  store.Store
 }
 
 // Run runs the suite. newHarness is called once per test and must return a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/store"
 )
 
 // claimKey makes a COMPLETED key record for user in the idem store, as the
@@ -20,16 +21,16 @@ func claimKey(t *testing.T, h Harness, user, key string, ttl time.Duration) stri
 	t.Helper()
 	ctx := context.Background()
 	hash := sha256.Sum256([]byte(key))
-	c := idem.Claim{
+	c := store.Claim{
 		Scope: user, Key: key,
-		Fingerprint: idem.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/transactions", Hash: hash[:]},
-		Token:       uuid.NewString(), LockFor: time.Minute, TTL: ttl,
+		Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/transactions", Hash: hash[:]},
+		Token:       uuid.NewString(), Lease: time.Minute, TTL: ttl,
 	}
 	_, inserted, err := h.Store.Insert(ctx, c)
 	require.NoError(t, err)
 	require.True(t, inserted)
-	require.NoError(t, h.Store.Complete(ctx, idem.Lock{Scope: user, Key: key, Token: c.Token},
-		idem.Response{StatusCode: 201, Body: []byte("{}")}))
+	require.NoError(t, h.Store.Complete(ctx, store.Attempt{Scope: user, Key: key, Token: c.Token},
+		store.Response{StatusCode: 201, Body: []byte("{}")}))
 	return key
 }
 
@@ -45,7 +46,7 @@ func testAmbientTransaction(t *testing.T, h Harness) {
 		return payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: amount}
 	}
 
-	tx, err := h.Store.Begin(ctx, idem.TxOptions{})
+	tx, err := h.Store.Begin(ctx, store.TxOptions{})
 	require.NoError(t, err)
 	actx := tx.Context(ctx)
 	first, err := s.Convert(actx, user, "k", usdEur(100))
@@ -68,7 +69,7 @@ func testAmbientTransaction(t *testing.T, h Harness) {
 	_, err = s.GetTransaction(ctx, user, first.ID)
 	require.ErrorIs(t, err, payments.ErrNotFound, "rolled back with the transaction")
 
-	tx, err = h.Store.Begin(ctx, idem.TxOptions{})
+	tx, err = h.Store.Begin(ctx, store.TxOptions{})
 	require.NoError(t, err)
 	actx = tx.Context(ctx)
 	_, err = s.Convert(actx, user, "k", usdEur(100))
@@ -135,20 +136,11 @@ func testReleaseKeys(t *testing.T, h Harness) {
 	_, err := s.Convert(ctx, bob, "gone", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 100})
 	require.NoError(t, err)
 
-	deleted := []idem.KeyRef{{Scope: alice, Key: "gone"}, {Scope: alice, Key: "never-used"}, {Scope: "not-a-user", Key: "gone"}}
-	if sw, ok := h.Store.(idem.Sweeper); ok {
-		// Through the store's sweep, as the sweeper runs it.
-		claimKey(t, h, alice, "gone", time.Millisecond)
-		time.Sleep(20 * time.Millisecond)
-		got, err := sw.DeleteExpired(ctx, 100, s.ReleaseKeys)
-		require.NoError(t, err)
-		require.Equal(t, []idem.KeyRef{{Scope: alice, Key: "gone"}}, got)
-	} else {
-		tx, err := h.Store.Begin(ctx, idem.TxOptions{})
-		require.NoError(t, err)
-		require.NoError(t, s.ReleaseKeys(tx.Context(ctx), deleted))
-		require.NoError(t, tx.Commit(ctx))
-	}
+	deleted := []store.KeyRef{{Scope: alice, Key: "gone"}, {Scope: alice, Key: "never-used"}, {Scope: "not-a-user", Key: "gone"}}
+	tx, err := h.Store.Begin(ctx, store.TxOptions{})
+	require.NoError(t, err)
+	require.NoError(t, s.ReleaseKeys(tx.Context(ctx), deleted))
+	require.NoError(t, tx.Commit(ctx))
 	require.NoError(t, s.ReleaseKeys(ctx, nil))
 
 	_, err = s.Convert(ctx, alice, "gone", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 300})
@@ -161,9 +153,9 @@ func testReleaseKeys(t *testing.T, h Harness) {
 	require.ErrorIs(t, err, payments.ErrDuplicateKey, "another user's key stays bound")
 
 	// A hook that fails rolls back with the sweep: nothing is freed.
-	tx, err := h.Store.Begin(ctx, idem.TxOptions{})
+	tx, err = h.Store.Begin(ctx, store.TxOptions{})
 	require.NoError(t, err)
-	require.NoError(t, s.ReleaseKeys(tx.Context(ctx), []idem.KeyRef{{Scope: alice, Key: "kept"}}))
+	require.NoError(t, s.ReleaseKeys(tx.Context(ctx), []store.KeyRef{{Scope: alice, Key: "kept"}}))
 	require.NoError(t, tx.Rollback(ctx))
 	_, err = s.Convert(ctx, alice, "kept", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 303})
 	require.ErrorIs(t, err, payments.ErrDuplicateKey)

@@ -94,7 +94,7 @@ func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int
 // nothing reads its result before then.
 func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, amount int64) error {
 	t.u.locked[balanceKey{userID, currency}] = amount
-	t.u.defer_("pgledger: set balance", `UPDATE balances SET amount = $3, updated_at = now() WHERE user_id = $1 AND currency = $2`,
+	t.u.queue("pgledger: set balance", `UPDATE balances SET amount = $3, updated_at = now() WHERE user_id = $1 AND currency = $2`,
 		userID, currency, amount)
 	return nil
 }
@@ -219,7 +219,7 @@ func (t ledgerTx) ReleaseStaleKey(ctx context.Context, kind payments.Kind, userI
 // InsertEntries is sent with the unit's next statement, or with its commit.
 func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
 	for _, e := range entries {
-		t.u.defer_("pgledger: insert entries", `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id)
+		t.u.queue("pgledger: insert entries", `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id)
 		         VALUES ($1, $2, $3, nullif($4, '')::uuid, nullif($5, '')::uuid)`,
 			e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID)
 	}

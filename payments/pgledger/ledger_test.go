@@ -7,12 +7,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/ledgertest"
 	"github.com/idem-dev/idem/payments/pgledger"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/store"
 )
 
 func TestConformance(t *testing.T) {
@@ -79,7 +79,7 @@ func TestBeginFailsAlone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := migratedPool(t, 4)
-	tx, err := pgstore.New(pool).Begin(ctx, idem.TxOptions{})
+	tx, err := pgstore.New(pool).Begin(ctx, store.TxOptions{})
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
 	ctx = tx.Context(ctx)

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/store"
 )
 
 func (l *Ledger) Deposit(ctx context.Context, userID, id string) (payments.Deposit, error) {
@@ -141,7 +141,7 @@ UPDATE %s b SET idempotency_key = NULL
   FROM unnest($1::uuid[], $2::text[]) AS d (user_id, idempotency_key)
  WHERE b.user_id = d.user_id AND b.idempotency_key = d.idempotency_key`
 
-func (l *Ledger) ReleaseKeys(ctx context.Context, keys []idem.KeyRef) (int64, error) {
+func (l *Ledger) ReleaseKeys(ctx context.Context, keys []store.KeyRef) (int64, error) {
 	users, names := make([]string, 0, len(keys)), make([]string, 0, len(keys))
 	for _, k := range keys {
 		if err := uuid.Validate(k.Scope); err == nil {

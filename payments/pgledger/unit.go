@@ -18,12 +18,12 @@ import (
 //   - it opens lazily: the SAVEPOINT (or BEGIN) goes in front of the first
 //     statement, in the same round trip;
 //   - writes whose result nothing reads (balance updates, ledger entries)
-//     are deferred and go in front of the next statement, or with the
+//     are queued and go in front of the next statement, or with the
 //     RELEASE (or COMMIT) that ends the unit.
 //
-// A deferred write that fails makes the statement it travels with, or the
+// A queued write that fails makes the statement it travels with, or the
 // commit, fail with its error: the unit fails as a whole either way. Inside
-// the request's transaction the unit hands its last deferred writes and its
+// the request's transaction the unit hands its last queued writes and its
 // RELEASE to pgstore.Defer, so they travel with the completion of the key.
 type unit struct {
 	db      batcher
@@ -31,7 +31,7 @@ type unit struct {
 	own     bool          // a transaction of its own, not a savepoint
 	opened  bool          // SAVEPOINT or BEGIN has been sent
 	ended   bool
-	pending []deferred
+	pending []queued
 	// locked are the balances the unit holds locked, with their amounts as
 	// the unit has set them.
 	locked map[balanceKey]int64
@@ -43,7 +43,7 @@ type batcher interface {
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
-type deferred struct {
+type queued struct {
 	what string
 	sql  string
 	args []any
@@ -73,11 +73,11 @@ func (u *unit) open() string {
 	return "SAVEPOINT " + savepoint
 }
 
-func (u *unit) defer_(what, sql string, args ...any) {
-	u.pending = append(u.pending, deferred{what: what, sql: sql, args: args})
+func (u *unit) queue(what, sql string, args ...any) {
+	u.pending = append(u.pending, queued{what: what, sql: sql, args: args})
 }
 
-// send sends b behind the opening statement and the deferred writes, and
+// send sends b behind the opening statement and the queued writes, and
 // returns b's results once theirs are read.
 func (u *unit) send(ctx context.Context, b *pgx.Batch) (pgx.BatchResults, error) {
 	if u.ended {
@@ -136,7 +136,7 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
-// commit sends the deferred writes and the RELEASE (or COMMIT) in one round
+// commit sends the queued writes and the RELEASE (or COMMIT) in one round
 // trip.
 func (u *unit) commit(ctx context.Context) error {
 	if !u.opened && len(u.pending) == 0 {
@@ -144,7 +144,7 @@ func (u *unit) commit(ctx context.Context) error {
 		return nil
 	}
 	end := "RELEASE SAVEPOINT " + savepoint
-	if !u.own && u.deferToRequest(ctx, end) {
+	if !u.own && u.queueOnRequest(ctx, end) {
 		return nil
 	}
 	b := &pgx.Batch{}
@@ -170,29 +170,29 @@ func (u *unit) commit(ctx context.Context) error {
 	return nil
 }
 
-// deferToRequest hands the deferred writes and the RELEASE to the request's
+// queueOnRequest hands the queued writes and the RELEASE to the request's
 // ambient transaction (pgstore.Defer): they go with its next statement,
 // which is usually the completion of the key and the COMMIT, so the unit
 // ends without a round trip of its own. It reports false when ctx carries
 // no ambient transaction.
-func (u *unit) deferToRequest(ctx context.Context, release string) bool {
+func (u *unit) queueOnRequest(ctx context.Context, release string) bool {
 	writes := u.pending
 	if u.opened {
-		writes = append(writes, deferred{what: "pgledger: commit", sql: release})
+		writes = append(writes, queued{what: "pgledger: commit", sql: release})
 	}
-	if !pgstore.Defer(ctx, writes[0].what, writes[0].sql, writes[0].args...) {
+	if !pgstore.Queue(ctx, writes[0].what, writes[0].sql, writes[0].args...) {
 		return false
 	}
 	// The rest cannot be refused: the transaction is the handler's, and
 	// nothing else ends it in between.
 	for _, d := range writes[1:] {
-		pgstore.Defer(ctx, d.what, d.sql, d.args...)
+		pgstore.Queue(ctx, d.what, d.sql, d.args...)
 	}
 	u.pending, u.ended = nil, true
 	return true
 }
 
-// rollback undoes what the unit sent; deferred writes are dropped unsent.
+// rollback undoes what the unit sent; queued writes are dropped unsent.
 func (u *unit) rollback(ctx context.Context) error {
 	u.pending = nil
 	if u.ended || !u.opened {

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/store"
 )
 
 func (l *Ledger) Deposit(ctx context.Context, userID, id string) (payments.Deposit, error) {
@@ -112,7 +112,7 @@ UPDATE %s SET idempotency_key = NULL
  WHERE idempotency_key IS NOT NULL
    AND (user_id, idempotency_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
 
-func (l *Ledger) ReleaseKeys(ctx context.Context, keys []idem.KeyRef) (int64, error) {
+func (l *Ledger) ReleaseKeys(ctx context.Context, keys []store.KeyRef) (int64, error) {
 	pairs := make([][2]string, len(keys))
 	for i, k := range keys {
 		pairs[i] = [2]string{k.Scope, k.Key}

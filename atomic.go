@@ -1,0 +1,80 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// atomic holds a key with a transaction: the claim, the handler's writes
+// and the completion commit together or not at all. A duplicate's claim
+// waits on the first one's uncommitted row (at most Config.WaitTimeout),
+// then sees it COMPLETED and replays, or claims it if the first rolled
+// back. A client that leaves before the commit takes everything with it:
+// the handler only wrote to the database, so nothing happened anywhere.
+type atomic struct {
+	m  *Middleware
+	tx store.Tx
+}
+
+func (h *atomic) hold(ctx context.Context, q *request) (context.Context, result, bool) {
+	m := h.m
+	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
+	if err != nil {
+		// A store may wait for the key here rather than in the claim: a
+		// bounded wait is still 409.
+		return nil, notClaimed(fmt.Errorf("begin: %w", err)), false
+	}
+	if res, held := m.claim(ctx, tx, q); !held {
+		dctx, cancel := m.detached(ctx)
+		defer cancel()
+		_ = tx.Rollback(dctx)
+		return nil, res, false
+	}
+	h.tx = tx
+	return tx.Context(ctx), result{}, true
+}
+
+func (h *atomic) stop(*request) error { return nil }
+
+func (h *atomic) complete(ctx context.Context, q *request, resp store.Response) error {
+	completed, err := completeAndCommit(ctx, h.tx, q.claim.Attempt(), resp)
+	if completed || !errors.Is(err, store.ErrTxAborted) || resp.StatusCode < 400 {
+		return err
+	}
+	// A business error aborted the transaction, taking the claim with it;
+	// the 4xx is final all the same.
+	_ = h.tx.Rollback(ctx)
+	return h.completeAfresh(ctx, q, resp)
+}
+
+// completeAfresh stores a final response in a new transaction that takes
+// the key again, after the handler's transaction aborted.
+func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Response) error {
+	m := h.m
+	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if res, held := m.claim(ctx, tx, q); !held {
+		if res.outcome == OutcomeStoreError {
+			return res.err
+		}
+		// Another request took the key in between; its answer stands and
+		// this attempt's is dropped, which the client sees as a lost lease.
+		return store.ErrLeaseLost
+	}
+	if err := tx.Complete(ctx, q.claim.Attempt(), resp); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// release rolls back: the claim goes with the handler's writes.
+func (h *atomic) release(ctx context.Context, _ *request) error {
+	_ = h.tx.Rollback(ctx)
+	return nil
+}

@@ -1,0 +1,101 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// A holder is one way of holding a key while the handler runs: leased
+// (leased.go), atomic with the claim first (atomic.go), or atomic with the
+// claim deferred to the completion (deferred.go). Each takes the key, then
+// either completes it with a final response or releases it.
+type holder interface {
+	// hold takes q's key and returns the context the handler runs with.
+	// When q does not get the key, it returns the answer instead (replay,
+	// 409, 422, 503) and false.
+	hold(ctx context.Context, q *request) (hctx context.Context, res result, held bool)
+	// stop ends what hold started beside the handler (a lease's renewals)
+	// and returns why the handler's hold ended early, if it did.
+	stop(q *request) (cause error)
+	// complete stores resp as the key's final answer, with the handler's
+	// writes, and commits.
+	complete(ctx context.Context, q *request, resp store.Response) error
+	// release rolls the handler's writes back and frees the key for a
+	// retry.
+	release(ctx context.Context, q *request) error
+}
+
+// holder returns how q holds its key.
+func (m *Middleware) holder(q *request) holder {
+	switch {
+	case m.cfg.Mode == ModeLeased:
+		return &leased{m: m}
+	case m.cfg.DeferClaim && !q.claimFirst:
+		return &deferred{atomic: atomic{m: m}}
+	}
+	return &atomic{m: m}
+}
+
+// maxClaimRounds bounds the insert/re-acquire loop. Each round loses only to
+// another request that changed the record in between, so more rounds than
+// this means the key is busy: the request is answered 409.
+const maxClaimRounds = 4
+
+// claim takes the key for q through k: the store itself (leased mode) or a
+// transaction (atomic mode). The atomic insert is the only arbiter of who
+// executes; a record that exists is re-acquired by a conditional update
+// that exactly one contender wins. When q does not get the key, claim
+// returns the answer.
+func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (res result, held bool) {
+	for range maxClaimRounds {
+		q.claim.Token = uuid.NewString()
+		rec, inserted, err := k.Insert(ctx, q.claim)
+		if err != nil {
+			return notClaimed(err), false
+		}
+		if inserted {
+			return result{}, true
+		}
+		if rec == nil {
+			continue // swept between the insert and the read
+		}
+		if res, answered := m.answerFrom(q, rec); answered {
+			return res, false
+		}
+		won, err := k.Reacquire(ctx, q.claim, rec.Token)
+		if err != nil {
+			return notClaimed(err), false
+		}
+		if won {
+			q.event.Reacquired = true
+			return result{}, true
+		}
+	}
+	return inFlight(), false
+}
+
+// notClaimed answers a claim that failed: a bounded wait for the request
+// that holds the key is 409, anything else 503.
+func notClaimed(err error) result {
+	if errors.Is(err, store.ErrWaitTimeout) {
+		return inFlight()
+	}
+	return storeFailed(fmt.Errorf("claim key: %w", err))
+}
+
+// completeAndCommit marks the key COMPLETED with resp in tx, fenced by the
+// attempt's token, and commits: in one step where the store can.
+func completeAndCommit(ctx context.Context, tx store.Tx, a store.Attempt, resp store.Response) (completed bool, err error) {
+	if cc, ok := tx.(store.CommitCompleter); ok {
+		return cc.CompleteAndCommit(ctx, a, resp)
+	}
+	if err := tx.Complete(ctx, a, resp); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}

@@ -1,0 +1,76 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+)
+
+// outcome is how running the handler ended.
+type outcome struct {
+	kind     outcomeKind
+	captured *capture
+	cause    error // why the hold ended early (outcomeHoldEnded), or the client's leaving
+	panicked any   // the panic value (outcomePanicked)
+}
+
+type outcomeKind int
+
+const (
+	outcomeFinal      outcomeKind = iota // 2xx, 3xx, or a 4xx but 408 and 429: the request's last word
+	outcomeRetriable                     // 5xx, 408, 429: the client may retry
+	outcomePanicked                      // the handler panicked
+	outcomeClientGone                    // atomic mode: the client left before the commit
+	outcomeHoldEnded                     // leased mode: the lease was lost, lapsed, or passed its maximum life
+)
+
+// run calls the handler with the held key's context, capturing its
+// response, and says how it ended.
+func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcome) {
+	c := newCapture(m.cfg.MaxResponseBytes)
+	r := q.r.WithContext(context.WithValue(hctx, keyKey{}, q.claim.Key))
+	// The handler may run twice (a deferred claim that lost): it reads
+	// the body afresh each time.
+	r.Body = io.NopCloser(bytes.NewReader(q.body))
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		p := recover()
+		cause := h.stop(q)
+		if p == nil {
+			// runtime.Goexit (t.FailNow in a test, say): nothing after
+			// this function runs, so it cleans up here.
+			m.abandon(q, h, errors.Join(errors.New("handler called runtime.Goexit"), cause))
+			return
+		}
+		out = outcome{kind: outcomePanicked, captured: c, panicked: p}
+	}()
+	q.next.ServeHTTP(c, r)
+	returned = true
+
+	cause := h.stop(q)
+	status := c.statusCode()
+	switch {
+	case errors.Is(cause, ErrLeaseMaxLife), cause != nil && !isFinal(status):
+		// Past its maximum life the handler's answer is never stored: the
+		// key may be another attempt's by now. A lost lease's failure is
+		// not the client's answer either: the attempt that took the key
+		// over has it.
+		return outcome{kind: outcomeHoldEnded, captured: c, cause: cause}
+	case m.cfg.Mode == ModeAtomic && q.r.Context().Err() != nil:
+		return outcome{kind: outcomeClientGone, captured: c, cause: q.r.Context().Err()}
+	case !isFinal(status):
+		return outcome{kind: outcomeRetriable, captured: c}
+	}
+	return outcome{kind: outcomeFinal, captured: c}
+}
+
+// isFinal reports whether a status is the request's last word: 2xx, 3xx and
+// 4xx except 408 and 429, which ask for a retry.
+func isFinal(status int) bool {
+	return status < 500 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests
+}

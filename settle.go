@@ -1,0 +1,135 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// then is what the request path does after settle.
+type then int
+
+const (
+	thenAnswer        then = iota // send the result
+	thenRecordFirst               // a recorded answer beats the result (a deferred claim never ran)
+	thenRecordOrRerun             // answer from the record, or run again claiming the key first
+)
+
+// settle turns an outcome into the key's new state and the client's
+// answer: a final response is completed and committed before anyone sees
+// it; anything else is rolled back and the key released for a retry. A
+// panic is re-raised after that.
+func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outcome) (result, then) {
+	// The finishing writes must not be cut short by a client that leaves.
+	ctx, cancel := m.detached(ctx)
+	defer cancel()
+	unknown := false // a deferred claim never ran (errKeyUnknown)
+	release := func() error {
+		err := h.release(ctx, q)
+		if errors.Is(err, errKeyUnknown) {
+			unknown = true
+			return nil
+		}
+		return err
+	}
+	switch out.kind {
+	case outcomePanicked:
+		m.abandon(q, h, fmt.Errorf("handler panicked: %v", out.panicked))
+		panic(out.panicked)
+	case outcomeClientGone:
+		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), release())}, thenAnswer
+	case outcomeHoldEnded:
+		return leaseLost(errors.Join(out.cause, release())), thenAnswer
+	case outcomeRetriable:
+		res := result{outcome: OutcomeFailed, captured: out.captured, err: release()}
+		if unknown {
+			return res, thenRecordFirst
+		}
+		return res, thenAnswer
+	}
+	resp := m.storedResponse(out.captured)
+	switch err := h.complete(ctx, q, resp); {
+	case err == nil:
+		m.remember(q, resp)
+		return result{outcome: OutcomeExecuted, captured: out.captured, stored: &resp}, thenAnswer
+	case errors.Is(err, errKeyRecorded):
+		return result{}, thenRecordOrRerun
+	case errors.Is(err, store.ErrLeaseLost):
+		return leaseLost(err), thenAnswer
+	case errors.Is(err, store.ErrWaitTimeout):
+		return inFlight(), thenAnswer
+	default:
+		return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), release())), thenAnswer
+	}
+}
+
+// abandon rolls back and releases the key of a handler that did not
+// return (a panic, runtime.Goexit), recording why on the Event: respond
+// never runs for it.
+func (m *Middleware) abandon(q *request, h holder, cause error) {
+	ctx, cancel := m.detached(q.r.Context())
+	defer cancel()
+	err := h.release(ctx, q)
+	if errors.Is(err, errKeyUnknown) {
+		err = nil
+	}
+	q.event.Outcome, q.event.Err = OutcomeAbandoned, errors.Join(cause, err)
+}
+
+// remember caches the response of a completion that committed. The
+// record's expiry is at least TTL after the request began.
+func (m *Middleware) remember(q *request, resp store.Response) {
+	if m.cache == nil {
+		return
+	}
+	m.cache.put(&store.Record{
+		Scope: q.claim.Scope, Key: q.claim.Key, Fingerprint: q.claim.Fingerprint,
+		Status: store.StatusCompleted, Response: &resp, ExpiresAt: q.start.Add(m.cfg.TTL),
+	}, time.Now())
+}
+
+// storedResponse is what the record keeps of a captured response: its
+// status, allow-listed headers and body; or, when the body was over the
+// limit, a problem response saying so.
+func (m *Middleware) storedResponse(c *capture) store.Response {
+	if c.overflow {
+		return store.Response{
+			StatusCode: http.StatusInternalServerError,
+			Header:     http.Header{"Content-Type": {"application/problem+json"}},
+			Body: m.problemBody(ProblemResponseTooLarge, http.StatusInternalServerError,
+				fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes)),
+		}
+	}
+	resp := store.Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}
+	for _, h := range m.cfg.ReplayHeaders {
+		if v := c.header.Values(h); len(v) > 0 {
+			resp.Header[h] = append([]string(nil), v...)
+		}
+	}
+	resp.ResourceType, resp.ResourceID = resourceOf(c.header.Get("Location"))
+	return resp
+}
+
+// resourceOf names the resource a Location header points at: its last two
+// path segments, as in /v1/transactions/{id}.
+func resourceOf(location string) (typ, id string) {
+	u, err := url.Parse(location)
+	if err != nil || u.Path == "" {
+		return "", ""
+	}
+	dir, id := path.Split(strings.TrimSuffix(u.Path, "/"))
+	return path.Base(dir), id
+}
+
+// detached returns a context that outlives the client, bounded by
+// StoreTimeout, for the writes that finish a request.
+func (m *Middleware) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), m.cfg.StoreTimeout)
+}

@@ -1,0 +1,28 @@
+package store
+
+import "errors"
+
+// Errors a store returns. Stores translate their driver's errors into these
+// at their boundary, so the middleware never inspects a driver error. Any
+// other error is a store failure: the middleware answers 503.
+var (
+	// ErrNotFound: the key has no record.
+	ErrNotFound = errors.New("idem: record not found")
+	// ErrLeaseLost: the attempt's fencing token no longer holds the record;
+	// another attempt took the key over.
+	ErrLeaseLost = errors.New("idem: the attempt lost the key to another attempt")
+	// ErrWaitTimeout: a transaction waited longer than TxOptions.MaxWait for
+	// another transaction holding the same key.
+	ErrWaitTimeout = errors.New("idem: timed out waiting for a concurrent request with the same key")
+	// ErrKeyExists: a deferred claim (ClaimDeferrer) found the key already
+	// recorded when the request completed; the store aborted the
+	// transaction with the handler's writes.
+	ErrKeyExists = errors.New("idem: the key is already recorded; this attempt is discarded")
+	// ErrTxAborted: the transaction was aborted by an earlier error (in
+	// PostgreSQL, a failed statement the handler did not roll back to a
+	// savepoint); nothing more can run in it.
+	ErrTxAborted = errors.New("idem: transaction aborted by an earlier error")
+	// ErrSweepBusy: another process holds the store's sweep lock, so this
+	// one deleted nothing. It is not a failure; try again later.
+	ErrSweepBusy = errors.New("idem: another sweep is running")
+)
