@@ -21,8 +21,10 @@ func runMaxLeaseLife(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		t.Parallel()
 		c := cfg
 		c.Mode = idem.ModeLeased
-		c.LeaseDuration = 300 * time.Millisecond
-		c.MaxLeaseLife = 600 * time.Millisecond
+		// Long enough that renewals get through on a loaded machine, so
+		// that the maximum life, not a lapse, ends the hold.
+		c.LeaseDuration = 2 * time.Second
+		c.MaxLeaseLife = 2 * time.Second
 		hang := make(chan struct{})
 		causes := make(chan error, 1)
 		s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
@@ -70,8 +72,8 @@ func runMaxLeaseLife(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		t.Parallel()
 		c := cfg
 		c.Mode = idem.ModeLeased
-		c.LeaseDuration = 300 * time.Millisecond
-		c.MaxLeaseLife = 300 * time.Millisecond
+		c.LeaseDuration = 2 * time.Second
+		c.MaxLeaseLife = 2 * time.Second
 		s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
 			if n == 1 {
 				<-r.Context().Done() // answers only once cancelled, and then as if it succeeded
