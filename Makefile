@@ -4,7 +4,7 @@
 #
 #   make test                              gofmt check, go vet, go test -race
 #   make test GOTESTFLAGS='-run TestX -v'  extra go test flags
-#   make test PKGS=./internal/...          only some packages
+#   make test PKGS=./pgstore/...           only some packages
 #   make test-short                        same, with -short
 #   make vet | make fmt
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
@@ -19,7 +19,8 @@
 GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
-PKGS        ?= ./...
+# Every module of the workspace (go.work): ./... alone names the root's.
+PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./metrics/... ./payments/... ./cmd/...
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
-	"github.com/stretchr/testify/require"
 )
 
 func completed(scope, key, body string, expires time.Time) *store.Record {

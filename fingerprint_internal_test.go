@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
-	"github.com/stretchr/testify/require"
 )
 
 // A record is always compared with the algorithm version that made it, so

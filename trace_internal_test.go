@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
-	"github.com/stretchr/testify/require"
 )
 
 // unusedStore is a store.Store that is never called: construction alone is

@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
@@ -222,4 +222,48 @@ SELECT 'alice', 'k' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'PR
 		require.Equal(t, 1.0, value(t, reg, "idem_sweep_batches_total", "result", "busy"))
 		require.Equal(t, 3.0, value(t, reg, "idem_sweep_batch_duration_seconds"))
 	})
+}
+
+// BenchmarkTraceFunc measures a replay (the hot path: one read) through the
+// middleware with no TraceFunc, a TraceFunc that does nothing, and the
+// Prometheus metrics. Compare allocs/op: a nil TraceFunc adds nothing, and
+// the wrapper itself allocates nothing per operation.
+//
+//	scripts/test-postgres.sh go test -run '^$' -bench TraceFunc -benchmem ./metrics
+func BenchmarkTraceFunc(b *testing.B) {
+	pool := pgtest.Pool(b, 4)
+	_, err := pgstore.Migrate(context.Background(), pool)
+	require.NoError(b, err)
+	st := pgstore.New(pool)
+	noop := func(error) {}
+	for _, bc := range []struct {
+		name  string
+		trace idem.TraceFunc
+	}{
+		{"Nil", nil},
+		{"Noop", func(ctx context.Context, _ string) (context.Context, func(error)) { return ctx, noop }},
+		{"Metrics", metrics.New(prometheus.NewRegistry()).Trace},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			mw, err := idem.New(st, idem.Config{TraceFunc: bc.trace})
+			require.NoError(b, err)
+			h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(201) }))
+			h.ServeHTTP(httptest.NewRecorder(), benchRequest("bench-"+bc.name))
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, benchRequest("bench-"+bc.name))
+				if w.Code != http.StatusCreated {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+}
+
+func benchRequest(key string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(`{}`))
+	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Content-Type", "application/json")
+	return r.WithContext(idem.WithScope(r.Context(), "alice"))
 }

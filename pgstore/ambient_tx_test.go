@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"

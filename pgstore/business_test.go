@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"

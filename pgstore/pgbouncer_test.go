@@ -4,12 +4,12 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/storetest"
 )

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/storetest"
 )

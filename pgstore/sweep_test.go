@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"

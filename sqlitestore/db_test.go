@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/sqlitestore"

@@ -5,7 +5,7 @@ import (
 	"database/sql"
 	"embed"
 
-	"github.com/idem-dev/idem/internal/migrate"
+	"github.com/idem-dev/idem/sqlitestore/sqlitemigrate"
 )
 
 //go:embed migrations/*.sql
@@ -14,7 +14,7 @@ var migrationFiles embed.FS
 // MigrationsTable records which of the store's migrations are applied.
 const MigrationsTable = "idem_migrations"
 
-var migrations = migrate.Set{Name: "sqlitestore", Table: MigrationsTable, FS: migrationFiles, Dir: "migrations"}
+var migrations = sqlitemigrate.Set{Name: "sqlitestore", Table: MigrationsTable, FS: migrationFiles, Dir: "migrations"}
 
 // Migrate creates or upgrades the key table in db's main database. It is
 // safe to run from several processes on one file at once (each migration
@@ -22,9 +22,9 @@ var migrations = migrate.Set{Name: "sqlitestore", Table: MigrationsTable, FS: mi
 // it applied), and a no-op when the schema is current. It returns the
 // versions it applied.
 func Migrate(ctx context.Context, db *sql.DB) ([]int, error) {
-	return migrations.ApplySQLite(ctx, db)
+	return migrations.Apply(ctx, db)
 }
 
 // MigrationSQL returns the store's migrations as one plain SQL script, for
 // teams that apply schema changes with their own tool.
-func MigrationSQL() (string, error) { return migrations.SQLiteSQL() }
+func MigrationSQL() (string, error) { return migrations.SQL() }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	"github.com/idem-dev/idem/sqlitestore"
 	"github.com/idem-dev/idem/store"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/sqlitestore"

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store"

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
-	"github.com/stretchr/testify/require"
 )
 
 // Racers is how many goroutines contend for one key.

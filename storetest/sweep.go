@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
-	"github.com/stretchr/testify/require"
 )
 
 // RunSweep checks the optional store.ExpiredDeleter capability: every record past

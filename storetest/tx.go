@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
-	"github.com/stretchr/testify/require"
 )
 
 // RunTx checks the key operations inside a transaction: what atomic mode

@@ -11,7 +11,7 @@
 //
 // It runs from the repository (it builds ./cmd/paymentsd). The servers are
 // child processes; "bench serve" is the hidden command that runs the bare
-// server. See internal/bench for how a run goes.
+// server. See cmd/internal/bench for how a run goes.
 package main
 
 import (
@@ -24,7 +24,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/idem-dev/idem/internal/bench"
+	"github.com/idem-dev/idem/cmd/internal/bench"
 )
 
 func main() {

@@ -32,7 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idem-dev/idem/internal/chaos"
+	"github.com/idem-dev/idem/cmd/internal/chaos"
 )
 
 func main() {

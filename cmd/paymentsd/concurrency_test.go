@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 // TestConcurrency runs the concurrent scenarios against one server per

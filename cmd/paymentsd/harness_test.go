@@ -2,7 +2,7 @@ package main_test
 
 // The end-to-end tests drive the real paymentsd binary over real HTTP, on
 // real SQLite files and a real PostgreSQL (DATABASE_URL; each server gets a
-// schema of its own through internal/pgtest).
+// schema of its own through pgstore/pgtest).
 
 import (
 	"bytes"
@@ -24,10 +24,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/sqlitestore"
 )
 

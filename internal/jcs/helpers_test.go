@@ -3,7 +3,7 @@ package jcs
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 func mustCanonicalize(t *testing.T, in string) string {

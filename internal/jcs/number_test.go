@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 // rfcAppendixB is RFC 8785 Appendix B without its NaN and Infinity rows,

@@ -1,6 +1,6 @@
-// Package migrate applies numbered, embedded SQL migrations, each in one
-// transaction, and prints them as plain SQL for teams that run their own
-// migration tool.
+// Package migrate reads numbered, embedded SQL migrations and renders them
+// as one plain script, for teams that run their own migration tool. The
+// stores' migration packages apply them, one transaction each.
 package migrate
 
 import (

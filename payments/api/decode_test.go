@@ -3,7 +3,7 @@ package api
 import (
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	"github.com/idem-dev/idem/payments"
 )

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/idem-dev/idem"

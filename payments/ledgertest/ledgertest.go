@@ -6,7 +6,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/store"

@@ -4,14 +4,14 @@ import (
 	"context"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/ledgertest"
 	"github.com/idem-dev/idem/payments/pgledger"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 )
 

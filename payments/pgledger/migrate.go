@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idem-dev/idem/internal/migrate"
+	"github.com/idem-dev/idem/pgstore/pgmigrate"
 )
 
 //go:embed migrations/*.sql
@@ -15,15 +15,15 @@ var migrationFiles embed.FS
 // MigrationsTable records which of the wallet's migrations are applied.
 const MigrationsTable = "payments_migrations"
 
-var migrations = migrate.Set{Name: "pgledger", Table: MigrationsTable, FS: migrationFiles, Dir: "migrations"}
+var migrations = pgmigrate.Set{Name: "pgledger", Table: MigrationsTable, FS: migrationFiles, Dir: "migrations"}
 
 // Migrate creates or upgrades the wallet's tables in the pool's search_path
 // schema. It is safe to run from several replicas at once and a no-op when
 // the schema is current. It returns the versions it applied.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
-	return migrations.ApplyPostgres(ctx, pool)
+	return migrations.Apply(ctx, pool)
 }
 
 // MigrationSQL returns the migrations as one plain SQL script, for teams
 // that apply schema changes with their own tool.
-func MigrationSQL() (string, error) { return migrations.PostgresSQL() }
+func MigrationSQL() (string, error) { return migrations.SQL() }

@@ -1,4 +1,4 @@
-package idem_test
+package sqlitestore_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // A payment handler behind the middleware: the first request runs, the
 // retry gets the first response back, byte for byte.
-func Example() {
+func Example_middleware() {
 	dir, err := os.MkdirTemp("", "idem-example")
 	if err != nil {
 		log.Fatal(err)

@@ -32,7 +32,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	runtime.GOMAXPROCS(cfg.ClientProcs)
 	if cfg.Out == "" {
-		root, err := moduleRoot()
+		root, err := repoRoot()
 		if err != nil {
 			return nil, err
 		}

@@ -2,8 +2,8 @@
 // delete the expired part of a large key table, and what it does to the
 // latency of the single-row reads and claims that run beside it.
 //
-//	scripts/test-postgres.sh go run ./internal/sweepbench -nopause
-//	PG_DURABLE=1 scripts/test-postgres.sh go run ./internal/sweepbench -rows 2000000 -expired 200000
+//	scripts/test-postgres.sh go run ./cmd/internal/sweepbench -nopause
+//	PG_DURABLE=1 scripts/test-postgres.sh go run ./cmd/internal/sweepbench -rows 2000000 -expired 200000
 //
 // It fills a throwaway schema of DATABASE_URL with -rows records (the
 // oldest -expired of them past retention) by INSERT … SELECT
@@ -43,8 +43,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
@@ -496,7 +496,7 @@ func pct(ds []time.Duration, p float64) time.Duration {
 
 func init() {
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: scripts/test-postgres.sh go run ./internal/sweepbench [flags]\n")
+		fmt.Fprintf(os.Stderr, "usage: scripts/test-postgres.sh go run ./cmd/internal/sweepbench [flags]\n")
 		flag.PrintDefaults()
 	}
 }

@@ -1,4 +1,4 @@
-package idem_test
+package pgstore_test
 
 import (
 	"context"
@@ -9,15 +9,13 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/stretchr/testify/require"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/pgtest"
-	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -168,41 +166,4 @@ func TestTraceFunc(t *testing.T) {
 		require.Equal(t, []string{"a:k", "b:k"}, got)
 		require.Nil(t, idem.ObserveAll(nil))
 	})
-}
-
-// BenchmarkTraceFunc measures a replay (the hot path: one read) through the
-// middleware with no TraceFunc, a TraceFunc that does nothing, and the
-// Prometheus metrics. Compare allocs/op: a nil TraceFunc adds nothing, and
-// the wrapper itself allocates nothing per operation.
-//
-//	scripts/test-postgres.sh go test -run '^$' -bench TraceFunc -benchmem .
-func BenchmarkTraceFunc(b *testing.B) {
-	pool := pgtest.Pool(b, 4)
-	_, err := pgstore.Migrate(context.Background(), pool)
-	require.NoError(b, err)
-	st := pgstore.New(pool)
-	noop := func(error) {}
-	for _, bc := range []struct {
-		name  string
-		trace idem.TraceFunc
-	}{
-		{"Nil", nil},
-		{"Noop", func(ctx context.Context, _ string) (context.Context, func(error)) { return ctx, noop }},
-		{"Metrics", metrics.New(prometheus.NewRegistry()).Trace},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			mw, err := idem.New(st, idem.Config{TraceFunc: bc.trace})
-			require.NoError(b, err)
-			h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(201) }))
-			h.ServeHTTP(httptest.NewRecorder(), keyed("bench-"+bc.name, `{}`))
-			b.ReportAllocs()
-			for b.Loop() {
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, keyed("bench-"+bc.name, `{}`))
-				if w.Code != http.StatusCreated {
-					b.Fatalf("status %d", w.Code)
-				}
-			}
-		})
-	}
 }

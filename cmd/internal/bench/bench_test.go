@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
-	"github.com/idem-dev/idem/internal/bench"
-	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/cmd/internal/bench"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 )
 
 // The test binary doubles as the benchmark's own server (the bare wiring),

@@ -1,19 +1,19 @@
-package sweeper_test
+package pgstore_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
-	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
-func newStore(t *testing.T) *pgstore.Store {
+func sweptStore(t *testing.T) *pgstore.Store {
 	t.Helper()
 	pool := pgtest.Pool(t, 4)
 	_, err := pgstore.Migrate(context.Background(), pool)
@@ -38,7 +38,7 @@ SELECT $1, md5(random()::text), 'POST', '/v1/payments', sha256(i::text::bytea), 
 	require.NoError(t, err)
 }
 
-func count(t *testing.T, s *pgstore.Store) int {
+func countRecords(t *testing.T, s *pgstore.Store) int {
 	t.Helper()
 	var n int
 	require.NoError(t, s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM idempotency_keys`).Scan(&n))
@@ -82,7 +82,7 @@ func TestOnce(t *testing.T) {
 
 	t.Run("DeletesEveryExpiredRecordInPacedBatches", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t)
+		s := sweptStore(t)
 		addRecords(t, s, "alice", 25, true)
 		addRecords(t, s, "alice", 5, false)
 		var batches []int
@@ -98,12 +98,12 @@ func TestOnce(t *testing.T) {
 		require.Equal(t, 25, n)
 		require.Equal(t, []int{10, 10, 5}, batches)
 		require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "two pauses between three batches")
-		require.Equal(t, 5, count(t, s), "live records stay")
+		require.Equal(t, 5, countRecords(t, s), "live records stay")
 	})
 
 	t.Run("BusyWhileAnotherProcessSweeps", func(t *testing.T) {
 		t.Parallel()
-		s := newStore(t)
+		s := sweptStore(t)
 		addRecords(t, s, "alice", 3, true)
 		// The other process is inside a batch: its transaction holds the
 		// sweep lock (pgstore's, taken as pgstore takes it).
@@ -128,7 +128,7 @@ func TestOnce(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
+	s := sweptStore(t)
 	sw, err := sweeper.New(s, sweeper.Config{Interval: 50 * time.Millisecond})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

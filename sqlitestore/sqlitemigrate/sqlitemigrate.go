@@ -1,4 +1,8 @@
-package migrate
+// Package sqlitemigrate applies numbered, embedded SQL migrations to SQLite, each in
+// one transaction, so that replicas starting together apply each once. It is
+// what the store's Migrate runs; an application may run its own tables'
+// migrations with it too.
+package sqlitemigrate
 
 import (
 	"context"
@@ -6,15 +10,17 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/internal/migrate"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// SQLiteTableSQL creates the table that records applied migrations.
-func SQLiteTableSQL(table string) string {
+// tableSQL creates the table that records applied migrations.
+func tableSQL(table string) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
     version    INTEGER PRIMARY KEY,
     name       TEXT    NOT NULL,
@@ -22,15 +28,15 @@ func SQLiteTableSQL(table string) string {
 ) STRICT`, quoteSQLite(table))
 }
 
-// ApplySQLite applies the migrations not yet recorded in table, each in one
+// apply applies the migrations not yet recorded in table, each in one
 // BEGIN IMMEDIATE transaction: it holds the database's write lock from its
 // first statement, so processes starting together on one file apply each
 // migration once (the second waits, then finds it recorded). It returns the
 // versions it applied.
-func ApplySQLite(ctx context.Context, db *sql.DB, table string, ms []Migration) ([]int, error) {
+func apply(ctx context.Context, db *sql.DB, table string, ms []migrate.Migration) ([]int, error) {
 	var applied []int
 	for _, m := range ms {
-		done, err := applySQLite(ctx, db, table, m)
+		done, err := applyOne(ctx, db, table, m)
 		if err != nil {
 			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
 		}
@@ -41,7 +47,7 @@ func ApplySQLite(ctx context.Context, db *sql.DB, table string, ms []Migration) 
 	return applied, nil
 }
 
-func applySQLite(ctx context.Context, db *sql.DB, table string, m Migration) (bool, error) {
+func applyOne(ctx context.Context, db *sql.DB, table string, m migrate.Migration) (bool, error) {
 	// One connection for the whole transaction: BEGIN, the migration and
 	// COMMIT must not be spread over the pool.
 	c, err := db.Conn(ctx)
@@ -63,7 +69,7 @@ func applySQLite(ctx context.Context, db *sql.DB, table string, m Migration) (bo
 			_ = c.Raw(func(any) error { return driver.ErrBadConn }) // discard it instead
 		}
 	}()
-	if _, err := c.ExecContext(ctx, SQLiteTableSQL(table)); err != nil {
+	if _, err := c.ExecContext(ctx, tableSQL(table)); err != nil {
 		return false, err
 	}
 	var exists bool
@@ -91,7 +97,7 @@ func applySQLite(ctx context.Context, db *sql.DB, table string, m Migration) (bo
 // beginImmediateSQLite starts a transaction that holds the write lock,
 // waiting for another writer under the connection's busy_timeout, and again
 // after it (a zero or short busy_timeout) until ctx is done: like
-// ApplyPostgres's advisory lock, a migration waits for the one running.
+// apply's advisory lock, a migration waits for the one running.
 func beginImmediateSQLite(ctx context.Context, c *sql.Conn) error {
 	for {
 		_, err := c.ExecContext(ctx, "BEGIN IMMEDIATE")
@@ -113,4 +119,36 @@ func sqliteBusy(err error) bool {
 
 func quoteSQLite(ident string) string {
 	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
+}
+
+// Set is one package's embedded migrations.
+type Set struct {
+	Name  string // the owning package, prefixed to errors
+	Table string // where the applied versions are recorded
+	FS    fs.FS  // the embedded files
+	Dir   string // the folder of FS holding NNN_name.sql
+}
+
+// Apply applies the set's pending migrations and returns the versions it
+// applied.
+func (s Set) Apply(ctx context.Context, db *sql.DB) ([]int, error) {
+	ms, err := migrate.Set(s).Migrations()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := apply(ctx, db, s.Table, ms)
+	if err != nil {
+		return applied, fmt.Errorf("%s: migrate: %w", s.Name, err)
+	}
+	return applied, nil
+}
+
+// SQL renders the set, with its table of applied versions, as one plain
+// script.
+func (s Set) SQL() (string, error) {
+	ms, err := migrate.Set(s).Migrations()
+	if err != nil {
+		return "", err
+	}
+	return tableSQL(s.Table) + ";\n\n" + migrate.Script(ms, s.Table), nil
 }

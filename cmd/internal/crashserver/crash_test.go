@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
-	"github.com/stretchr/testify/require"
 
-	"github.com/idem-dev/idem/internal/pgtest"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 )
 
 var binary string

@@ -147,7 +147,7 @@ func tailFile(path string, n int) string {
 
 // buildPaymentsd builds paymentsd (no -race) into dir.
 func buildPaymentsd(ctx context.Context, dir string) (string, error) {
-	root, err := moduleRoot()
+	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -161,20 +161,20 @@ func buildPaymentsd(ctx context.Context, dir string) (string, error) {
 	return out, nil
 }
 
-// moduleRoot is the directory of go.mod, searched upward from the working
-// directory.
-func moduleRoot() (string, error) {
+// repoRoot is the repository's top directory, the one holding go.work,
+// searched upward from the working directory.
+func repoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
-			return "", errors.New("bench: no go.mod above the working directory; run from the repository")
+			return "", errors.New("bench: no go.work above the working directory; run from the repository")
 		}
 		dir = parent
 	}

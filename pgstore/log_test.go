@@ -1,4 +1,4 @@
-package idem_test
+package pgstore_test
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/internal/pgtest"
 	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 )
 
 func TestLogEvents(t *testing.T) {

@@ -1,0 +1,103 @@
+// Package pgmigrate applies numbered, embedded SQL migrations to PostgreSQL, each in
+// one transaction, so that replicas starting together apply each once. It is
+// what the store's Migrate runs; an application may run its own tables'
+// migrations with it too.
+package pgmigrate
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+
+	"github.com/idem-dev/idem/internal/migrate"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// tableSQL creates the table that records applied migrations.
+func tableSQL(table string) string {
+	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`, pgx.Identifier{table}.Sanitize())
+}
+
+// apply applies the migrations not yet recorded in table, each in
+// one transaction under an advisory lock, so replicas starting together
+// apply each migration once. It returns the versions it applied.
+func apply(ctx context.Context, pool *pgxpool.Pool, table string, ms []migrate.Migration) ([]int, error) {
+	var applied []int
+	for _, m := range ms {
+		done, err := applyOne(ctx, pool, table, m)
+		if err != nil {
+			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+		if done {
+			applied = append(applied, m.Version)
+		}
+	}
+	return applied, nil
+}
+
+func applyOne(ctx context.Context, pool *pgxpool.Pool, table string, m migrate.Migration) (bool, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, table); err != nil {
+		return false, err
+	}
+	if _, err := tx.Exec(ctx, tableSQL(table)); err != nil {
+		return false, err
+	}
+	var exists bool
+	q := fmt.Sprintf(`SELECT EXISTS (SELECT 1 FROM %s WHERE version = $1)`, pgx.Identifier{table}.Sanitize())
+	if err := tx.QueryRow(ctx, q, m.Version).Scan(&exists); err != nil {
+		return false, err
+	}
+	if exists {
+		return false, nil
+	}
+	if _, err := tx.Exec(ctx, m.SQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+		return false, err
+	}
+	ins := fmt.Sprintf(`INSERT INTO %s (version, name) VALUES ($1, $2)`, pgx.Identifier{table}.Sanitize())
+	if _, err := tx.Exec(ctx, ins, m.Version, m.Name); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// Set is one package's embedded migrations.
+type Set struct {
+	Name  string // the owning package, prefixed to errors
+	Table string // where the applied versions are recorded
+	FS    fs.FS  // the embedded files
+	Dir   string // the folder of FS holding NNN_name.sql
+}
+
+// Apply applies the set's pending migrations and returns the versions it
+// applied.
+func (s Set) Apply(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
+	ms, err := migrate.Set(s).Migrations()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := apply(ctx, pool, s.Table, ms)
+	if err != nil {
+		return applied, fmt.Errorf("%s: migrate: %w", s.Name, err)
+	}
+	return applied, nil
+}
+
+// SQL renders the set, with its table of applied versions, as one plain
+// script.
+func (s Set) SQL() (string, error) {
+	ms, err := migrate.Set(s).Migrations()
+	if err != nil {
+		return "", err
+	}
+	return tableSQL(s.Table) + ";\n\n" + migrate.Script(ms, s.Table), nil
+}
