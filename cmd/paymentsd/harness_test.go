@@ -443,3 +443,20 @@ func each(t *testing.T, fn func(t *testing.T, s *server), args ...string) {
 }
 
 func camel(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// patience bounds every wait for a state: generous, so that a slow, shared
+// machine still passes; a test that meets its state returns at once.
+const patience = time.Minute
+
+// waitFor polls cond, on the test's goroutine (so cond may use require),
+// until it holds, and fails the test after patience.
+func waitFor(t *testing.T, cond func() bool, what string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v: "+what, append([]any{patience}, args...)...)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

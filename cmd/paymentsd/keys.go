@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -85,8 +84,8 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	return printJSON(stdout, s)
 }
 
-// keysSweep deletes every record past its retention once, releasing the
-// wallet's key nets with them, and prints how many it deleted.
+// keysSweep deletes every record past its retention once and prints how
+// many it deleted.
 func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("keys sweep", flag.ContinueOnError)
 	db := dbFlag(fs)
@@ -113,18 +112,13 @@ func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}{n})
 }
 
-// newSweeper returns a sweeper on b's store that frees the wallet's key
-// nets in the same transaction as the records it deletes.
+// newSweeper returns a sweeper on b's store. It deletes key records and
+// nothing else: the wallet's tables do not depend on them.
 func newSweeper(b *backend, cfg sweeper.Config) (*sweeper.Sweeper, error) {
 	sw, ok := b.store.(idem.Sweeper)
 	if !ok {
 		return nil, fmt.Errorf("the %s store cannot sweep", b.kind)
 	}
-	svc, err := payments.New(b.ledger, payments.Config{})
-	if err != nil {
-		return nil, err
-	}
-	cfg.OnDeleteFunc = svc.ReleaseKeys
 	return sweeper.New(sw, cfg)
 }
 
