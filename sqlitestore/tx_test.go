@@ -147,7 +147,8 @@ func TestWriteLock(t *testing.T) {
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
 		_, _, err = tx.Insert(ctx, newClaim(uuid.NewString()))
-		require.ErrorIs(t, err, idem.ErrWaitTimeout)
+		require.ErrorIs(t, err, sqlitestore.ErrBusy, "no request of the store holds the lock")
+		require.NotErrorIs(t, err, idem.ErrWaitTimeout)
 	})
 
 	t.Run("WaitOutlastsAShortBusyTimeout", func(t *testing.T) {
