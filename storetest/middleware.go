@@ -455,15 +455,21 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			// renewal gets through on a loaded machine: a lease that cannot
 			// be renewed in time lapses, rightly.
 			c.LockTimeout = time.Second
+			release := make(chan struct{})
 			s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
-				time.Sleep(3 * time.Second)
+				<-release
 				created(w, r, n)
 			})
 			key := newKey()
 			firstDone := make(chan reply, 1)
 			go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
-			time.Sleep(2 * time.Second) // well past the first lease
+			waitUntil(t, func() bool { return s.runs.Load() == 1 })
+			rec, err := s.store.Get(ctx, "alice", key)
+			require.NoError(t, err)
+			// Well past the first lease, and past the second.
+			waitUntil(t, func() bool { return time.Now().After(rec.LockExpiresAt.Add(c.LockTimeout)) })
 			dup := s.do(t, call{keys: []string{key}, body: `{}`})
+			close(release)
 			require.Equal(t, http.StatusConflict, dup.status, "a renewed lease keeps the key")
 			require.Equal(t, http.StatusCreated, (<-firstDone).status)
 			require.Equal(t, int32(1), s.runs.Load())
@@ -480,7 +486,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 				steal(ctx, t, s, r.Header.Get("Idempotency-Key"), ttl)
 				select { // the bank call, cut short when the lease is found lost
 				case <-r.Context().Done():
-				case <-time.After(5 * time.Second):
+				case <-time.After(time.Minute):
 				}
 				http.Error(w, "bank call cancelled", http.StatusBadGateway)
 			})
@@ -561,7 +567,7 @@ func defersClaims(t *testing.T, store idem.Store) bool {
 // eventFor waits for the observer's event of key with outcome.
 func eventFor(t *testing.T, s *server, key string, outcome idem.Outcome) idem.Event {
 	t.Helper()
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(time.Minute)
 	for {
 		select {
 		case e := <-s.events:

@@ -166,7 +166,7 @@ func TestDemoUser(t *testing.T) {
 			}
 		}
 		return export != "" && curl != ""
-	}, 10*time.Second, 10*time.Millisecond, "stdout: %s", s.stdout.String())
+	}, patience, 10*time.Millisecond, "stdout: %s", s.stdout.String())
 	require.Contains(t, curl, s.url)
 
 	// Paste everything it printed, twice: the deposit, then its replay.
