@@ -73,13 +73,13 @@ func (m *Middleware) sendCaptured(q *request, c *capture, stored *store.Response
 	_, _ = q.w.Write(c.body.Bytes())
 }
 
-// problem sends a problem response. A 409 that the client should retry
-// carries Retry-After.
+// problem sends a problem response. An answer that asks for a retry (409
+// in flight or lease lost, 503) carries Retry-After.
 func (m *Middleware) problem(q *request, t ProblemType, status int, detail string) {
 	q.event.StatusCode = status
 	h := q.w.Header()
 	h.Set("Content-Type", "application/problem+json")
-	if t == ProblemInFlight || t == ProblemLeaseLost {
+	if t == ProblemInFlight || t == ProblemLeaseLost || t == ProblemStoreUnavailable {
 		h.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
 	}
 	q.w.WriteHeader(status)

@@ -14,23 +14,19 @@
 // small per-database part underneath it: package pgledger for PostgreSQL,
 // sqliteledger for SQLite. Both pass the conformance suite in ledgertest.
 //
-// # Idempotency and the nets
+// # Idempotency and the net
 //
 // paymentsd wraps the money-moving routes in the idem middleware, and a
 // Ledger runs its writes inside the request's ambient transaction, so a
 // movement and its idempotency key commit together. The business tables
-// carry nets of their own, so that a path which forgot the middleware still
-// cannot move money twice:
+// know nothing of keys: a deposit or transaction row keeps the request's
+// Idempotency-Key as plain data for support, bound by no index, and never
+// reads the key store. A key past its retention is free for a new request,
+// however and whenever its record was swept.
 //
-//   - the key net: a deposit or transaction row keeps the Idempotency-Key it
-//     was made with, unique per user. It is bound for as long as the key's
-//     record lives; ReleaseExpiredKeys frees the keys whose records have
-//     expired or been deleted, and a new request for a key past
-//     Config.KeyRetention whose record was taken afresh frees it inline
-//     (LedgerTx.ReleaseStaleKey).
-//   - the minute net: at most one live transaction per user, currency pair
-//     and amount in each UTC calendar minute.
-//
-// A net that fires is ErrDuplicateKey or ErrDuplicateTransfer (both
-// ErrDuplicate), and nothing moves.
+// The business net of its own is the minute net: at most one live
+// transaction per user, currency pair and amount in each UTC calendar
+// minute, so a path that forgot the middleware (or a retry with a fresh
+// key) still cannot repeat a conversion at once. When it fires the error is
+// ErrDuplicateTransfer (an ErrDuplicate), and nothing moves.
 package payments

@@ -16,10 +16,6 @@ var (
 	ErrUnauthorized = errors.New("payments: unknown API key")
 	// ErrDuplicate: a net on the business tables fired; nothing moved.
 	ErrDuplicate = errors.New("payments: duplicate")
-	// ErrDuplicateKey: the key net fired. A deposit or transaction of this
-	// user already carries the Idempotency-Key, and its key record has not
-	// been released yet.
-	ErrDuplicateKey = fmt.Errorf("%w: the Idempotency-Key is already bound to an earlier deposit or transaction", ErrDuplicate)
 	// ErrDuplicateTransfer: the minute net fired. The user made a live
 	// transaction with the same currencies and amount in the same UTC minute.
 	ErrDuplicateTransfer = fmt.Errorf("%w: an identical transaction was made in the same minute", ErrDuplicate)

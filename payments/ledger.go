@@ -3,8 +3,6 @@ package payments
 import (
 	"context"
 	"time"
-
-	"github.com/idem-dev/idem/store"
 )
 
 // Ledger is the storage a Service runs on: one small implementation per
@@ -40,15 +38,6 @@ type Ledger interface {
 	// HasUsers reports whether any user exists.
 	HasUsers(ctx context.Context) (bool, error)
 
-	// ReleaseKeys clears the Idempotency-Key of the deposits and
-	// transactions that carry one of keys, and returns how many it cleared.
-	// Keys whose Scope is not a user id are ignored.
-	ReleaseKeys(ctx context.Context, keys []store.KeyRef) (int64, error)
-	// ReleaseExpiredKeys clears, at most limit at a time, the
-	// Idempotency-Key of deposits and transactions whose key record in the
-	// idem store has expired or is gone. It returns how many it cleared.
-	ReleaseExpiredKeys(ctx context.Context, limit int) (int64, error)
-
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
 }
@@ -61,42 +50,14 @@ type LedgerTx interface {
 	LockBalance(ctx context.Context, userID, currency string) (int64, error)
 	// SetBalance sets a balance row that LockBalance locked.
 	SetBalance(ctx context.Context, userID, currency string, amount int64) error
-	// InsertDeposit stores d, with key as its Idempotency-Key ("" for
-	// none), and returns its creation time (the database's clock; for an
-	// embedded database, the process's). When a net fires it stores
-	// nothing and returns inserted false, never an error: the transaction
-	// stays usable.
+	// InsertDeposit stores d, with key, the request's Idempotency-Key ("" for
+	// none), as plain data for support: it binds nothing. It returns the
+	// deposit's creation time (the database's clock; for an embedded
+	// database, the process's). When a net fires it stores nothing and
+	// returns inserted false, never an error: the transaction stays usable.
 	InsertDeposit(ctx context.Context, d Deposit, key string) (created time.Time, inserted bool, err error)
 	// InsertTransaction stores t as InsertDeposit stores a deposit.
 	InsertTransaction(ctx context.Context, t Transaction, key string) (created time.Time, inserted bool, err error)
-	// KeyBound reports whether a movement of the kind already carries the
-	// user's key: which net fired.
-	KeyBound(ctx context.Context, kind Kind, userID, key string) (bool, error)
-	// ReleaseStaleKey clears the user's key from a movement of the kind
-	// that is older than retention and was made before the key's current
-	// idempotency record began (the record expired and a new request took
-	// the key before the sweeper released it), and reports whether it did.
-	// A movement within retention keeps its key even when its record is
-	// gone (a botched restore, a path without the middleware): that is
-	// what the key net guards.
-	ReleaseStaleKey(ctx context.Context, kind Kind, userID, key string, retention time.Duration) (bool, error)
 	// InsertEntries appends entries to the ledger.
 	InsertEntries(ctx context.Context, entries ...Entry) error
-}
-
-// Kind is a kind of movement: each has its own table and key net.
-type Kind int
-
-// The kinds of movement.
-const (
-	KindDeposit Kind = iota
-	KindTransaction
-)
-
-// Table is the name of the kind's table, the same in every ledger.
-func (k Kind) Table() string {
-	if k == KindDeposit {
-		return "deposits"
-	}
-	return "transactions"
 }

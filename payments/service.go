@@ -6,21 +6,15 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/idem-dev/idem/payments/money"
-	"github.com/idem-dev/idem/store"
 )
 
 // DefaultMaxBalance is Config.MaxBalance's default: 10^18 minor units, well
 // inside int64, so no sum of balances can overflow.
 const DefaultMaxBalance int64 = 1_000_000_000_000_000_000
-
-// DefaultReleaseBatch is how many keys ReleaseExpiredKeys clears per
-// statement.
-const DefaultReleaseBatch = 1000
 
 // Config configures a Service. Its zero value is valid; every field
 // documents its default.
@@ -31,13 +25,6 @@ type Config struct {
 	// MaxBalance is the most a balance may hold, in minor units; a credit
 	// past it is refused with BalanceLimitError. Default DefaultMaxBalance.
 	MaxBalance int64
-	// KeyRetention is how long an Idempotency-Key binds the movement it
-	// made (the idem middleware's TTL). A movement older than that, whose
-	// key a new request has taken afresh, gives its key up inline (see
-	// LedgerTx.ReleaseStaleKey), so a key past retention is free whether or
-	// not the sweeper has released it yet. Zero: only the sweeper (and
-	// ReleaseExpiredKeys) release keys.
-	KeyRetention time.Duration
 }
 
 // Service is the wallet: deposits, conversions, balances, users.
@@ -45,7 +32,6 @@ type Service struct {
 	ledger     Ledger
 	rates      *money.Table
 	maxBalance int64
-	retention  time.Duration
 }
 
 // New returns a Service on ledger. It fails on an invalid Config.
@@ -62,10 +48,7 @@ func New(ledger Ledger, cfg Config) (*Service, error) {
 	case cfg.MaxBalance < money.MaxAmount:
 		return nil, fmt.Errorf("payments: MaxBalance %d is below the largest amount %d", cfg.MaxBalance, money.MaxAmount)
 	}
-	if cfg.KeyRetention < 0 {
-		return nil, fmt.Errorf("payments: KeyRetention %v is negative", cfg.KeyRetention)
-	}
-	return &Service{ledger: ledger, rates: cfg.Rates, maxBalance: cfg.MaxBalance, retention: cfg.KeyRetention}, nil
+	return &Service{ledger: ledger, rates: cfg.Rates, maxBalance: cfg.MaxBalance}, nil
 }
 
 // Rates returns the rate table in force.
@@ -73,7 +56,7 @@ func (s *Service) Rates() *money.Table { return s.rates }
 
 // Deposit pays req.Amount into the user's req.Currency balance: one credit.
 // key is the request's Idempotency-Key ("" for none), kept on the deposit
-// row as the key net.
+// row as plain data for support: it binds nothing.
 func (s *Service) Deposit(ctx context.Context, userID, key string, req DepositRequest) (Deposit, error) {
 	var v ValidationError
 	s.checkCurrency(&v, "currency", req.Currency)
@@ -84,11 +67,12 @@ func (s *Service) Deposit(ctx context.Context, userID, key string, req DepositRe
 	d := Deposit{ID: uuid.NewString(), UserID: userID, Currency: req.Currency, Amount: req.Amount}
 	err := s.ledger.Atomic(ctx, func(tx LedgerTx) error {
 		// The row goes in first, so a net that fires leaves nothing to undo.
-		created, err := s.insertMovement(ctx, tx, KindDeposit, userID, key, func() (time.Time, bool, error) {
-			return tx.InsertDeposit(ctx, d, key)
-		})
+		created, inserted, err := tx.InsertDeposit(ctx, d, key)
 		if err != nil {
 			return err
+		}
+		if !inserted {
+			return ErrDuplicate
 		}
 		d.CreatedAt = created
 		bal, err := tx.LockBalance(ctx, userID, d.Currency)
@@ -144,7 +128,9 @@ func (s *Service) Quote(req TransferRequest) (Transaction, error) {
 // Convert moves req.Amount out of the user's source balance and its
 // converted amount into the target balance, atomically: one debit and one
 // credit. key is the request's Idempotency-Key ("" for none), kept on the
-// transaction row as the key net.
+// transaction row as plain data for support: it binds nothing. The minute
+// net refuses a second identical transaction in the same UTC minute with
+// ErrDuplicateTransfer.
 func (s *Service) Convert(ctx context.Context, userID, key string, req TransferRequest) (Transaction, error) {
 	t, err := s.Quote(req)
 	if err != nil {
@@ -153,11 +139,12 @@ func (s *Service) Convert(ctx context.Context, userID, key string, req TransferR
 	t.ID, t.UserID = uuid.NewString(), userID
 	err = s.ledger.Atomic(ctx, func(tx LedgerTx) error {
 		// The row goes in first, so a net that fires leaves nothing to undo.
-		created, err := s.insertMovement(ctx, tx, KindTransaction, userID, key, func() (time.Time, bool, error) {
-			return tx.InsertTransaction(ctx, t, key)
-		})
+		created, inserted, err := tx.InsertTransaction(ctx, t, key)
 		if err != nil {
 			return err
+		}
+		if !inserted {
+			return ErrDuplicateTransfer
 		}
 		t.CreatedAt = created
 		// Lock both balances in one fixed order, by currency code, so two
@@ -186,47 +173,6 @@ func (s *Service) Convert(ctx context.Context, userID, key string, req TransferR
 		return Transaction{}, err
 	}
 	return t, nil
-}
-
-// insertMovement stores a movement with insert and returns its creation
-// time, or the error of the net that refused it. A key net that fires on a
-// stale binding (a movement older than the key retention, made before the
-// key's current idempotency record: the record expired and this request
-// took the key afresh before the sweeper released it) is released and the
-// movement inserted again, once.
-func (s *Service) insertMovement(ctx context.Context, tx LedgerTx, kind Kind, userID, key string, insert func() (time.Time, bool, error)) (time.Time, error) {
-	created, inserted, err := insert()
-	if err == nil && !inserted && key != "" && s.retention > 0 {
-		var released bool
-		if released, err = tx.ReleaseStaleKey(ctx, kind, userID, key, s.retention); released {
-			created, inserted, err = insert()
-		}
-	}
-	switch {
-	case err != nil:
-		return time.Time{}, err
-	case !inserted:
-		return time.Time{}, whichNet(ctx, tx, kind, userID, key)
-	}
-	return created, nil
-}
-
-// whichNet says which net refused a movement: the key net when the key is
-// already bound, else the minute net (deposits have no other).
-func whichNet(ctx context.Context, tx LedgerTx, kind Kind, userID, key string) error {
-	if key != "" {
-		bound, err := tx.KeyBound(ctx, kind, userID, key)
-		if err != nil {
-			return err
-		}
-		if bound {
-			return ErrDuplicateKey
-		}
-	}
-	if kind == KindDeposit {
-		return ErrDuplicate
-	}
-	return ErrDuplicateTransfer
 }
 
 // lockOrder returns the currencies in the order their balances are locked.
@@ -324,39 +270,6 @@ func (s *Service) Reconcile(ctx context.Context, userID string) error {
 		errs = append(errs, fmt.Errorf("payments: user %s: %s entries sum to %d with no balance row", userID, c, sum))
 	}
 	return errors.Join(errs...)
-}
-
-// ReleaseKeys frees the Idempotency-Keys of the deposits and transactions
-// whose key records the idem sweeper has just deleted, so the key net binds
-// a key for exactly as long as its record lives. It is the sweeper's
-// in-transaction hook:
-//
-//	sweeper.New(store, sweeper.Config{OnDeleteFunc: svc.ReleaseKeys})
-//
-// There ctx carries the sweep's transaction, so the keys are freed with
-// the records or not at all.
-func (s *Service) ReleaseKeys(ctx context.Context, deleted []store.KeyRef) error {
-	if len(deleted) == 0 {
-		return nil
-	}
-	_, err := s.ledger.ReleaseKeys(ctx, deleted)
-	return err
-}
-
-// ReleaseExpiredKeys frees the Idempotency-Keys of all deposits and
-// transactions whose key record has expired or is gone: the catch-up for
-// ReleaseKeys, for a database swept without the hook (or not swept). It is
-// safe to run at any time, from any number of replicas, and returns how many
-// keys it freed.
-func (s *Service) ReleaseExpiredKeys(ctx context.Context) (int64, error) {
-	var total int64
-	for {
-		n, err := s.ledger.ReleaseExpiredKeys(ctx, DefaultReleaseBatch)
-		total += n
-		if err != nil || n == 0 {
-			return total, err
-		}
-	}
 }
 
 // Ping checks that the database answers.

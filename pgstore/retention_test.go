@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/store"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/store"
 )
 
 // postKey runs one keyed POST through h as user alice.
@@ -28,13 +28,17 @@ func postKey(h http.Handler, key string) *httptest.ResponseRecorder {
 
 // A retry that succeeds near the end of retention extends it: the record
 // it completes binds the key for at least a TTL more, so the client's next
-// retry is replayed rather than executed again. Scaled down to a 1 s TTL.
+// retry is replayed rather than executed again. Scaled down to a 4 s TTL:
+// the retry begins half-way through retention and completes once the first
+// record's retention is over.
 func TestRetryNearRetentionEndIsStillReplayed(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	var runs atomic.Int32
-	mw, err := idem.New(st, idem.Config{Mode: idem.ModeLeased, TTL: time.Second, LeaseDuration: 300 * time.Millisecond})
+	const ttl = 4 * time.Second
+	mw, err := idem.New(st, idem.Config{Mode: idem.ModeLeased, TTL: ttl, LeaseDuration: time.Second})
 	require.NoError(t, err)
+	var firstExpiry time.Time
 	h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := runs.Add(1)
 		switch n {
@@ -42,7 +46,9 @@ func TestRetryNearRetentionEndIsStillReplayed(t *testing.T) {
 			w.WriteHeader(http.StatusServiceUnavailable) // the bank is down: FAILED, retriable
 			return
 		case 2:
-			time.Sleep(700 * time.Millisecond) // the bank call of the successful retry
+			// The bank call of the successful retry, answered after the
+			// first record's retention is over.
+			time.Sleep(time.Until(firstExpiry.Add(100 * time.Millisecond)))
 		}
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, `{"payment":"p%d"}`, n)
@@ -50,7 +56,10 @@ func TestRetryNearRetentionEndIsStillReplayed(t *testing.T) {
 	key := "ttl-" + t.Name()
 	start := time.Now()
 	require.Equal(t, http.StatusServiceUnavailable, postKey(h, key).Code)
-	time.Sleep(time.Until(start.Add(500 * time.Millisecond)))
+	failed, err := st.Get(context.Background(), "alice", key)
+	require.NoError(t, err)
+	firstExpiry = failed.ExpiresAt
+	time.Sleep(time.Until(start.Add(ttl / 2)))
 
 	ok := postKey(h, key) // the retry that succeeds
 	require.Equal(t, http.StatusCreated, ok.Code)
@@ -102,7 +111,7 @@ func TestRetentionEndDoesNotStealALiveLease(t *testing.T) {
 
 	secondDone := make(chan *httptest.ResponseRecorder, 1)
 	go func() { secondDone <- postKey(h, key) }()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		rec, err := st.Get(context.Background(), "alice", key)
 		require.NoError(t, err)

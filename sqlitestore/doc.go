@@ -23,12 +23,15 @@
 // never upgrades a read lock, which in WAL mode fails instead of waiting)
 // and keeps it until it ends. A transaction waiting for it waits at most
 // its bound (TxOptions.MaxWait, DefaultMaxWait for the Store's own
-// operations) and then fails with store.ErrWaitTimeout, which the middleware
-// answers with 409 and Retry-After. The store's transactions queue on a
-// gate in the process first, so the next one starts the moment the last
-// ends; BEGIN IMMEDIATE then waits only for writers outside the store (the
-// application's own transactions, other processes on the same file), under
-// the connection's busy_timeout and within the same bound.
+// operations). The store's transactions queue on a gate in the process
+// first, so the next one starts the moment the last ends; running out there,
+// behind a request of this store, is store.ErrWaitTimeout, which the
+// middleware answers with 409 in-flight and Retry-After. BEGIN IMMEDIATE
+// then waits only for writers outside the store (the application's own
+// transactions, other processes on the same file), under the connection's
+// busy_timeout and within the same bound; running out there is ErrBusy,
+// which the middleware answers with 503 store-unavailable: no request holds
+// the key.
 //
 // In WAL mode (which Open sets and checks) readers never wait for the
 // writer: Get, and so every replay, goes through while a request holds the

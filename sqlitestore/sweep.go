@@ -41,7 +41,7 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 	t := s.newTx(SweepLockWait)
 	defer t.rollback(ctx) // after a commit it does nothing
 	c, err := t.begin(ctx)
-	if errors.Is(err, store.ErrWaitTimeout) {
+	if errors.Is(err, store.ErrWaitTimeout) || errors.Is(err, ErrBusy) {
 		return nil, errors.Join(store.ErrSweepBusy, err)
 	}
 	if err != nil {

@@ -40,7 +40,7 @@ type writeTx struct {
 	// Set inside statements by the connection's hooks, on whichever
 	// goroutine runs the statement.
 	aborted atomic.Bool // SQLite rolled the transaction back
-	ending  atomic.Bool // the store's own COMMIT or ROLLBACK is running
+	ending  atomic.Bool // the st's own COMMIT or ROLLBACK is running
 }
 
 // errWaited is the cause of a wait that ran out of its bound.
@@ -180,15 +180,19 @@ func (t *writeTx) release(ctx context.Context, committed bool) {
 // queues this store's transactions and hands the lock to the next one the
 // moment one ends, then BEGIN IMMEDIATE on a connection of its own, which
 // waits for writers outside the store (the application's own transactions,
-// other processes). The two waits together last at most wait; running out
-// is ErrWaitTimeout.
+// other processes). The two waits together last at most wait. Running out
+// at the gate, behind a transaction of this store, is store.ErrWaitTimeout;
+// running out past it, behind a writer outside the store, is ErrBusy.
 func (s *Store) lock(ctx context.Context, wait time.Duration, h hooks) (c *sql.Conn, err error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, wait, errWaited)
 	defer cancel()
 	select {
 	case s.gate <- struct{}{}:
 	case <-wctx.Done():
-		return nil, waitError(wctx, wait, wctx.Err())
+		if errors.Is(context.Cause(wctx), errWaited) {
+			return nil, fmt.Errorf("%w: waited %v for the database's write lock", store.ErrWaitTimeout, wait)
+		}
+		return nil, context.Cause(wctx) // the caller's context ended the wait
 	}
 	defer func() {
 		if err != nil {
@@ -224,10 +228,11 @@ func (s *Store) lock(ctx context.Context, wait time.Duration, h hooks) (c *sql.C
 	return nil, waitError(wctx, wait, err)
 }
 
-// waitError says why a wait for the write lock ended without it.
+// waitError says why a wait past the gate, for a connection or for
+// BEGIN IMMEDIATE, ended without the write lock.
 func waitError(wctx context.Context, wait time.Duration, err error) error {
 	if errors.Is(context.Cause(wctx), errWaited) || busy(err) {
-		return fmt.Errorf("%w: waited %v for the database's write lock", store.ErrWaitTimeout, wait)
+		return fmt.Errorf("%w: waited %v for the database's write lock", ErrBusy, wait)
 	}
 	if wctx.Err() != nil {
 		return context.Cause(wctx) // the caller's context ended the wait

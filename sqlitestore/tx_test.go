@@ -10,10 +10,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/store"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/sqlitestore"
-	"github.com/idem-dev/idem/store"
 )
 
 func newClaim(key string) store.Claim {
@@ -150,7 +150,8 @@ func TestWriteLock(t *testing.T) {
 		require.NoError(t, err)
 		defer tx.Rollback(ctx)
 		_, _, err = tx.Insert(ctx, newClaim(uuid.NewString()))
-		require.ErrorIs(t, err, store.ErrWaitTimeout)
+		require.ErrorIs(t, err, sqlitestore.ErrBusy, "no request of the store holds the lock")
+		require.NotErrorIs(t, err, store.ErrWaitTimeout)
 	})
 
 	t.Run("WaitOutlastsAShortBusyTimeout", func(t *testing.T) {

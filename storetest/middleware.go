@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/store"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/store"
 )
 
 // created answers 201 with a body that differs on every run, so a replay
@@ -458,15 +458,21 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			// renewal gets through on a loaded machine: a lease that cannot
 			// be renewed in time lapses, rightly.
 			c.LeaseDuration = time.Second
+			release := make(chan struct{})
 			s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
-				time.Sleep(3 * time.Second)
+				<-release
 				created(w, r, n)
 			})
 			key := newKey()
 			firstDone := make(chan reply, 1)
 			go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
-			time.Sleep(2 * time.Second) // well past the first lease
+			waitUntil(t, func() bool { return s.runs.Load() == 1 })
+			rec, err := s.store.Get(ctx, "alice", key)
+			require.NoError(t, err)
+			// Well past the first lease, and past the second.
+			waitUntil(t, func() bool { return time.Now().After(rec.LeaseExpiresAt.Add(c.LeaseDuration)) })
 			dup := s.do(t, call{keys: []string{key}, body: `{}`})
+			close(release)
 			require.Equal(t, http.StatusConflict, dup.status, "a renewed lease keeps the key")
 			require.Equal(t, http.StatusCreated, (<-firstDone).status)
 			require.Equal(t, int32(1), s.runs.Load())
@@ -483,7 +489,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 				steal(ctx, t, s, r.Header.Get("Idempotency-Key"), ttl)
 				select { // the bank call, cut short when the lease is found lost
 				case <-r.Context().Done():
-				case <-time.After(5 * time.Second):
+				case <-time.After(time.Minute):
 				}
 				http.Error(w, "bank call cancelled", http.StatusBadGateway)
 			})
@@ -549,12 +555,12 @@ func crashedClaim(t *testing.T, s *server, key, body string, lockFor time.Durati
 	return c.Attempt()
 }
 
-// defersClaims reports whether s's transactions can hold a claim back
-// until the completion (store.ClaimDeferrer); without, the middleware
+// defersClaims reports whether store's transactions can hold a claim back
+// until the completion (idem.Config.DeferClaim); without, the middleware
 // claims first.
-func defersClaims(t *testing.T, s store.Store) bool {
+func defersClaims(t *testing.T, st store.Store) bool {
 	t.Helper()
-	tx, err := s.Begin(context.Background(), store.TxOptions{})
+	tx, err := st.Begin(context.Background(), store.TxOptions{})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, tx.Rollback(context.Background())) }()
 	_, ok := tx.(store.ClaimDeferrer)
@@ -564,7 +570,7 @@ func defersClaims(t *testing.T, s store.Store) bool {
 // eventFor waits for the observer's event of key with outcome.
 func eventFor(t *testing.T, s *server, key string, outcome idem.Outcome) idem.Event {
 	t.Helper()
-	timeout := time.After(5 * time.Second)
+	timeout := time.After(time.Minute)
 	for {
 		select {
 		case e := <-s.events:

@@ -59,7 +59,7 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 
 		done := make(chan insertResult, 1)
-		go func() { done <- insertInTx(ctx, s, second, 5*time.Second) }()
+		go func() { done <- insertInTx(ctx, s, second, time.Minute) }()
 		select {
 		case r := <-done:
 			t.Fatalf("the duplicate did not wait for the holder: %+v", r)
@@ -84,7 +84,7 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 		_, _, err = tx1.Insert(ctx, first)
 		require.NoError(t, err)
 		done := make(chan insertResult, 1)
-		go func() { done <- insertInTx(ctx, s, second, 5*time.Second) }()
+		go func() { done <- insertInTx(ctx, s, second, time.Minute) }()
 		time.Sleep(200 * time.Millisecond)
 		require.NoError(t, tx1.Rollback(ctx))
 		r := <-done
@@ -125,7 +125,7 @@ func RunTx(t *testing.T, newStore NewStoreFunc) {
 
 		done := make(chan bool, 1)
 		go func() {
-			tx2, err := s.Begin(ctx, store.TxOptions{MaxWait: 5 * time.Second})
+			tx2, err := s.Begin(ctx, store.TxOptions{MaxWait: time.Minute})
 			if err != nil {
 				done <- true
 				return

@@ -49,7 +49,7 @@ func TestMigrate(t *testing.T) {
 			db := newDB(t, store)
 			out, errOut, code := runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
-			require.Contains(t, out, "applied migrations: idempotency keys [1], wallet [1]")
+			require.Contains(t, out, "applied migrations: idempotency keys [1], wallet [1 2]")
 			require.Contains(t, out, "("+store+" ")
 			out, errOut, code = runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
@@ -166,7 +166,7 @@ func TestDemoUser(t *testing.T) {
 			}
 		}
 		return export != "" && curl != ""
-	}, 10*time.Second, 10*time.Millisecond, "stdout: %s", s.stdout.String())
+	}, patience, 10*time.Millisecond, "stdout: %s", s.stdout.String())
 	require.Contains(t, curl, s.url)
 
 	// Paste everything it printed, twice: the deposit, then its replay.

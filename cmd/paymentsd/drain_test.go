@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,7 +20,9 @@ func TestDrain(t *testing.T) {
 	for _, store := range stores {
 		t.Run(camel(store), func(t *testing.T) {
 			t.Parallel()
-			s := startServer(t, newDB(t, store))
+			// The held request waits for the test's lock for as long as the
+			// test holds it, however slow the machine.
+			s := startServer(t, newDB(t, store), "--wait-timeout", patience.String())
 			u := s.newUser(t)
 			u.deposit(t, "USD", 1000)
 
@@ -33,18 +36,21 @@ func TestDrain(t *testing.T) {
 			}
 			key := newKey()
 			body := `{"currency":"USD","amount":250}`
+			begun := storeOps(t, s, "begin")
 			firstc := sendAsync(s, u, "/v1/deposits", body, key)
 			if store == "postgres" {
 				waitForLockWait(t, s, 1)
 			} else {
-				time.Sleep(300 * time.Millisecond) // the request waits for the write lock
+				// The request has begun its transaction; its first
+				// statement waits for the write lock.
+				waitFor(t, func() bool { return storeOps(t, s, "begin") > begun }, "the request never began its transaction")
 			}
 
 			require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
 			require.Eventually(t, func() bool {
 				_, err := try(s, u, http.MethodGet, "/v1/balances", "")
 				return err != nil
-			}, 5*time.Second, 20*time.Millisecond, "new connections are refused while draining")
+			}, patience, 20*time.Millisecond, "new connections are refused while draining")
 			select {
 			case <-s.exited:
 				t.Fatal("paymentsd exited with a request in flight")
@@ -56,7 +62,7 @@ func TestDrain(t *testing.T) {
 			require.Equal(t, http.StatusCreated, first.status, "the in-flight request finished: %s", first)
 			select {
 			case <-s.exited:
-			case <-time.After(15 * time.Second):
+			case <-time.After(patience):
 				t.Fatal("paymentsd did not exit after draining")
 			}
 			require.NoError(t, s.err, "exit status 0:\n%s", s.stderr.String())
@@ -72,6 +78,23 @@ func TestDrain(t *testing.T) {
 			require.Equal(t, map[string]int64{"USD": 1250}, u.balances(t))
 		})
 	}
+}
+
+// storeOps is how many store operations op (idem.OpBegin, …) the server's
+// middleware has run, from its metrics.
+func storeOps(t *testing.T, s *server, op string) int {
+	t.Helper()
+	n := 0
+	prefix := `idem_store_operation_duration_seconds_count{op="` + op + `"`
+	for line := range strings.Lines(scrape(t, s)) {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			_, count, _ := strings.Cut(rest, "} ")
+			c, err := strconv.Atoi(strings.TrimSpace(count))
+			require.NoError(t, err, line)
+			n += c
+		}
+	}
+	return n
 }
 
 // lockSQLite takes the database's write lock from a connection of the

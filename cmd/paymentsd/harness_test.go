@@ -167,7 +167,7 @@ func startIn(t *testing.T, dir string, environ []string, args ...string) *server
 			t.Errorf("the race detector found a data race in paymentsd:\n%s", s.stderr.String())
 		}
 	})
-	deadline := time.After(60 * time.Second)
+	deadline := time.After(patience)
 	for {
 		if m := listening.FindStringSubmatch(s.stderr.String()); m != nil {
 			s.url, s.store = m[1], m[2]
@@ -177,7 +177,7 @@ func startIn(t *testing.T, dir string, environ []string, args ...string) *server
 		case <-s.exited:
 			t.Fatalf("paymentsd exited before listening (%v):\n%s", s.err, s.stderr.String())
 		case <-deadline:
-			t.Fatalf("paymentsd did not listen within 60s:\n%s", s.stderr.String())
+			t.Fatalf("paymentsd did not listen within %v:\n%s", patience, s.stderr.String())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
@@ -194,10 +194,10 @@ func (s *server) stop(t *testing.T) {
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.exited:
-	case <-time.After(20 * time.Second):
+	case <-time.After(patience):
 		_ = s.cmd.Process.Kill()
 		<-s.exited
-		t.Errorf("paymentsd did not stop within 20s of SIGTERM:\n%s", s.stderr.String())
+		t.Errorf("paymentsd did not stop within %v of SIGTERM:\n%s", patience, s.stderr.String())
 	}
 }
 
@@ -443,3 +443,20 @@ func each(t *testing.T, fn func(t *testing.T, s *server), args ...string) {
 }
 
 func camel(s string) string { return strings.ToUpper(s[:1]) + s[1:] }
+
+// patience bounds every wait for a state: generous, so that a slow, shared
+// machine still passes; a test that meets its state returns at once.
+const patience = time.Minute
+
+// waitFor polls cond, on the test's goroutine (so cond may use require),
+// until it holds, and fails the test after patience.
+func waitFor(t *testing.T, cond func() bool, what string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v: "+what, append([]any{patience}, args...)...)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

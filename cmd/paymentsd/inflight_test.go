@@ -178,5 +178,5 @@ func waitForLockWait(t *testing.T, s *server, waiters int) {
 		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 		                            WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
 		return err == nil && n >= waiters
-	}, 20*time.Second, 10*time.Millisecond, "%d requests never waited for the balance lock", waiters)
+	}, patience, 10*time.Millisecond, "%d requests never waited for the balance lock", waiters)
 }

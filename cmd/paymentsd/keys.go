@@ -84,8 +84,8 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	return printJSON(stdout, s)
 }
 
-// keysSweep deletes every record past its retention once, releasing the
-// wallet's key nets with them, and prints how many it deleted.
+// keysSweep deletes every record past its retention once and prints how
+// many it deleted.
 func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("keys sweep", flag.ContinueOnError)
 	db := dbFlag(fs)
@@ -112,7 +112,8 @@ func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	}{n})
 }
 
-// newSweeper returns a sweeper on b's store.
+// newSweeper returns a sweeper on b's store. It deletes key records and
+// nothing else: the wallet's tables do not depend on them.
 func newSweeper(b *backend, cfg sweeper.Config) (*sweeper.Sweeper, error) {
 	sw, ok := b.store.(store.ExpiredDeleter)
 	if !ok {

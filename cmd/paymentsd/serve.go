@@ -95,7 +95,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	logger.Info("database ready", "store", b.kind, "db", b.display, "migrations", what)
 
-	svc, err := payments.New(b.ledger, payments.Config{Rates: rates, KeyRetention: f.ttl})
+	svc, err := payments.New(b.ledger, payments.Config{Rates: rates})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 // key returns the request's Idempotency-Key as the middleware parsed it
 // ("abc" and "\"abc\"" are the same key), or "" outside the middleware.
+// The movement keeps it as plain data for support; it decides nothing.
 func (h *handlers) key(r *http.Request) string {
 	return idem.KeyFromContext(r.Context())
 }
@@ -123,9 +124,6 @@ func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &limit):
 		writeProblem(w, ProblemBalanceLimit, http.StatusBadRequest,
 			fmt.Sprintf("Crediting %d would take the %s balance of %d past its limit of %d.", limit.Credit, limit.Currency, limit.Balance, limit.Limit))
-	case errors.Is(err, payments.ErrDuplicateKey):
-		writeProblem(w, ProblemDuplicate, http.StatusConflict,
-			"An earlier deposit or transaction already used this "+h.keyHeader+"; nothing was moved. Use a new key for a new request.")
 	case errors.Is(err, payments.ErrDuplicateTransfer):
 		writeProblem(w, ProblemDuplicate, http.StatusConflict,
 			"An identical transaction (same currencies and amount) was made in the same minute; nothing was moved. If you mean to repeat it, wait for the next minute.")

@@ -33,13 +33,10 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Validation", testValidation},
 		{"NotFound", testNotFound},
 		{"BalanceLimit", testBalanceLimit},
-		{"KeyNet", testKeyNet},
-		{"StaleKeyBinding", testStaleKeyBinding},
+		{"KeyBindsNothing", testKeyBindsNothing},
 		{"MinuteNet", testMinuteNet},
 		{"AmbientTransaction", testAmbientTransaction},
 		{"ConcurrentOppositeTransfers", testConcurrentOpposite},
-		{"ReleaseKeys", testReleaseKeys},
-		{"ReleaseExpiredKeys", testReleaseExpiredKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

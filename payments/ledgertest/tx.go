@@ -2,37 +2,14 @@ package ledgertest
 
 import (
 	"context"
-	"crypto/sha256"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/idem-dev/idem/internal/require"
-
-	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/store"
-)
 
-// claimKey makes a COMPLETED key record for user in the idem store, as the
-// middleware would, retained for ttl.
-func claimKey(t *testing.T, h Harness, user, key string, ttl time.Duration) string {
-	t.Helper()
-	ctx := context.Background()
-	hash := sha256.Sum256([]byte(key))
-	c := store.Claim{
-		Scope: user, Key: key,
-		Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/transactions", Hash: hash[:]},
-		Token:       uuid.NewString(), Lease: time.Minute, TTL: ttl,
-	}
-	_, inserted, err := h.Store.Insert(ctx, c)
-	require.NoError(t, err)
-	require.True(t, inserted)
-	require.NoError(t, h.Store.Complete(ctx, store.Attempt{Scope: user, Key: key, Token: c.Token},
-		store.Response{StatusCode: 201, Body: []byte("{}")}))
-	return key
-}
+	"github.com/idem-dev/idem/payments"
+)
 
 // testAmbientTransaction runs the service inside a store transaction, as
 // the middleware does: a business error undoes only its own writes and
@@ -51,8 +28,6 @@ func testAmbientTransaction(t *testing.T, h Harness) {
 	actx := tx.Context(ctx)
 	first, err := s.Convert(actx, user, "k", usdEur(100))
 	require.NoError(t, err)
-	_, err = s.Convert(actx, user, "k", usdEur(200))
-	require.ErrorIs(t, err, payments.ErrDuplicateKey)
 	_, err = s.Convert(actx, user, "other", usdEur(100))
 	require.ErrorIs(t, err, payments.ErrDuplicateTransfer)
 	var ife *payments.InsufficientFundsError
@@ -73,9 +48,9 @@ func testAmbientTransaction(t *testing.T, h Harness) {
 	require.NoError(t, err)
 	actx = tx.Context(ctx)
 	_, err = s.Convert(actx, user, "k", usdEur(100))
-	require.NoError(t, err, "the rolled-back key is free")
-	_, err = s.Convert(actx, user, "k", usdEur(200))
-	require.ErrorIs(t, err, payments.ErrDuplicateKey)
+	require.NoError(t, err, "the rolled-back transaction is gone: the minute net does not see it")
+	_, err = s.Convert(actx, user, "other", usdEur(100))
+	require.ErrorIs(t, err, payments.ErrDuplicateTransfer)
 	require.NoError(t, tx.Commit(ctx), "the transaction survived the net firing")
 	requireBalances(t, s, user, map[string]int64{"USD": 900, "EUR": 92})
 }
@@ -117,46 +92,4 @@ func testConcurrentOpposite(t *testing.T, h Harness) {
 	wg.Wait()
 	require.Empty(t, errs)
 	requireBalances(t, s, user, want)
-}
-
-// testReleaseKeys frees keys as the idem sweeper's hook does: inside the
-// transaction that deletes their records.
-func testReleaseKeys(t *testing.T, h Harness) {
-	ctx := context.Background()
-	s := newService(t, h, payments.Config{})
-	alice, bob := newUser(t, s), newUser(t, s)
-	deposit(t, s, alice, "USD", 10000)
-	deposit(t, s, bob, "USD", 10000)
-	for i, key := range []string{"gone", "kept"} {
-		_, err := s.Convert(ctx, alice, key, payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: int64(100 + i)})
-		require.NoError(t, err)
-		_, err = s.Deposit(ctx, alice, key, payments.DepositRequest{Currency: "USD", Amount: 1})
-		require.NoError(t, err)
-	}
-	_, err := s.Convert(ctx, bob, "gone", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 100})
-	require.NoError(t, err)
-
-	deleted := []store.KeyRef{{Scope: alice, Key: "gone"}, {Scope: alice, Key: "never-used"}, {Scope: "not-a-user", Key: "gone"}}
-	tx, err := h.Store.Begin(ctx, store.TxOptions{})
-	require.NoError(t, err)
-	require.NoError(t, s.ReleaseKeys(tx.Context(ctx), deleted))
-	require.NoError(t, tx.Commit(ctx))
-	require.NoError(t, s.ReleaseKeys(ctx, nil))
-
-	_, err = s.Convert(ctx, alice, "gone", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 300})
-	require.NoError(t, err, "freed")
-	_, err = s.Deposit(ctx, alice, "gone", payments.DepositRequest{Currency: "USD", Amount: 2})
-	require.NoError(t, err, "freed")
-	_, err = s.Convert(ctx, alice, "kept", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 301})
-	require.ErrorIs(t, err, payments.ErrDuplicateKey)
-	_, err = s.Convert(ctx, bob, "gone", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 302})
-	require.ErrorIs(t, err, payments.ErrDuplicateKey, "another user's key stays bound")
-
-	// A hook that fails rolls back with the sweep: nothing is freed.
-	tx, err = h.Store.Begin(ctx, store.TxOptions{})
-	require.NoError(t, err)
-	require.NoError(t, s.ReleaseKeys(tx.Context(ctx), []store.KeyRef{{Scope: alice, Key: "kept"}}))
-	require.NoError(t, tx.Rollback(ctx))
-	_, err = s.Convert(ctx, alice, "kept", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 303})
-	require.ErrorIs(t, err, payments.ErrDuplicateKey)
 }

@@ -183,39 +183,6 @@ func (t ledgerTx) insert(ctx context.Context, userID string, currencies []string
 	return created, inserted, nil
 }
 
-// keyBound asks whether a movement of a table carries the user's key.
-const keyBound = `SELECT EXISTS (SELECT 1 FROM %s WHERE user_id = $1 AND idempotency_key = $2)`
-
-func (t ledgerTx) KeyBound(ctx context.Context, kind payments.Kind, userID, key string) (bool, error) {
-	var bound bool
-	if err := t.u.queryRow(ctx, fmt.Sprintf(keyBound, kind.Table()), userID, key).Scan(&bound); err != nil {
-		return false, fmt.Errorf("pgledger: key bound: %w", err)
-	}
-	return bound, nil
-}
-
-// releaseStaleKey clears the key of a movement older than the retention
-// ($3, microseconds) and than the key's record in idempotency_keys
-// (pgstore's table, in the same schema).
-const releaseStaleKey = `
-WITH released AS (
-    UPDATE %s b SET idempotency_key = NULL
-     WHERE b.user_id = $1 AND b.idempotency_key = $2
-       AND b.created_at <= now() - $3 * interval '1 microsecond'
-       AND b.created_at < (SELECT k.created_at FROM idempotency_keys k
-                            WHERE k.user_id = b.user_id::text AND k.idempotency_key = b.idempotency_key)
-    RETURNING 1)
-SELECT count(*) FROM released`
-
-func (t ledgerTx) ReleaseStaleKey(ctx context.Context, kind payments.Kind, userID, key string, retention time.Duration) (bool, error) {
-	var n int
-	query := fmt.Sprintf(releaseStaleKey, kind.Table())
-	if err := t.u.queryRow(ctx, query, userID, key, retention.Microseconds()).Scan(&n); err != nil {
-		return false, fmt.Errorf("pgledger: release stale key: %w", err)
-	}
-	return n > 0, nil
-}
-
 // InsertEntries is sent with the unit's next statement, or with its commit.
 func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
 	for _, e := range entries {

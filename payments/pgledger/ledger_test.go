@@ -42,10 +42,14 @@ func TestMigrate(t *testing.T) {
 	pool := pgtest.Pool(t, 4)
 	applied, err := pgledger.Migrate(ctx, pool)
 	require.NoError(t, err)
-	require.Equal(t, []int{1}, applied)
+	require.Equal(t, []int{1, 2}, applied)
 	applied, err = pgledger.Migrate(ctx, pool)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a current schema is left alone")
+	var keyIndexes int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_indexes
+	    WHERE schemaname = current_schema() AND tablename IN ('deposits', 'transactions') AND indexdef LIKE '%idempotency_key%'`).Scan(&keyIndexes))
+	require.Zero(t, keyIndexes, "no index binds a key: it is plain data")
 
 	script, err := pgledger.MigrationSQL()
 	require.NoError(t, err)

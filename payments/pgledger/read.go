@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem/payments"
-	"github.com/idem-dev/idem/store"
 )
 
 func (l *Ledger) Deposit(ctx context.Context, userID, id string) (payments.Deposit, error) {
@@ -104,62 +102,6 @@ func (l *Ledger) HasUsers(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("pgledger: count users: %w", err)
 	}
 	return ok, nil
-}
-
-// releaseKeys frees the key of up to $1 rows of a table whose key record in
-// idempotency_keys (pgstore's table, in the same schema) has expired or is
-// gone. SKIP LOCKED leaves rows that a request is writing to that request.
-const releaseKeys = `
-WITH stale AS (
-    SELECT b.user_id, b.id FROM %[1]s b
-     WHERE b.idempotency_key IS NOT NULL
-       AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                        WHERE k.user_id = b.user_id::text AND k.idempotency_key = b.idempotency_key
-                          AND k.expires_at > now())
-     LIMIT $1
-     FOR UPDATE SKIP LOCKED
-)
-UPDATE %[1]s b SET idempotency_key = NULL
-  FROM stale WHERE b.user_id = stale.user_id AND b.id = stale.id`
-
-func (l *Ledger) ReleaseExpiredKeys(ctx context.Context, limit int) (int64, error) {
-	var n int64
-	for _, table := range []string{"deposits", "transactions"} {
-		tag, err := l.db(ctx).Exec(ctx, fmt.Sprintf(releaseKeys, table), limit)
-		if err != nil {
-			return n, fmt.Errorf("pgledger: release keys of %s: %w", table, err)
-		}
-		n += tag.RowsAffected()
-	}
-	return n, nil
-}
-
-// releaseKeysOf frees the keys the sweeper deleted: $1 and $2 are parallel
-// arrays of user ids and keys.
-const releaseKeysOf = `
-UPDATE %s b SET idempotency_key = NULL
-  FROM unnest($1::uuid[], $2::text[]) AS d (user_id, idempotency_key)
- WHERE b.user_id = d.user_id AND b.idempotency_key = d.idempotency_key`
-
-func (l *Ledger) ReleaseKeys(ctx context.Context, keys []store.KeyRef) (int64, error) {
-	users, names := make([]string, 0, len(keys)), make([]string, 0, len(keys))
-	for _, k := range keys {
-		if err := uuid.Validate(k.Scope); err == nil {
-			users, names = append(users, k.Scope), append(names, k.Key)
-		}
-	}
-	if len(users) == 0 {
-		return 0, nil
-	}
-	var n int64
-	for _, table := range []string{"deposits", "transactions"} {
-		tag, err := l.db(ctx).Exec(ctx, fmt.Sprintf(releaseKeysOf, table), users, names)
-		if err != nil {
-			return n, fmt.Errorf("pgledger: release keys of %s: %w", table, err)
-		}
-		n += tag.RowsAffected()
-	}
-	return n, nil
 }
 
 func (l *Ledger) Ping(ctx context.Context) error {

@@ -132,40 +132,6 @@ func (t ledgerTx) insert(ctx context.Context, now time.Time, query string, args 
 	return fromMicros(micros(now)), n == 1, nil
 }
 
-// keyBound asks whether a movement of a table carries the user's key.
-const keyBound = `SELECT EXISTS (SELECT 1 FROM %s WHERE user_id = ? AND idempotency_key = ?)`
-
-func (t ledgerTx) KeyBound(ctx context.Context, kind payments.Kind, userID, key string) (bool, error) {
-	var bound bool
-	if err := t.db.QueryRowContext(ctx, fmt.Sprintf(keyBound, kind.Table()), userID, key).Scan(&bound); err != nil {
-		return false, fmt.Errorf("sqliteledger: key bound: %w", err)
-	}
-	return bound, nil
-}
-
-// releaseStaleKey clears the key of a movement made before ?3 (the
-// retention ago, in microseconds) and before the key's record in
-// idempotency_keys (sqlitestore's table, in the same file).
-const releaseStaleKey = `
-UPDATE %s SET idempotency_key = NULL
- WHERE user_id = ?1 AND idempotency_key = ?2
-   AND created_at <= ?3
-   AND created_at < (SELECT k.created_at FROM idempotency_keys k
-                      WHERE k.user_id = ?1 AND k.idempotency_key = ?2)`
-
-func (t ledgerTx) ReleaseStaleKey(ctx context.Context, kind payments.Kind, userID, key string, retention time.Duration) (bool, error) {
-	cutoff := micros(time.Now().Add(-retention))
-	res, err := t.db.ExecContext(ctx, fmt.Sprintf(releaseStaleKey, kind.Table()), userID, key, cutoff)
-	if err != nil {
-		return false, fmt.Errorf("sqliteledger: release stale key: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("sqliteledger: release stale key: %w", err)
-	}
-	return n > 0, nil
-}
-
 func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
 	now := micros(time.Now())
 	for _, e := range entries {

@@ -43,6 +43,10 @@ func TestMigrate(t *testing.T) {
 	applied, err := sqliteledger.Migrate(ctx, db)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a current schema is left alone")
+	var keyIndexes int
+	require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master
+	    WHERE type = 'index' AND tbl_name IN ('deposits', 'transactions') AND sql LIKE '%idempotency_key%'`).Scan(&keyIndexes))
+	require.Zero(t, keyIndexes, "no index binds a key: it is plain data")
 
 	script, err := sqliteledger.MigrationSQL()
 	require.NoError(t, err)

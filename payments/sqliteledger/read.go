@@ -3,13 +3,11 @@ package sqliteledger
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/idem-dev/idem/payments"
-	"github.com/idem-dev/idem/store"
 )
 
 func (l *Ledger) Deposit(ctx context.Context, userID, id string) (payments.Deposit, error) {
@@ -103,59 +101,6 @@ func (l *Ledger) HasUsers(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("sqliteledger: count users: %w", err)
 	}
 	return ok, nil
-}
-
-// releaseKeysOf frees the keys the sweeper deleted, given as a JSON array
-// of [user_id, key] pairs.
-const releaseKeysOf = `
-UPDATE %s SET idempotency_key = NULL
- WHERE idempotency_key IS NOT NULL
-   AND (user_id, idempotency_key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
-
-func (l *Ledger) ReleaseKeys(ctx context.Context, keys []store.KeyRef) (int64, error) {
-	pairs := make([][2]string, len(keys))
-	for i, k := range keys {
-		pairs[i] = [2]string{k.Scope, k.Key}
-	}
-	arg, err := json.Marshal(pairs)
-	if err != nil {
-		return 0, err
-	}
-	return l.release(ctx, releaseKeysOf, string(arg))
-}
-
-// releaseExpired frees the key of up to ? rows of a table whose key record
-// in idempotency_keys (sqlitestore's table, in the same file) has expired
-// or is gone.
-const releaseExpired = `
-UPDATE %[1]s SET idempotency_key = NULL
- WHERE (user_id, id) IN (
-       SELECT b.user_id, b.id FROM %[1]s b
-        WHERE b.idempotency_key IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                           WHERE k.user_id = b.user_id AND k.idempotency_key = b.idempotency_key
-                             AND k.expires_at > ?)
-        LIMIT ?)`
-
-func (l *Ledger) ReleaseExpiredKeys(ctx context.Context, limit int) (int64, error) {
-	// sqlitestore's times are the application's clock, in microseconds.
-	return l.release(ctx, releaseExpired, micros(time.Now()), limit)
-}
-
-func (l *Ledger) release(ctx context.Context, query string, args ...any) (int64, error) {
-	var n int64
-	for _, table := range []string{"deposits", "transactions"} {
-		res, err := l.conn(ctx).ExecContext(ctx, fmt.Sprintf(query, table), args...)
-		if err != nil {
-			return n, fmt.Errorf("sqliteledger: release keys of %s: %w", table, err)
-		}
-		m, err := res.RowsAffected()
-		if err != nil {
-			return n, fmt.Errorf("sqliteledger: release keys of %s: %w", table, err)
-		}
-		n += m
-	}
-	return n, nil
 }
 
 func (l *Ledger) Ping(ctx context.Context) error {

@@ -95,7 +95,7 @@ func isNet(o outcome) bool {
 
 // verifyStorm counts the transactions each stormed key made, by user and
 // amount (each key has an amount of its own), so the count does not rest on
-// the key net of the transactions table.
+// the key the transactions table keeps.
 func verifyStorm(ctx context.Context, db *database, keys []*stormKey) (*stormCheck, error) {
 	chk := &stormCheck{Keys: len(keys)}
 	users := make([]string, len(keys))

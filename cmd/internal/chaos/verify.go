@@ -195,12 +195,12 @@ func checkAnswers(v *Verdict, op *Op, acks map[string]ack, st *dbState) {
 	if final.Status == http.StatusConflict {
 		if op.Late {
 			// A key past its retention is free whether or not the sweeper
-			// has released it: the key net must let the retry through.
+			// has deleted its record: no business net may refuse the retry.
 			v.LateRefused++
 			v.fail(&v.WrongAnswers, "key %s of user %s (%s, %s): a retry after the TTL was refused by a business net: %s",
 				op.Key, op.User.ID, op.Kind, op.Scenario, final.Body)
 		} else {
-			// The key net or the minute net fired for a key of ours: the
+			// The minute net fired for a key of ours: the
 			// middleware let a duplicate execute. Nothing moved, but the
 			// caller never learns the first request's outcome.
 			v.fail(&v.WrongAnswers, "key %s of user %s (%s, %s): a business net refused it (409 without Retry-After): %s",
