@@ -1,8 +1,11 @@
 package idem
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -66,10 +69,21 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	q := &request{w: w, r: r, next: next, start: time.Now()}
+	q := &request{ctx: r.Context(), r: r, start: time.Now()}
 	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path, Route: r.Pattern}
 	defer m.observe(q)
-	m.respond(q, m.handle(q, values))
+	if res, ok := m.admit(w, q, values); !ok {
+		m.respond(w, q, res)
+		return
+	}
+	q.work = func(ctx context.Context, w http.ResponseWriter) {
+		r := r.WithContext(ctx)
+		// The handler may run twice (a deferred claim that lost): it reads
+		// the body afresh each time.
+		r.Body = io.NopCloser(bytes.NewReader(q.body))
+		next.ServeHTTP(w, r)
+	}
+	m.respond(w, q, m.execute(q))
 }
 
 func (m *Middleware) observe(q *request) {

@@ -11,11 +11,17 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// request is one keyed request on its way through the middleware.
+// request is one keyed request on its way through the middleware, from
+// whichever door it came in by (Require, Optional, Do).
 type request struct {
-	w     http.ResponseWriter
+	ctx context.Context // the caller's: it ends when the client goes
+	// work runs the handler with the held key's context, writing its
+	// answer to w.
+	work func(ctx context.Context, w http.ResponseWriter)
+	// r and body are an HTTP request and its bytes; nil from Do. A record
+	// fingerprinted by an older algorithm is compared by fingerprinting
+	// them again.
 	r     *http.Request
-	next  http.Handler
 	body  []byte
 	claim store.Claim
 	start time.Time
@@ -28,15 +34,12 @@ type request struct {
 	cached bool
 }
 
-// handle is the request path, top to bottom: admit the request, answer it
-// from its key's record when one decides, else hold the key, run the
-// handler and settle its outcome. A deferred claim that finds the key
-// recorded at the end goes round once more, claiming first.
-func (m *Middleware) handle(q *request, keyValues []string) result {
-	if res, ok := m.admit(q, keyValues); !ok {
-		return res
-	}
-	ctx := q.r.Context()
+// execute is the request path once the request is admitted, top to
+// bottom: answer it from its key's record when one decides, else hold the
+// key, run the handler and settle its outcome. A deferred claim that finds
+// the key recorded at the end goes round once more, claiming first.
+func (m *Middleware) execute(q *request) result {
+	ctx := q.ctx
 	if res, answered := m.lookUp(ctx, q); answered {
 		return res
 	}
@@ -64,25 +67,14 @@ func (m *Middleware) handle(q *request, keyValues []string) result {
 	}
 }
 
-// admit checks what the request brings before the store is asked anything:
-// its user, its key, its body. Authentication comes first: an
-// unauthenticated request learns nothing, not even whether its key is
-// well-formed.
-func (m *Middleware) admit(q *request, keyValues []string) (result, bool) {
-	scope := m.cfg.ScopeFunc(q.r)
-	if scope == "" {
-		return rejected(OutcomeNoScope, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to."), false
+// admit checks what an HTTP request brings before the store is asked
+// anything: its user, its key, its body.
+func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string) (result, bool) {
+	key, res, ok := m.identify(q, m.cfg.ScopeFunc(q.r), keyValues)
+	if !ok {
+		return res, false
 	}
-	q.event.Scope = scope
-	key, err := ParseKey(keyValues)
-	switch {
-	case errors.Is(err, ErrKeyMissing):
-		return rejected(OutcomeInvalidKey, ProblemKeyMissing, http.StatusBadRequest, "This request must carry an "+m.cfg.Header+" header."), false
-	case err != nil:
-		return rejected(OutcomeInvalidKey, ProblemKeyInvalid, http.StatusBadRequest, "The "+m.cfg.Header+" header is invalid: "+err.Error()+"."), false
-	}
-	q.event.Key = key
-	body, err := io.ReadAll(http.MaxBytesReader(q.w, q.r.Body, m.cfg.MaxRequestBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, m.cfg.MaxRequestBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			return rejected(OutcomeInvalidBody, ProblemBodyTooLarge, http.StatusRequestEntityTooLarge,
@@ -96,8 +88,31 @@ func (m *Middleware) admit(q *request, keyValues []string) (result, bool) {
 	}
 	q.body = body
 	q.r.ContentLength = int64(len(body))
-	q.claim = store.Claim{Scope: scope, Key: key, Fingerprint: fp, Lease: m.cfg.LeaseDuration, TTL: m.cfg.TTL}
+	q.claim = m.newClaim(q.event.Scope, key, fp)
 	return result{}, true
+}
+
+// identify checks a request's user and key, from any door. Authentication
+// comes first: an unauthenticated request learns nothing, not even whether
+// its key is well-formed.
+func (m *Middleware) identify(q *request, scope string, keyValues []string) (key string, res result, ok bool) {
+	if scope == "" {
+		return "", rejected(OutcomeNoScope, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to."), false
+	}
+	q.event.Scope = scope
+	key, err := ParseKey(keyValues)
+	switch {
+	case errors.Is(err, ErrKeyMissing):
+		return "", rejected(OutcomeInvalidKey, ProblemKeyMissing, http.StatusBadRequest, "This request must carry an "+m.cfg.Header+" header."), false
+	case err != nil:
+		return "", rejected(OutcomeInvalidKey, ProblemKeyInvalid, http.StatusBadRequest, "The "+m.cfg.Header+" header is invalid: "+err.Error()+"."), false
+	}
+	q.event.Key = key
+	return key, result{}, true
+}
+
+func (m *Middleware) newClaim(scope, key string, fp store.Fingerprint) store.Claim {
+	return store.Claim{Scope: scope, Key: key, Fingerprint: fp, Lease: m.cfg.LeaseDuration, TTL: m.cfg.TTL}
 }
 
 // lookUp answers a retry of a finished request before anything is claimed:

@@ -1,10 +1,8 @@
 package idem
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
 )
 
@@ -30,10 +28,6 @@ const (
 // response, and says how it ended.
 func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcome) {
 	c := newCapture(m.cfg.MaxResponseBytes)
-	r := q.r.WithContext(context.WithValue(hctx, keyKey{}, q.claim.Key))
-	// The handler may run twice (a deferred claim that lost): it reads
-	// the body afresh each time.
-	r.Body = io.NopCloser(bytes.NewReader(q.body))
 	returned := false
 	defer func() {
 		if returned {
@@ -49,7 +43,7 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		}
 		out = outcome{kind: outcomePanicked, captured: c, panicked: p}
 	}()
-	q.next.ServeHTTP(c, r)
+	q.work(context.WithValue(hctx, keyKey{}, q.claim.Key), c)
 	returned = true
 
 	cause := h.stop(q)
@@ -61,8 +55,8 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		// not the client's answer either: the attempt that took the key
 		// over has it.
 		return outcome{kind: outcomeHoldEnded, captured: c, cause: cause}
-	case m.cfg.Mode == ModeAtomic && q.r.Context().Err() != nil:
-		return outcome{kind: outcomeClientGone, captured: c, cause: q.r.Context().Err()}
+	case m.cfg.Mode == ModeAtomic && q.ctx.Err() != nil:
+		return outcome{kind: outcomeClientGone, captured: c, cause: q.ctx.Err()}
 	case !isFinal(status):
 		return outcome{kind: outcomeRetriable, captured: c}
 	}

@@ -74,7 +74,7 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outco
 // return (a panic, runtime.Goexit), recording why on the Event: respond
 // never runs for it.
 func (m *Middleware) abandon(q *request, h holder, cause error) {
-	ctx, cancel := m.detached(q.r.Context())
+	ctx, cancel := m.detached(q.ctx)
 	defer cancel()
 	err := h.release(ctx, q)
 	if errors.Is(err, errKeyUnknown) {

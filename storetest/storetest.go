@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	for _, c := range MiddlewareConfigs() {
 		t.Run("Middleware"+c.Name, func(t *testing.T) { t.Parallel(); RunMiddleware(t, newStore, c.Config) })
+		t.Run("Do"+c.Name, func(t *testing.T) { t.Parallel(); RunDo(t, newStore, c.Config) })
 	}
 }
 

@@ -1,0 +1,83 @@
+package idem
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Call is one keyed unit of work as a door other than net/http presents it:
+// a gRPC method, a queue message. The door authenticates (Scope) and
+// fingerprints the request itself, over what identifies it (the method and
+// the message's deterministic bytes, say).
+type Call struct {
+	Scope       string            // the user; empty → OutcomeNoScope
+	Key         string            // as received: a bare key or an RFC 8941 string (ParseKey)
+	Fingerprint store.Fingerprint // Version FingerprintVersion unless the door versions its own
+	// Method and Route label the Event: the full gRPC method, the queue
+	// subject.
+	Method string
+	Route  string
+}
+
+// Reply is an answer in HTTP's terms, whatever the door: a status (2xx, 3xx
+// and 4xx but 408 and 429 are final and stored; anything else is released
+// for a retry), headers, and the body's bytes. A door maps it to its own
+// (gRPC codes, a published result).
+type Reply struct {
+	StatusCode int
+	Header     http.Header
+	Body       []byte
+}
+
+// Result is how Do answered.
+type Result struct {
+	Outcome Outcome
+	// Reply is what the caller gets: the work's reply (executed or
+	// failed), the stored one (replayed), or the problem response the
+	// HTTP door would send (anything else); nil when abandoned.
+	Reply *Reply
+	// Replayed: Reply is the first attempt's, stored.
+	Replayed bool
+	// Err is what went wrong, as Event.Err says.
+	Err error
+}
+
+// Do runs work once for c's key, with the same store, state machine and
+// promise as Require: a retry gets the stored reply, a key reused with
+// another fingerprint gets 422, a key in flight 409. work runs with a
+// context that carries the store's transaction (pgstore.DB) and the key
+// (KeyFromContext); in atomic mode a ctx that ends before the commit rolls
+// the work back. A panic in work is re-raised after the key is released.
+func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Context) Reply) Result {
+	q := &request{ctx: ctx, start: time.Now()}
+	q.event = Event{Mode: m.cfg.Mode, Method: c.Method, Path: c.Route, Route: c.Route}
+	defer m.observe(q)
+	res := m.doCall(q, c, work)
+	q.event.Outcome, q.event.Err = res.outcome, res.err
+	reply, replayed := m.reply(res)
+	if reply != nil {
+		q.event.StatusCode = reply.StatusCode
+	}
+	return Result{Outcome: res.outcome, Reply: reply, Replayed: replayed, Err: res.err}
+}
+
+func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) Reply) result {
+	key, res, ok := m.identify(q, c.Scope, []string{c.Key})
+	if !ok {
+		return res
+	}
+	q.claim = m.newClaim(c.Scope, key, c.Fingerprint)
+	q.work = func(ctx context.Context, w http.ResponseWriter) {
+		r := work(ctx)
+		h := w.Header()
+		for k, v := range r.Header {
+			h[k] = v
+		}
+		w.WriteHeader(r.StatusCode)
+		_, _ = w.Write(r.Body)
+	}
+	return m.execute(q)
+}
