@@ -49,7 +49,7 @@
  * Past it renewal stops and the handler's context is cancelled.
  */
 #ifndef MAXRENEW
-#define MAXRENEW 2
+#define MAXRENEW 1
 #endif
 
 /* idempotency_keys.status; S_NONE: no row. */
