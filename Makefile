@@ -10,6 +10,8 @@
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
+#   make model                             model-check the key protocol and the payout flow with SPIN
+#                                          (docs/model.md; installs spin with apt-get when missing)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
 #   make bench-growth                      the benchmark with 10 million keys against an empty table
 #   make bench-sweep                       paymentsd's latency while 'paymentsd keys sweep' deletes 1 million of
@@ -25,7 +27,7 @@ TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
-.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep
+.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep model
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -55,6 +57,13 @@ chaos-long:
 PGBOUNCER_PKGS ?= ./pgstore/... ./cmd/paymentsd/...
 test-pgbouncer: check-cc
 	CGO_ENABLED=1 $(TEST_PG) ./scripts/with-pgbouncer.sh $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(PGBOUNCER_PKGS)
+
+# The protocol, model-checked (docs/model.md): every property holds on the
+# Promela models in model/ and is violated by every broken variant.
+# MODELFLAGS: a filter, e.g. MODELFLAGS=payout.
+MODELFLAGS ?=
+model:
+	./scripts/model.sh $(MODELFLAGS)
 
 # The benchmark (README.md, Benchmarks): a throwaway cluster with fsync and
 # synchronous_commit on (PG_DURABLE=1), or DATABASE_URL. Writes the table
