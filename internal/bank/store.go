@@ -47,7 +47,7 @@ type Answer struct {
 func OpenStore(ctx context.Context, path string) (*Store, error) {
 	write, err := sqlitestore.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("bank: %w", err)
+		return nil, fmt.Errorf("open the bank's database: %w", err)
 	}
 	write.SetMaxOpenConns(1)
 	if _, err := write.ExecContext(ctx, schema); err != nil {
@@ -57,7 +57,7 @@ func OpenStore(ctx context.Context, path string) (*Store, error) {
 	read, err := sqlitestore.Open(path)
 	if err != nil {
 		write.Close()
-		return nil, fmt.Errorf("bank: %w", err)
+		return nil, fmt.Errorf("open the bank's database: %w", err)
 	}
 	read.SetMaxOpenConns(runtime.GOMAXPROCS(0))
 	return &Store{write: write, read: read}, nil
