@@ -1,0 +1,52 @@
+package main_test
+
+import (
+	"bytes"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A bad command line is one error line and exit status 2; a database that
+// cannot be opened, one line and 1.
+func TestBadCommandLines(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"UnknownFlag", []string{"--nope"}, 2, "flag provided but not defined: -nope"},
+		{"Argument", []string{"serve"}, 2, `unexpected argument "serve"`},
+		{"UnknownFault", []string{"--faults", "error-before=0.1,flaky=0.1"}, 2, `--faults: unknown fault "flaky"`},
+		{"FaultWithoutProbability", []string{"--faults", "hang"}, 2, `--faults: fault "hang": want name=probability`},
+		{"ProbabilityOverOne", []string{"--faults", "hang=1.5"}, 2, `probability "1.5" is not a number in [0, 1]`},
+		{"ProbabilityNaN", []string{"--faults", "hang=NaN"}, 2, `probability "NaN" is not a number in [0, 1]`},
+		{"SumOverOne", []string{"--faults", "error-before=0.6,error-after=0.6"}, 2, "fault probabilities sum to 1.2, more than 1"},
+		{"FaultTwice", []string{"--faults", "hang=0.1,hang=0.2"}, 2, `fault "hang" given twice`},
+		{"BadSeed", []string{"--seed", "-1"}, 2, "invalid value"},
+		{"ZeroSlowDelay", []string{"--slow-delay", "0s"}, 2, "--slow-delay must be positive"},
+		{"DatabaseDirMissing", []string{"--db", filepath.Join(t.TempDir(), "missing", "bank.db")}, 1, "bank.db"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"--addr", "127.0.0.1:0", "--db", db}, c.args...)
+			var stderr bytes.Buffer
+			cmd := exec.Command(binary, args...)
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "stderr: %s", stderr.String())
+			require.Equal(t, c.code, exit.ExitCode(), "stderr: %s", stderr.String())
+			out := stderr.String()
+			require.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
+			require.True(t, strings.HasPrefix(out, "bankd: "), "%q", out)
+			require.Contains(t, out, c.says)
+		})
+	}
+}
