@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 // A bad command line is one error line and exit status 2; a database that

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 func TestContract(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 // Each fault at probability 1; the retry goes to the same bank restarted

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 // binary is the bankd built once for all tests, with the race detector

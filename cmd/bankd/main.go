@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/idem-dev/idem/internal/bank"
+	"github.com/idem-dev/idem/cmd/internal/bank"
 )
 
 // usageError is a bad command line: exit status 2.

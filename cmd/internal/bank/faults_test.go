@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 )
 
 func TestParseFaultsReadsItsOwnString(t *testing.T) {
