@@ -471,3 +471,13 @@ func Eventually(t T, cond func() bool, waitFor, tick time.Duration, msgAndArgs .
 		time.Sleep(tick)
 	}
 }
+
+// InDelta asserts that two numbers differ by at most delta.
+func InDelta(t T, expected, actual any, delta float64, msgAndArgs ...any) {
+	t.Helper()
+	x, ok1 := number(expected)
+	y, ok2 := number(actual)
+	if !ok1 || !ok2 || x-y > delta || y-x > delta {
+		fail(t, fmt.Sprintf("%v and %v differ by more than %v", expected, actual, delta), msgAndArgs)
+	}
+}
