@@ -289,3 +289,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// CloseIdleConnections closes the idle connections of Base (when it has
+// any to close), so that http.Client.CloseIdleConnections reaches them.
+func (t *Transport) CloseIdleConnections() {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if c, ok := base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}

@@ -524,3 +524,20 @@ func TestResponseError(t *testing.T) {
 		t.Fatal("a 201 is no problem")
 	}
 }
+
+// closeCounter counts CloseIdleConnections calls.
+type closeCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.closed++ }
+
+func TestCloseIdleConnections(t *testing.T) {
+	t.Parallel()
+	base := &closeCounter{RoundTripper: http.DefaultTransport}
+	(&http.Client{Transport: &Transport{Base: base}}).CloseIdleConnections()
+	if base.closed != 1 {
+		t.Fatalf("base closed %d times, want 1", base.closed)
+	}
+}
