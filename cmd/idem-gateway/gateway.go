@@ -127,7 +127,7 @@ func (g *gateway) upstreamFailed(w http.ResponseWriter, r *http.Request, err err
 	default:
 		writeProblem(w, problemOutcomeUnknown, http.StatusConflict,
 			"The request reached the upstream and no answer came back: it may or may not have taken effect. "+
-				"The gateway will not send it again; an operator must find out what happened (idem-gateway keys show).")
+				"The gateway will not send it again; an operator must find out what happened upstream.")
 	}
 }
 
