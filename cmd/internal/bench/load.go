@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem/client"
 )
 
 // kind is what a variant does.
@@ -209,6 +211,10 @@ func runHTTP(ctx context.Context, v *variant, wl *workload, conc int, w window) 
 func seed(ctx context.Context, srv *server, db *database, wl *workload, n, conc int) ([]request, error) {
 	c := newHTTPClient(conc)
 	defer c.CloseIdleConnections()
+	// Seeding is set-up, not measurement: its requests retry with their
+	// keys, so that a passing failure does not end the run. The measured
+	// requests never retry: a retry would hide the answer the table counts.
+	c.Transport = &client.Transport{Base: c.Transport}
 	out := make([]request, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup

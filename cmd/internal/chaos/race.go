@@ -36,7 +36,7 @@ type Racer struct {
 // NewRacer returns a racer for user.
 func NewRacer(user *User, prof Profile, fleet *Fleet, links *Links, db *pgxpool.Pool, front string, stats *Stats, seed uint64) *Racer {
 	return &Racer{User: user, prof: prof, fleet: fleet, links: links, stats: stats, db: db,
-		front: NewClient(front, prof.SDK, stats, seed), rng: rand.New(rand.NewPCG(seed, 0x7ace))}
+		front: NewClient(front, prof.SDK, stats), rng: rand.New(rand.NewPCG(seed, 0x7ace))}
 }
 
 // hold keeps kills and freezes off the two replicas of a race, which must
@@ -130,8 +130,8 @@ func (r *Racer) Run(ctx, faults context.Context, deadline time.Time) {
 		r.Ops = append(r.Ops, op)
 		patient := r.prof.SDK
 		patient.Timeout = 8 * lt
-		ca := NewClient(a.URL(), patient, r.stats, uint64(seq))
-		cb := NewClient(b.URL(), patient, r.stats, uint64(seq)+1)
+		ca := NewClient(a.URL(), patient, r.stats)
+		cb := NewClient(b.URL(), patient, r.stats)
 		var wg sync.WaitGroup
 		wg.Go(func() { ca.Send(ctx, op) })
 		r.awaitExpiry(ctx, op, 4*lt)

@@ -246,7 +246,9 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		ops = append(ops, w.Ops...)
 	}
 	m.logf("checking %d keys against the database", len(ops))
-	api := NewClient(front, SDKConfig{Timeout: 10 * time.Second, MaxAttempts: 1}, &Stats{}, m.seed)
+	// Reads back retry a few times: the faults are over, but a replica may
+	// still be starting.
+	api := NewClient(front, SDKConfig{Timeout: 10 * time.Second, MaxAttempts: 10, BaseBackoff: 200 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}, &Stats{})
 	defer api.Close()
 	v, err := Verify(ctx, pool, api, users, ops)
 	if err != nil {

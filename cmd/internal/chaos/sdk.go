@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
+
+	"github.com/idem-dev/idem/client"
 )
 
 // User is one paymentsd user; each client worker is one.
@@ -102,7 +102,8 @@ func (o *Op) FinalAnswer() (Attempt, bool) {
 	return Attempt{}, false
 }
 
-// SDKConfig is how the client SDK retries.
+// SDKConfig is how the client SDK retries: the settings of its
+// client.Transport.
 type SDKConfig struct {
 	Timeout     time.Duration // per attempt
 	MaxAttempts int           // per op and caller
@@ -110,42 +111,111 @@ type SDKConfig struct {
 	MaxBackoff  time.Duration
 }
 
-// Client is the SDK a worker calls paymentsd with: it retries with the same
-// key after a timeout, a broken connection, a 5xx, or a 409 that carries
-// Retry-After (honouring it).
+// Client is the SDK a worker calls paymentsd with: package client's
+// retrying transport, which sends the same key again after a timeout, a
+// broken connection, a 5xx, 408, 429, or a 409 that carries Retry-After
+// (honouring it), with full-jitter back-off. Every attempt is recorded on
+// its op and counted.
 type Client struct {
 	base  string
-	hc    *http.Client
+	conns *http.Transport // shared by every call
 	cfg   SDKConfig
 	stats *Stats
-	rng   *rand.Rand
-	mu    sync.Mutex // guards rng
 }
 
 // NewClient returns a client of the service at base.
-func NewClient(base string, cfg SDKConfig, stats *Stats, seed uint64) *Client {
-	tr := &http.Transport{
+func NewClient(base string, cfg SDKConfig, stats *Stats) *Client {
+	conns := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 4,
 		IdleConnTimeout:     30 * time.Second,
 	}
-	return &Client{base: base, hc: &http.Client{Transport: tr, Timeout: cfg.Timeout}, cfg: cfg, stats: stats,
-		rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	return &Client{base: base, conns: conns, cfg: cfg, stats: stats}
 }
 
 // Close drops idle connections.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
-
-func (c *Client) jitter(d time.Duration) time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return d/2 + time.Duration(c.rng.Int64N(int64(d)+1))
-}
+func (c *Client) Close() { c.conns.CloseIdleConnections() }
 
 // Send sends op once and records the attempt.
 func (c *Client) Send(ctx context.Context, op *Op) Attempt {
+	return c.call(ctx, op, op.User, http.MethodPost, op.Path, op.Body, op.Key, 1, false)
+}
+
+// UntilFinal sends op until it gets a final answer, MaxAttempts run out or
+// the next attempt would start past deadline, which also ends the attempt
+// under way. retry says whether the first send is a retry already (after
+// a dropped connection).
+func (c *Client) UntilFinal(ctx context.Context, op *Op, deadline time.Time, retry bool) (Attempt, bool) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	a := c.call(ctx, op, op.User, http.MethodPost, op.Path, op.Body, op.Key, c.cfg.MaxAttempts, retry)
+	return a, a.Final()
+}
+
+// Get sends an unkeyed GET as u, with the client's retries, unrecorded.
+func (c *Client) Get(ctx context.Context, u *User, path string) Attempt {
+	return c.call(ctx, nil, u, http.MethodGet, path, nil, "", c.cfg.MaxAttempts, false)
+}
+
+// call sends one request, in up to attempts attempts, records each on op
+// (when not nil) and returns the last. A response counts only when its body
+// arrived whole: the transport reads it, and retries one that was cut.
+func (c *Client) call(ctx context.Context, op *Op, u *User, method, path string, body []byte, key string, attempts int, retry bool) Attempt {
+	var last Attempt
+	tr := &client.Transport{
+		Base: c.conns, MaxAttempts: attempts, AttemptTimeout: c.cfg.Timeout,
+		BaseDelay: c.cfg.BaseBackoff, MaxDelay: c.cfg.MaxBackoff,
+		AttemptFunc: func(ca client.Attempt) {
+			last = attemptOf(ca)
+			if op != nil {
+				c.count(last, retry || ca.N > 1)
+				op.record(last)
+			}
+		},
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return Attempt{Err: err.Error(), At: time.Now()}
+	}
+	req.Header.Set("Authorization", "Bearer "+u.APIKey)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err == nil {
+		_ = resp.Body.Close() // read whole by the transport: the attempt has it
+	} else if last.At.IsZero() {
+		return Attempt{Err: err.Error(), At: time.Now()} // no attempt was sent
+	}
+	return last
+}
+
+// attemptOf is the harness's record of one of the transport's attempts.
+func attemptOf(ca client.Attempt) Attempt {
+	a := Attempt{At: ca.Start, Took: ca.Took}
+	if ca.Err != nil {
+		a.Err = ca.Err.Error()
+		return a
+	}
+	a.Status, a.Body = ca.Status, ca.Body
+	a.Replayed = ca.Header.Get("Idempotent-Replayed") == "true"
+	a.RetryAfter = ca.Header.Get("Retry-After")
+	return a
+}
+
+// count adds one attempt to the run's figures.
+func (c *Client) count(a Attempt, retry bool) {
 	c.stats.Requests.Add(1)
-	a := c.do(ctx, op.User, http.MethodPost, op.Path, op.Body, op.Key)
+	if retry {
+		c.stats.Retries.Add(1)
+	}
 	switch {
 	case a.Status == 0:
 		c.stats.NoResponse.Add(1)
@@ -161,88 +231,6 @@ func (c *Client) Send(ctx context.Context, op *Op) Attempt {
 	if a.Replayed {
 		c.stats.Replays.Add(1)
 	}
-	op.record(a)
-	return a
-}
-
-// UntilFinal sends op until it gets a final answer, MaxAttempts run out or
-// deadline passes. first says whether the first send is a retry already
-// (after a dropped connection).
-func (c *Client) UntilFinal(ctx context.Context, op *Op, deadline time.Time, retry bool) (Attempt, bool) {
-	var a Attempt
-	for n := 0; n < c.cfg.MaxAttempts; n++ {
-		if n > 0 || retry {
-			c.stats.Retries.Add(1)
-		}
-		a = c.Send(ctx, op)
-		if a.Final() {
-			return a, true
-		}
-		wait := c.backoff(n)
-		if a.Status == http.StatusConflict {
-			// Retry-After is in whole seconds here; honour it, plus jitter so
-			// a double tap's legs do not stay in lockstep.
-			if s, err := strconv.Atoi(a.RetryAfter); err == nil && s >= 0 {
-				wait = time.Duration(s)*time.Second + c.jitter(100*time.Millisecond)
-			}
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return a, false
-		}
-		select {
-		case <-ctx.Done():
-			return a, false
-		case <-time.After(wait):
-		}
-	}
-	return a, false
-}
-
-func (c *Client) backoff(n int) time.Duration {
-	d := c.cfg.BaseBackoff << min(n, 10)
-	return c.jitter(min(d, c.cfg.MaxBackoff))
-}
-
-// do sends one request; a response counts only when its body arrived whole.
-func (c *Client) do(ctx context.Context, u *User, method, path string, body []byte, key string) (a Attempt) {
-	a.At = time.Now()
-	defer func() { a.Took = time.Since(a.At) }()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		a.Err = err.Error()
-		return a
-	}
-	req.Header.Set("Authorization", "Bearer "+u.APIKey)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		a.Err = err.Error()
-		return a
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		a.Err = fmt.Sprintf("status %d, body cut: %v", resp.StatusCode, err)
-		return a
-	}
-	a.Status, a.Body = resp.StatusCode, b
-	a.Replayed = resp.Header.Get("Idempotent-Replayed") == "true"
-	a.RetryAfter = resp.Header.Get("Retry-After")
-	return a
-}
-
-// Get sends an unkeyed GET as u.
-func (c *Client) Get(ctx context.Context, u *User, path string) Attempt {
-	return c.do(ctx, u, http.MethodGet, path, nil, "")
 }
 
 // Drop writes op's request on a raw connection and closes it before any

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -376,7 +375,7 @@ func checkBalances(ctx context.Context, v *Verdict, st *dbState, acks map[string
 	}
 	for _, u := range users {
 		fromAPI := map[string]int64{}
-		a := getFinal(ctx, api, u, "/v1/balances")
+		a := api.Get(ctx, u, "/v1/balances")
 		var body struct {
 			Balances []struct {
 				Currency string `json:"currency"`
@@ -448,7 +447,7 @@ func checkReadBack(ctx context.Context, v *Verdict, api *Client, users []*User, 
 	for i, id := range ids {
 		a := acks[id]
 		path := "/v1/" + a.row.kind + "s/" + id
-		own := getFinal(ctx, api, a.op.User, path)
+		own := api.Get(ctx, a.op.User, path)
 		row, err := describe(a.op, own.Body)
 		switch {
 		case own.Status != http.StatusOK:
@@ -463,23 +462,10 @@ func checkReadBack(ctx context.Context, v *Verdict, api *Client, users []*User, 
 		if other.ID == a.op.User.ID {
 			other = users[1]
 		}
-		if got := getFinal(ctx, api, other, path); got.Status != http.StatusNotFound {
+		if got := api.Get(ctx, other, path); got.Status != http.StatusNotFound {
 			v.fail(&v.Foreign, "GET %s as user %s, not its owner: %d %q", path, other.ID, got.Status, got.Body)
 		}
 	}
-}
-
-// getFinal GETs path as u, retrying a few times: the faults are over, but
-// a replica may still be starting.
-func getFinal(ctx context.Context, api *Client, u *User, path string) Attempt {
-	var a Attempt
-	for range 10 {
-		if a = api.Get(ctx, u, path); a.Status != 0 && a.Status < 500 {
-			return a
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return a
 }
 
 // describe reads a 2xx body as the business row it announces.

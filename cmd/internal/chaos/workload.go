@@ -27,7 +27,7 @@ type Worker struct {
 func NewWorker(id int, user *User, base string, prof Profile, stats *Stats, seed uint64) *Worker {
 	return &Worker{
 		ID: id, User: user, prof: prof, stats: stats,
-		client: NewClient(base, prof.SDK, stats, seed+uint64(id)*7919),
+		client: NewClient(base, prof.SDK, stats),
 		rng:    rand.New(rand.NewPCG(seed, uint64(id))),
 		known:  map[string]int64{},
 	}

@@ -1,0 +1,222 @@
+package main_test
+
+// The gateway runs as a real process in front of a real upstream written
+// in Python (testdata/upstream.py), over real HTTP, on a SQLite file.
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "idem-gateway-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "idem-gateway")
+	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type upstream struct {
+	url     string
+	release io.WriteCloser // a line releases every /slow request
+}
+
+// startUpstream starts the Python upstream and waits for its port.
+func startUpstream(t *testing.T, args ...string) *upstream {
+	t.Helper()
+	cmd := exec.Command("python3", append([]string{"testdata/upstream.py"}, args...)...)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	port, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, "the upstream printed no port")
+	return &upstream{url: "http://127.0.0.1:" + strings.TrimSpace(port), release: stdin}
+}
+
+type entry struct{ Path, Key string }
+
+// log is what the upstream received.
+func (u *upstream) log(t *testing.T) []entry {
+	t.Helper()
+	resp, err := http.Get(u.url + "/log")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var es []entry
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&es))
+	return es
+}
+
+type syncBuffer struct {
+	mu sync.Mutex // guards b
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listening = regexp.MustCompile(`listening on (http://\S+),`)
+
+// startGateway starts idem-gateway in front of up and waits until it listens.
+func startGateway(t *testing.T, up *upstream, args ...string) string {
+	t.Helper()
+	stderr := &syncBuffer{}
+	cmd := exec.Command(binary, append([]string{"--listen", "127.0.0.1:0", "--upstream", up.url,
+		"--db", filepath.Join(t.TempDir(), "keys.db"), "--upstream-timeout", "500ms"}, args...)...)
+	cmd.Stderr = stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		require.NotContains(t, stderr.String(), "DATA RACE")
+	})
+	deadline := time.After(60 * time.Second)
+	for {
+		if m := listening.FindStringSubmatch(stderr.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-exited:
+			t.Fatalf("idem-gateway exited:\n%s", stderr.String())
+		case <-deadline:
+			t.Fatalf("idem-gateway did not listen within 60s:\n%s", stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+type reply struct {
+	status   int
+	body     string
+	replayed bool
+}
+
+func post(t *testing.T, gw, path, auth, key string) reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, gw+path, strings.NewReader(`{"amount":100}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return reply{resp.StatusCode, string(b), resp.Header.Get("Idempotent-Replayed") == "true"}
+}
+
+func TestGateway(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	gw := startGateway(t, up)
+	t.Cleanup(func() { _, _ = io.WriteString(up.release, "go\n") })
+
+	t.Run("ReplayedNotRerun", func(t *testing.T) {
+		first := post(t, gw, "/ok", "Bearer alice", "k-ok")
+		require.Equal(t, reply{201, `{"runs": 1}`, false}, first)
+		again := post(t, gw, "/ok", "Bearer alice", "k-ok")
+		require.Equal(t, reply{201, `{"runs": 1}`, true}, again)
+		bob := post(t, gw, "/ok", "Bearer bob", "k-ok")
+		require.Equal(t, 201, bob.status, "another scope is another key space")
+		require.False(t, bob.replayed)
+	})
+	t.Run("FailureReleased", func(t *testing.T) {
+		require.Equal(t, 500, post(t, gw, "/fail", "Bearer alice", "k-fail").status)
+		require.Equal(t, 500, post(t, gw, "/fail", "Bearer alice", "k-fail").status)
+	})
+	for _, path := range []string{"/slow", "/die"} {
+		t.Run("OutcomeUnknown"+path, func(t *testing.T) {
+			r := post(t, gw, path, "Bearer alice", "k-unknown"+path)
+			require.Equal(t, 409, r.status, r.body)
+			require.Contains(t, r.body, "#outcome-unknown")
+			again := post(t, gw, path, "Bearer alice", "k-unknown"+path)
+			require.Equal(t, r.body, again.body)
+			require.True(t, again.replayed, "a retry must not run it again")
+		})
+	}
+	t.Run("Unscoped", func(t *testing.T) {
+		require.Equal(t, 401, post(t, gw, "/ok", "", "k-anon").status)
+	})
+
+	// What the upstream saw: each request once, with a derived key.
+	counts := map[string]int{}
+	keys := map[string]bool{}
+	for _, e := range up.log(t) {
+		counts[e.Path]++
+		keys[e.Key] = true
+		require.Regexp(t, `^[0-9a-f]{32}$`, e.Key, "the forwarded key is derived, not the client's")
+	}
+	require.Equal(t, map[string]int{"/ok": 2, "/fail": 2, "/slow": 1, "/die": 1}, counts)
+	require.Len(t, keys, 5, "alice's and bob's k-ok differ; /fail's two attempts share one")
+}
+
+// TestGatewayDedupingUpstream: with --upstream-dedups, an unknown outcome
+// is not stored; the retry is sent again with the same derived key.
+func TestGatewayDedupingUpstream(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, "--dedup")
+	gw := startGateway(t, up, "--upstream-dedups")
+	r := post(t, gw, "/die", "Bearer alice", "k1")
+	require.Equal(t, 502, r.status, r.body)
+	require.Contains(t, r.body, "#upstream-unavailable")
+	require.Equal(t, reply{201, `{"runs": 2}`, false}, post(t, gw, "/die", "Bearer alice", "k1"))
+	log := up.log(t)
+	require.Len(t, log, 2)
+	require.Equal(t, log[0].Key, log[1].Key)
+}
+
+func TestBadConfiguration(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{},
+		{"--upstream", "ftp://x"},
+		{"--upstream", "http://x", "--routes", "POST"},
+	} {
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v", args)
+		require.Equal(t, 2, ee.ExitCode(), "%v: %s", args, out)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(string(out)), "\n")+1, "one line: %s", out)
+	}
+}

@@ -1,0 +1,143 @@
+// Command idem-gateway puts the idem contract in front of any HTTP service,
+// in any language: a reverse proxy that claims each unsafe request's
+// Idempotency-Key, forwards the first request, stores its final answer and
+// replays it to every retry.
+//
+//	idem-gateway --listen 127.0.0.1:8081 --upstream http://127.0.0.1:9000 \
+//	    [--db PATH|postgres://…] [--routes 'POST /v1/*,PATCH /v1/*'] [--scope-header Authorization] \
+//	    [--upstream-timeout 30s] [--upstream-dedups]
+//
+// See docs/gateway.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/sqlitestore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+}
+
+// usageError is a bad command line or configuration: exit 2.
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+// run serves until ctx ends; it returns the exit code.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	err := serve(ctx, args, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "idem-gateway:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "idem-gateway:", err)
+		return 1
+	}
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("idem-gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on")
+	upstream := fs.String("upstream", "", "the service's base URL (required)")
+	db := fs.String("db", "idem-gateway.db", "the key store: a SQLite file path, or a postgres:// URL")
+	routes := fs.String("routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes: comma-separated 'METHOD /path', a trailing * matches any rest")
+	scopeHeader := fs.String("scope-header", "Authorization", "the header whose value's SHA-256 scopes the keys; a request without it is refused (401)")
+	timeout := fs.Duration("upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers")
+	dedups := fs.Bool("upstream-dedups", false, "the upstream deduplicates on the forwarded Idempotency-Key, so a request whose outcome is unknown may be sent again")
+	lockTimeout := fs.Duration("lock-timeout", 0, "the lease of a request in flight (default the library's, 30s)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return usageError(err.Error())
+	}
+	if fs.NArg() > 0 {
+		return usageError(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	}
+	up, err := url.Parse(*upstream)
+	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
+		return usageError(fmt.Sprintf("--upstream %q: want an http(s) URL", *upstream))
+	}
+	rs, err := parseRoutes(*routes)
+	if err != nil {
+		return usageError("--routes: " + err.Error())
+	}
+	if *scopeHeader == "" || *timeout <= 0 {
+		return usageError("--scope-header must be set and --upstream-timeout positive")
+	}
+	store, closeStore, err := openStore(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, LockTimeout: *lockTimeout})
+	if err != nil {
+		return usageError(err.Error())
+	}
+	g := &gateway{upstream: up, routes: rs, scopeHeader: *scopeHeader, timeout: *timeout, dedups: *dedups}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: g.handler(mw), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(stderr, "idem-gateway: listening on http://%s, upstream %s\n", l.Addr(), up.Redacted())
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), *timeout+5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// openStore opens the key store at db, migrated.
+func openStore(ctx context.Context, db string) (idem.Store, func(), error) {
+	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+		pool, err := pgxpool.New(ctx, db)
+		if err != nil {
+			return nil, nil, usageError(fmt.Sprintf("--db: %v", err))
+		}
+		if _, err := pgstore.Migrate(ctx, pool); err != nil {
+			pool.Close()
+			return nil, nil, fmt.Errorf("migrate the key store: %w", err)
+		}
+		return pgstore.New(pool), pool.Close, nil
+	}
+	sdb, err := sqlitestore.Open(db)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open %s: %w", db, err)
+	}
+	if _, err := sqlitestore.Migrate(ctx, sdb); err != nil {
+		_ = sdb.Close()
+		return nil, nil, fmt.Errorf("migrate the key store: %w", err)
+	}
+	return sqlitestore.New(sdb), func() { _ = sdb.Close() }, nil
+}

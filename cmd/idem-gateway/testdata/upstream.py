@@ -1,0 +1,78 @@
+"""A small upstream for idem-gateway's tests, in another language than the
+gateway: it records every request it receives (its path and forwarded
+Idempotency-Key) and answers by path:
+
+  /ok     201 with the number of times it ran this key
+  /fail   500
+  /slow   waits for a line on stdin for the path, then answers 201 (the test
+          holds it past the gateway's upstream timeout)
+  /die    closes the connection without an answer the first time it gets a
+          key, then answers 201
+  GET /log  the recorded requests, as JSON
+
+With --dedup, a POST whose Idempotency-Key it has answered before gets that
+answer again without running.
+"""
+import json
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+lock = threading.Lock()
+log = []          # every request received: {"path", "key"}
+answers = {}      # key -> (status, body), with --dedup
+dedup = "--dedup" in sys.argv
+release = threading.Event()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body):
+        b = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+
+    def do_GET(self):
+        with lock:
+            self.answer(200, list(log))
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        key = self.headers.get("Idempotency-Key", "")
+        with lock:
+            log.append({"path": self.path, "key": key})
+            runs = sum(1 for e in log if e["key"] == key and e["path"] == self.path)
+            if dedup and key in answers:
+                status, body = answers[key]
+                self.answer(status, body)
+                return
+        if self.path == "/die" and runs == 1:
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        if self.path == "/slow":
+            release.wait()
+        status, body = (500, {"error": "failed"}) if self.path == "/fail" else (201, {"runs": runs})
+        with lock:
+            if dedup and status < 500:
+                answers[key] = (status, body)
+        self.answer(status, body)
+
+
+def main():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    print(srv.server_address[1], flush=True)
+    threading.Thread(target=lambda: (sys.stdin.readline(), release.set()), daemon=True).start()
+    srv.serve_forever()
+
+
+main()
