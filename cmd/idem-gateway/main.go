@@ -30,6 +30,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
 func main() {
@@ -95,7 +96,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
-	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, LockTimeout: *lockTimeout})
+	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, LeaseDuration: *lockTimeout})
 	if err != nil {
 		return usageError(err.Error())
 	}
@@ -119,7 +120,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 // openStore opens the key store at db, migrated.
-func openStore(ctx context.Context, db string) (idem.Store, func(), error) {
+func openStore(ctx context.Context, db string) (store.Store, func(), error) {
 	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
 		pool, err := pgxpool.New(ctx, db)
 		if err != nil {

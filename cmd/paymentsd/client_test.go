@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
+	"github.com/idem-dev/idem/internal/require"
 
 	idemclient "github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/client/paymentsd"
