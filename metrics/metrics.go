@@ -84,7 +84,7 @@ func NewWithOpts(reg prometheus.Registerer, opts Opts) *Metrics {
 		}, []string{"route", "outcome"}),
 		reacquires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_reacquires_total",
-			Help: "Requests that took over a FAILED or lock-expired idempotency record.",
+			Help: "Requests that took over a FAILED, lease-expired or expired idempotency record.",
 		}, []string{"route"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_lease_renewals_total",
