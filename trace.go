@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/idem-dev/idem/store"
@@ -38,23 +39,32 @@ const (
 // span they start has no parent. A Rollback after a Commit, which does
 // nothing, is not reported.
 //
-// To trace with OpenTelemetry, without this library importing it:
-//
-//	tracer := otel.Tracer("github.com/idem-dev/idem")
-//	cfg.TraceFunc = func(ctx context.Context, op string) (context.Context, func(error)) {
-//		ctx, span := tracer.Start(ctx, "idem."+op, trace.WithSpanKind(trace.SpanKindClient))
-//		return ctx, func(err error) {
-//			if err != nil && !errors.Is(err, idem.ErrNotFound) {
-//				span.RecordError(err)
-//				span.SetStatus(codes.Error, err.Error())
-//			}
-//			span.End()
-//		}
-//	}
+// Module idemotel traces with OpenTelemetry this way (idemotel.Telemetry's
+// Trace), under the request's span (Config.StartFunc).
 //
 // A pgx tracer (otelpgx, say) on the pool then hangs its query spans under
 // these.
 type TraceFunc func(ctx context.Context, op string) (context.Context, func(err error))
+
+// TraceResult names how a store operation ended, for a metric label or a
+// span attribute: "ok"; the answers "not_found", "lease_lost",
+// "wait_timeout" and "key_exists" (see TraceFunc); or "error", the only
+// failure.
+func TraceResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, store.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, store.ErrLeaseLost):
+		return "lease_lost"
+	case errors.Is(err, store.ErrWaitTimeout):
+		return "wait_timeout"
+	case errors.Is(err, store.ErrKeyExists):
+		return "key_exists"
+	}
+	return "error"
+}
 
 // TraceAll returns a TraceFunc that calls each of fns in turn, each with the
 // context the one before returned, and ends them in reverse order. Nil
