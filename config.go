@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -140,6 +141,50 @@ type Config struct {
 	// (see TraceFunc). It must not block. Default none, and then the
 	// middleware calls the store directly, at no cost.
 	TraceFunc TraceFunc
+
+	// StartFunc, when set, is called as each request that carries a key
+	// starts, with its context: the hook for a tracing span around the
+	// whole request. The store operations (TraceFunc) and the handler run
+	// with the context it returns; the function it returns is called with
+	// the request's Event when it ends, after ObserveFunc. It must not
+	// block. Default none.
+	StartFunc func(ctx context.Context) (context.Context, func(Event))
+
+	// FingerprintFunc, when set, chooses what of a request body identifies
+	// it: it returns the bytes fingerprinted in place of the body (a JSON
+	// body stays JSON and is canonicalised), so that fields a client
+	// changes between retries, such as its own timestamp, do not make a
+	// retry a 422 (IgnoreJSONFields, SelectJSONFields). The method, path and
+	// query always count. An error answers 400. Changing it makes retries of
+	// requests stored before the change 422s until their TTL runs out.
+	// Default none: the whole body counts.
+	FingerprintFunc func(r *http.Request, body []byte) ([]byte, error)
+
+	// ValidateKeyFunc, when set, checks a key after ParseKey accepted it
+	// (UUIDKey: "must be a UUID"); an error answers 400 key-invalid, its
+	// text in the detail. Default none.
+	ValidateKeyFunc func(key string) error
+
+	// ProblemFunc, when set, renders the responses the middleware answers
+	// itself (400, 401, 409, 413, 422, 503, and the stored 500 of a
+	// response too large): for teams with an error format of their own.
+	// The middleware adds Retry-After where the problem has one. Keep the
+	// status: clients decide whether to retry by it. Default: RFC 9457
+	// problem details (docs/problems.md).
+	ProblemFunc func(Problem) Reply
+}
+
+// RouteOptions are the limits one route may set otherwise than its
+// Middleware's Config (Middleware.With). Each zero field keeps the
+// Middleware's value; each field means what the Config field of the same
+// name means.
+type RouteOptions struct {
+	TTL              time.Duration
+	LeaseDuration    time.Duration
+	MaxLeaseLife     time.Duration
+	WaitTimeout      time.Duration
+	MaxRequestBytes  int64
+	MaxResponseBytes int64
 }
 
 // Defaults of Config.

@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"net/http"
-	"time"
 
 	"github.com/idem-dev/idem/store"
 )
@@ -52,7 +51,7 @@ type Result struct {
 // (KeyFromContext); in atomic mode a ctx that ends before the commit rolls
 // the work back. A panic in work is re-raised after the key is released.
 func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Context) Reply) Result {
-	q := &request{ctx: ctx, start: time.Now()}
+	q := m.begin(ctx)
 	q.event = Event{Mode: m.cfg.Mode, Method: c.Method, Path: c.Route, Route: c.Route}
 	defer m.observe(q)
 	res := m.doCall(q, c, work)

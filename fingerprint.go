@@ -42,6 +42,18 @@ func fingerprintWith(version int, r *http.Request, body []byte) (store.Fingerpri
 	return store.Fingerprint{Version: version, Method: r.Method, Path: r.URL.RequestURI(), Hash: h}, nil
 }
 
+// fingerprint fingerprints an HTTP request with an algorithm version,
+// over what Config.FingerprintFunc selects of its body.
+func (m *Middleware) fingerprint(version int, r *http.Request, body []byte) (store.Fingerprint, error) {
+	if m.cfg.FingerprintFunc != nil {
+		var err error
+		if body, err = m.cfg.FingerprintFunc(r, body); err != nil {
+			return store.Fingerprint{}, err
+		}
+	}
+	return fingerprintWith(version, r, body)
+}
+
 // fingerprintV1 is SHA-256 over length-prefixed fields: a version tag, the
 // method, the path with its query, the body's kind, and the body (its RFC
 // 8785 canonical form when the request says it is JSON, else its bytes).

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem/store"
@@ -51,6 +52,43 @@ func (m *Middleware) WithMode(mode Mode) *Middleware {
 	return &c
 }
 
+// With returns a copy of m with some limits set otherwise, for one route:
+// a shorter TTL for a route whose retries come within minutes, a larger
+// MaxRequestBytes for an upload. Whether the route requires a key is the
+// choice of Require or Optional; its mode is WithMode's. The options are
+// checked as New checks a Config: an invalid one fails here, never on a
+// request.
+func (m *Middleware) With(o RouteOptions) (*Middleware, error) {
+	c := m.cfg
+	for _, d := range []struct {
+		dst *time.Duration
+		v   time.Duration
+	}{
+		{&c.TTL, o.TTL}, {&c.LeaseDuration, o.LeaseDuration}, {&c.MaxLeaseLife, o.MaxLeaseLife}, {&c.WaitTimeout, o.WaitTimeout},
+	} {
+		if d.v != 0 {
+			*d.dst = d.v
+		}
+	}
+	for _, n := range []struct {
+		dst *int64
+		v   int64
+	}{
+		{&c.MaxRequestBytes, o.MaxRequestBytes}, {&c.MaxResponseBytes, o.MaxResponseBytes},
+	} {
+		if n.v != 0 {
+			*n.dst = n.v
+		}
+	}
+	c, err := c.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("idem: route options: %w", err)
+	}
+	r := *m
+	r.cfg = c
+	return &r, nil
+}
+
 // Require wraps a handler whose requests must carry a key: a request
 // without one gets 400.
 func (m *Middleware) Require(next http.Handler) http.Handler {
@@ -69,8 +107,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		next.ServeHTTP(w, r)
 		return
 	}
-	q := &request{ctx: r.Context(), r: r, start: time.Now()}
-	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path, Route: r.Pattern}
+	q := m.begin(r.Context())
+	q.r = r
+	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path, Route: routeOf(r.Method, r.Pattern)}
 	defer m.observe(q)
 	if res, ok := m.admit(w, q, values); !ok {
 		m.respond(w, q, res)
@@ -82,14 +121,42 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		// the body afresh each time.
 		r.Body = io.NopCloser(bytes.NewReader(q.body))
 		next.ServeHTTP(w, r)
+		if q.event.Route == "" {
+			// A router inside the middleware (a ServeMux, chi) has
+			// routed it by now.
+			q.event.Route = routeOf(r.Method, r.Pattern)
+		}
 	}
 	m.respond(w, q, m.execute(q))
 }
 
-func (m *Middleware) observe(q *request) {
-	if m.cfg.ObserveFunc == nil {
-		return
+// begin starts a keyed request, from any door, with Config.StartFunc's
+// context.
+func (m *Middleware) begin(ctx context.Context) *request {
+	q := &request{ctx: ctx, start: time.Now()}
+	if m.cfg.StartFunc != nil {
+		q.ctx, q.end = m.cfg.StartFunc(ctx)
 	}
+	return q
+}
+
+func (m *Middleware) observe(q *request) {
 	q.event.Duration = time.Since(q.start)
-	m.cfg.ObserveFunc(q.event)
+	if m.cfg.ObserveFunc != nil {
+		m.cfg.ObserveFunc(q.event)
+	}
+	if q.end != nil {
+		q.end(q.event)
+	}
+}
+
+// routeOf is the route label of a request whose router matched pattern:
+// the pattern, with the method in front when it names none ("POST
+// /v1/payments/{id}" from chi's "/v1/payments/{id}"), so that every router
+// labels alike.
+func routeOf(method, pattern string) string {
+	if pattern == "" || strings.IndexAny(pattern, " \t") > 0 {
+		return pattern
+	}
+	return method + " " + pattern
 }

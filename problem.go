@@ -19,6 +19,16 @@ const (
 	ProblemResponseTooLarge ProblemType = "response-too-large" // 500, stored: the request took effect but its response exceeded Config.MaxResponseBytes
 )
 
+// Problem is a response the middleware answers itself, as
+// Config.ProblemFunc gets it to render.
+type Problem struct {
+	Type   ProblemType // what went wrong: ProblemKeyMissing, …
+	URI    string      // Config.ProblemTypeBase followed by Type
+	Title  string      // a short, fixed summary of Type
+	Status int         // the HTTP status to answer with
+	Detail string      // what happened to this request; it names no body
+}
+
 var problemTitles = map[ProblemType]string{
 	ProblemKeyMissing:       "Idempotency key missing",
 	ProblemKeyInvalid:       "Idempotency key invalid",

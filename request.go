@@ -32,6 +32,8 @@ type request struct {
 	claimFirst bool
 	// cached: the record being answered from came from the replay cache.
 	cached bool
+	// end is Config.StartFunc's, called with the Event at the end.
+	end func(Event)
 }
 
 // execute is the request path once the request is admitted, top to
@@ -82,7 +84,7 @@ func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string
 		}
 		return rejected(OutcomeInvalidBody, ProblemBodyInvalid, http.StatusBadRequest, "The request body could not be read."), false
 	}
-	fp, err := NewFingerprint(q.r, body)
+	fp, err := m.fingerprint(FingerprintVersion, q.r, body)
 	if err != nil {
 		return rejected(OutcomeInvalidBody, ProblemBodyInvalid, http.StatusBadRequest, "The request body is not valid JSON: "+err.Error()+"."), false
 	}
@@ -104,7 +106,10 @@ func (m *Middleware) identify(q *request, scope string, keyValues []string) (key
 	switch {
 	case errors.Is(err, ErrKeyMissing):
 		return "", rejected(OutcomeInvalidKey, ProblemKeyMissing, http.StatusBadRequest, "This request must carry an "+m.cfg.Header+" header."), false
-	case err != nil:
+	case err == nil && m.cfg.ValidateKeyFunc != nil:
+		err = m.cfg.ValidateKeyFunc(key)
+	}
+	if err != nil {
 		return "", rejected(OutcomeInvalidKey, ProblemKeyInvalid, http.StatusBadRequest, "The "+m.cfg.Header+" header is invalid: "+err.Error()+"."), false
 	}
 	q.event.Key = key

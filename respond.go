@@ -51,11 +51,11 @@ func (m *Middleware) reply(res result) (reply *Reply, replayed bool) {
 		res = rejected(res.outcome, ProblemResponseTooLarge, http.StatusInternalServerError, "The response exceeded the size the idempotency layer can hold.")
 	}
 	t, status, detail := m.problemOf(res)
-	h := http.Header{"Content-Type": {"application/problem+json"}}
+	reply = m.problemReply(t, status, detail)
 	if t == ProblemInFlight || t == ProblemLeaseLost || t == ProblemStoreUnavailable {
-		h.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
+		reply.Header.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
 	}
-	return &Reply{StatusCode: status, Header: h, Body: m.problemBody(t, status, detail)}, false
+	return reply, false
 }
 
 func replyOf(resp *store.Response) *Reply {
@@ -79,18 +79,28 @@ func (m *Middleware) problemOf(res result) (ProblemType, int, string) {
 	return res.problem, res.status, res.detail
 }
 
-// problemBody renders an RFC 9457 problem details body.
-func (m *Middleware) problemBody(t ProblemType, status int, detail string) []byte {
+// problemReply renders a problem the middleware answers with:
+// Config.ProblemFunc's way, or as RFC 9457 problem details.
+func (m *Middleware) problemReply(t ProblemType, status int, detail string) *Reply {
+	p := Problem{Type: t, URI: m.cfg.ProblemTypeBase + string(t), Title: problemTitles[t], Status: status, Detail: detail}
+	if m.cfg.ProblemFunc != nil {
+		r := m.cfg.ProblemFunc(p)
+		r.Header = r.Header.Clone() // the middleware adds to it
+		if r.Header == nil {
+			r.Header = http.Header{}
+		}
+		return &r
+	}
 	b, err := json.Marshal(struct {
 		Type   string `json:"type"`
 		Title  string `json:"title"`
 		Status int    `json:"status"`
 		Detail string `json:"detail,omitempty"`
-	}{m.cfg.ProblemTypeBase + string(t), problemTitles[t], status, detail})
+	}{p.URI, p.Title, p.Status, p.Detail})
 	if err != nil {
 		panic(fmt.Sprintf("idem: marshal problem: %v", err)) // strings and an int always marshal
 	}
-	return append(b, '\n')
+	return &Reply{StatusCode: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: append(b, '\n')}
 }
 
 func (m *Middleware) retryAfterSeconds() int {

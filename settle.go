@@ -102,12 +102,9 @@ func (m *Middleware) remember(q *request, resp store.Response) {
 // limit, a problem response saying so.
 func (m *Middleware) storedResponse(c *capture) store.Response {
 	if c.overflow {
-		return store.Response{
-			StatusCode: http.StatusInternalServerError,
-			Header:     http.Header{"Content-Type": {"application/problem+json"}},
-			Body: m.problemBody(ProblemResponseTooLarge, http.StatusInternalServerError,
-				fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes)),
-		}
+		r := m.problemReply(ProblemResponseTooLarge, http.StatusInternalServerError,
+			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes))
+		return store.Response{StatusCode: r.StatusCode, Header: r.Header, Body: r.Body}
 	}
 	resp := store.Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}
 	for _, h := range m.cfg.ReplayHeaders {

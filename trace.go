@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/idem-dev/idem/store"
@@ -32,9 +33,29 @@ const (
 // answers, not failures. A deferred claim ([Config.DeferClaim]) is reported
 // as an OpInsert once it has run, with no time of its own; a Rollback after
 // a Commit is not reported. Lease renewals run on a context of their own,
-// so their spans have no parent. docs/operations.md (Tracing) plugs in
-// OpenTelemetry.
+// so their spans have no parent. Module idemotel traces with
+// OpenTelemetry this way, under the request's span (Config.StartFunc).
 type TraceFunc func(ctx context.Context, op string) (context.Context, func(err error))
+
+// TraceResult names how a store operation ended, for a metric label or a
+// span attribute: "ok"; the answers "not_found", "lease_lost",
+// "wait_timeout" and "key_exists" (see TraceFunc); or "error", the only
+// failure.
+func TraceResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, store.ErrNotFound):
+		return "not_found"
+	case errors.Is(err, store.ErrLeaseLost):
+		return "lease_lost"
+	case errors.Is(err, store.ErrWaitTimeout):
+		return "wait_timeout"
+	case errors.Is(err, store.ErrKeyExists):
+		return "key_exists"
+	}
+	return "error"
+}
 
 // TraceAll returns a TraceFunc that calls each of fns in turn, each with the
 // context the one before returned, and ends them in reverse order. Nil

@@ -20,9 +20,10 @@
 //	sweep_batches_total{result}                     counter    sweeper batches; result is ok, busy (another replica sweeps) or error
 //	sweep_batch_duration_seconds                    histogram  each sweeper batch
 //
-// route is idem.Event.Route, the ServeMux pattern, never the concrete path,
-// so that its values stay few; "unrouted" when the middleware runs outside
-// a ServeMux (set Opts.RouteFunc then). The store histograms need
+// route is idem.Event.Route, the router's pattern with the method (a
+// ServeMux's, chi's, or gin's and echo's through idemgin and idemecho),
+// never the concrete path, so that its values stay few; "unrouted" when no
+// router matched the request (set Opts.RouteFunc then). The store histograms need
 // Config.TraceFunc; the rest need only Config.ObserveFunc.
 package metrics
 
@@ -145,28 +146,12 @@ func (m *Metrics) Observe(e idem.Event) {
 func (m *Metrics) Trace(ctx context.Context, op string) (context.Context, func(error)) {
 	start := time.Now()
 	return ctx, func(err error) {
-		result := resultOf(err)
+		result := idem.TraceResult(err)
 		m.storeDuration.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
 		if result == "lease_lost" {
 			m.fencing.WithLabelValues(op).Inc()
 		}
 	}
-}
-
-func resultOf(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, store.ErrNotFound):
-		return "not_found"
-	case errors.Is(err, store.ErrLeaseLost):
-		return "lease_lost"
-	case errors.Is(err, store.ErrWaitTimeout):
-		return "wait_timeout"
-	case errors.Is(err, store.ErrKeyExists):
-		return "key_exists"
-	}
-	return "error"
 }
 
 // ObserveSweep counts one sweeper batch: plug it into

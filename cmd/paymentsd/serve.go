@@ -37,6 +37,7 @@ type serveFlags struct {
 	sweepInterval   time.Duration
 	replayCacheMB   int64
 	deferClaim      bool
+	otlpEndpoint    string
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -54,6 +55,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318: the idempotency\nlayer's spans and metrics are exported there (default none: Prometheus metrics at /metrics only)")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
 		return err
@@ -102,12 +104,33 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
-	mw, err := idem.New(b.store, idem.Config{
+	cfg := idem.Config{
 		Mode: mode, TTL: f.ttl, LeaseDuration: f.lockTimeout, WaitTimeout: f.waitTimeout,
 		DeferClaim: f.deferClaim, ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
 		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
 		TraceFunc:   m.Trace,
-	})
+	}
+	observeSweep := m.ObserveSweep
+	if f.otlpEndpoint != "" {
+		tel, stop, err := startOTLP(ctx, f.otlpEndpoint)
+		if err != nil {
+			return err
+		}
+		// The exporters flush on the way out, after the drain.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := stop(sctx); err != nil {
+				logger.Warn("otlp: flush on shutdown failed", "err", err)
+			}
+		}()
+		cfg.StartFunc = tel.Start
+		cfg.ObserveFunc = idem.ObserveAll(cfg.ObserveFunc, tel.Observe)
+		cfg.TraceFunc = idem.TraceAll(cfg.TraceFunc, tel.Trace)
+		observeSweep = func(b sweeper.Batch) { m.ObserveSweep(b); tel.ObserveSweep(b) }
+		logger.Info("exporting spans and metrics over OTLP", "endpoint", f.otlpEndpoint)
+	}
+	mw, err := idem.New(b.store, cfg)
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
@@ -127,7 +150,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if f.sweepInterval == 0 {
 		close(sweepDone)
 	} else {
-		sw, err := newSweeper(b, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: m.ObserveSweep, Logger: logger})
+		sw, err := newSweeper(b, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: observeSweep, Logger: logger})
 		if err != nil {
 			return err
 		}
