@@ -5,9 +5,11 @@
 //
 //	idem-gateway --listen 127.0.0.1:8081 --upstream http://127.0.0.1:9000 \
 //	    [--db PATH|postgres://…] [--routes 'POST /v1/*,PATCH /v1/*'] [--scope-header Authorization] \
-//	    [--upstream-timeout 30s] [--upstream-dedups]
+//	    [--upstream-timeout 30s] [--upstream-dedups] [--config FILE]
+//	idem-gateway keys list|show|resolve [--db …|--config FILE] …
 //
-// See docs/gateway.md.
+// The keys commands show the keys whose upstream outcome is unknown and
+// resolve them. See docs/gateway.md.
 package main
 
 import (
