@@ -75,6 +75,8 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (res r
 		}
 		if won {
 			q.event.Reacquired = true
+			// Re-acquirable PROCESSING means its lease ran out.
+			q.lapsed = rec.Status == store.StatusProcessing
 			return result{}, true
 		}
 	}

@@ -34,6 +34,19 @@ type request struct {
 	cached bool
 	// end is Config.StartFunc's, called with the Event at the end.
 	end func(Event)
+	// lapsed: the key was taken over from an attempt whose lease ran out
+	// (PriorAttemptLapsed).
+	lapsed bool
+}
+
+// handlerContext is the context the handler runs with: hctx, carrying the
+// key and whether a lapsed attempt held it before.
+func (q *request) handlerContext(hctx context.Context) context.Context {
+	ctx := context.WithValue(hctx, keyKey{}, q.claim.Key)
+	if q.lapsed {
+		ctx = context.WithValue(ctx, lapsedKey{}, true)
+	}
+	return ctx
 }
 
 // execute is the request path once the request is admitted, top to

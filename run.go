@@ -43,7 +43,7 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		}
 		out = outcome{kind: outcomePanicked, captured: c, panicked: p}
 	}()
-	q.work(context.WithValue(hctx, keyKey{}, q.claim.Key), c)
+	q.work(q.handlerContext(hctx), c)
 	returned = true
 
 	cause := h.stop(q)

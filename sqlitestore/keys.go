@@ -194,17 +194,26 @@ UPDATE idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
+	args, err := responseArgs(resp)
+	if err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	return k.fenced(ctx, "complete", complete, l, args...)
+}
+
+// responseArgs are a stored response's named parameters: :code,
+// :headers (JSON text), :body, :resource_type and :resource_id.
+func responseArgs(resp store.Response) ([]any, error) {
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
-		return fmt.Errorf("encode headers: %w", err)
+		return nil, fmt.Errorf("encode headers: %w", err)
 	}
 	body := resp.Body
 	if body == nil {
 		body = []byte{} // NULL would mean "no response"
 	}
-	return k.fenced(ctx, "complete", complete, l,
-		sql.Named("code", resp.StatusCode), sql.Named("headers", string(headers)), sql.Named("body", body),
-		sql.Named("resource_type", resp.ResourceType), sql.Named("resource_id", resp.ResourceID))
+	return []any{sql.Named("code", resp.StatusCode), sql.Named("headers", string(headers)), sql.Named("body", body),
+		sql.Named("resource_type", resp.ResourceType), sql.Named("resource_id", resp.ResourceID)}, nil
 }
 
 const fail = `

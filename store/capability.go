@@ -56,3 +56,30 @@ type ExpiredDeleter interface {
 	// lock it deletes nothing and returns ErrSweepBusy.
 	DeleteExpired(ctx context.Context, limit int) ([]KeyRef, error)
 }
+
+// KeyResolver is a Store on which an operator settles a completed record by
+// hand, once they have found out what its request did where the middleware
+// could not see: idem-gateway stores an upstream's unknown outcome as a
+// COMPLETED record, so that no retry runs the request again silently, and
+// its operator resolves it. The middleware never calls it.
+//
+// Release and ReplaceResponse are fenced on the record's state: they change
+// the record only while it is COMPLETED and a.Token is the token of the
+// attempt that completed it, and otherwise fail with ErrLeaseLost (the key
+// is unused, a retry re-acquired it after its retention, or another
+// operator released it first). A record in PROCESSING, whose attempt may
+// still be running, is never touched.
+type KeyResolver interface {
+	Store
+	// ListCompleted returns the keys of COMPLETED records whose stored
+	// response has status code code, ordered by scope then key, starting
+	// after the key after (the zero KeyRef: from the first), at most limit.
+	// It may scan the table: it is for operators, not for the request path.
+	ListCompleted(ctx context.Context, code int, after KeyRef, limit int) ([]KeyRef, error)
+	// Release marks the record FAILED and drops its stored response: the
+	// next retry of its key re-acquires it and runs afresh.
+	Release(ctx context.Context, a Attempt) error
+	// ReplaceResponse stores resp as the record's final response in place
+	// of the one it has; every later retry gets resp.
+	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
+}

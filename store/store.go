@@ -2,7 +2,7 @@
 // databases that hold its idempotency records: what a store must do
 // ([Store], [Tx], [Keys]), the values it keeps ([Record], [Claim],
 // [Response]), the errors it answers with, and the optional capabilities a
-// store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter]).
+// store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter], [KeyResolver]).
 //
 // Users of the middleware never import it: they hand a store (pgstore,
 // sqlitestore) to idem.New. Authors of a new store implement it and run

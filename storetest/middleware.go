@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,13 @@ func created(w http.ResponseWriter, _ *http.Request, n int) {
 	w.Header().Set("X-Request-Cost", "3")
 	w.WriteHeader(http.StatusCreated)
 	fmt.Fprintf(w, "{\"id\":\"p%d\",  \"amount\": 100}\n", n)
+}
+
+// lapsedThenCreated is created, saying in a header what
+// idem.PriorAttemptLapsed told the handler.
+func lapsedThenCreated(w http.ResponseWriter, r *http.Request, n int) {
+	w.Header().Set("X-Prior-Attempt-Lapsed", strconv.FormatBool(idem.PriorAttemptLapsed(r.Context())))
+	created(w, r, n)
 }
 
 // RunMiddleware drives the middleware over real HTTP in one configuration
@@ -190,7 +198,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 					w.WriteHeader(code)
 					return
 				}
-				created(w, r, n)
+				lapsedThenCreated(w, r, n)
 			})
 			key := newKey()
 			require.Equal(t, code, s.do(t, call{keys: []string{key}, body: `{}`}).status)
@@ -203,6 +211,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			r := s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, http.StatusCreated, r.status, "status %d is retriable", code)
 			require.Empty(t, r.header.Get("Idempotent-Replayed"))
+			require.Equal(t, "false", r.header.Get("X-Prior-Attempt-Lapsed"), "the first attempt released the key itself")
 			r = s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
 			require.Equal(t, int32(2), s.runs.Load())
@@ -284,7 +293,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 
 	t.Run("CrashedClaimIsReacquiredAfterLockExpiry", func(t *testing.T) {
 		t.Parallel()
-		s := newServer(t, newStore(t), cfg, created)
+		s := newServer(t, newStore(t), cfg, lapsedThenCreated)
 		key := newKey()
 		// A claim whose process died: PROCESSING, with a short lock that
 		// nobody renews.
@@ -298,6 +307,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		})
 		r := s.do(t, call{keys: []string{key}, body: `{}`})
 		require.Equal(t, http.StatusCreated, r.status)
+		require.Equal(t, "true", r.header.Get("X-Prior-Attempt-Lapsed"), "the handler is told the crashed attempt may have acted")
 		rec, err := s.store.Get(ctx, "alice", key)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, rec.Status)

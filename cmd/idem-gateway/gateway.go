@@ -62,9 +62,10 @@ type gateway struct {
 // The gateway's own problem types.
 const (
 	// problemOutcomeUnknown: the request reached the upstream and no answer
-	// came back (timeout, broken connection). It is stored: every retry
-	// gets it, and the request is never sent again, unless the upstream
-	// deduplicates (--upstream-dedups).
+	// came back (timeout, broken connection), or an earlier gateway that
+	// held its key was cut off (idem.PriorAttemptLapsed). It is stored:
+	// every retry gets it, and the request is never sent again, unless the
+	// upstream deduplicates (--upstream-dedups).
 	problemOutcomeUnknown = "outcome-unknown"
 	// problemUpstreamUnavailable: the upstream could not be reached, or
 	// (when it deduplicates) gave no answer; not stored, retry.
@@ -91,7 +92,15 @@ func (g *gateway) handler(mw *idem.Middleware) http.Handler {
 		},
 		ErrorHandler: g.upstreamFailed,
 	}
-	guarded := mw.Require(proxy)
+	guarded := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if idem.PriorAttemptLapsed(r.Context()) && !g.dedups {
+			// A gateway that held the key died or stalled, maybe after
+			// forwarding it: the upstream may have acted.
+			writeOutcomeUnknown(w, "An earlier attempt with this key was cut off, maybe after it reached the upstream: it may or may not have taken effect. ")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") || !g.guards(r) {
 			proxy.ServeHTTP(w, r)
@@ -125,10 +134,15 @@ func (g *gateway) upstreamFailed(w http.ResponseWriter, r *http.Request, err err
 	case idem.KeyFromContext(r.Context()) == "" || notSent || g.dedups:
 		writeProblem(w, problemUpstreamUnavailable, http.StatusBadGateway, "The upstream gave no answer; retry with the same key.")
 	default:
-		writeProblem(w, problemOutcomeUnknown, http.StatusConflict,
-			"The request reached the upstream and no answer came back: it may or may not have taken effect. "+
-				"The gateway will not send it again; an operator must find out what happened upstream.")
+		writeOutcomeUnknown(w, "The request reached the upstream and no answer came back: it may or may not have taken effect. ")
 	}
+}
+
+// writeOutcomeUnknown answers the outcome-unknown problem, which the
+// middleware stores: no retry sends the request again.
+func writeOutcomeUnknown(w http.ResponseWriter, what string) {
+	writeProblem(w, problemOutcomeUnknown, http.StatusConflict,
+		what+"The gateway will not send it again; an operator must find out what happened upstream.")
 }
 
 func writeProblem(w http.ResponseWriter, name string, status int, detail string) {

@@ -63,7 +63,10 @@ func startUpstream(t *testing.T, args ...string) *upstream {
 	return &upstream{url: "http://127.0.0.1:" + strings.TrimSpace(port), release: stdin}
 }
 
-type entry struct{ Path, Key string }
+type entry struct {
+	Path, Key string
+	Ran       bool // run, not answered from an earlier run
+}
 
 // log is what the upstream received.
 func (u *upstream) log(t *testing.T) []entry {
@@ -93,7 +96,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-var listening = regexp.MustCompile(`listening on (http://\S+),`)
+var listening = regexp.MustCompile(`listening on (http://\S+) `)
 
 // startGateway starts idem-gateway in front of up and waits until it listens.
 func startGateway(t *testing.T, up *upstream, args ...string) string {
@@ -206,12 +209,122 @@ func TestGatewayDedupingUpstream(t *testing.T) {
 	require.Equal(t, log[0].Key, log[1].Key)
 }
 
+// writeFile writes content to a new file of the test and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+// TestConfigurationFile: the file's settings apply; a flag overrides one.
+func TestConfigurationFile(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t, "--dedup")
+	config := writeFile(t, "gateway.json", `{
+		"upstream": "http://127.0.0.1:1",
+		"routes": ["POST /die"],
+		"upstream-dedups": true,
+		"lock-timeout": "10s"
+	}`)
+	gw := startGateway(t, up, "--config", config) // its --upstream overrides the file's
+	require.Equal(t, 502, post(t, gw, "/die", "Bearer alice", "k1").status, "upstream-dedups from the file")
+	require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, gw, "/ok", "Bearer alice", "k1"))
+	log := up.log(t)
+	require.Equal(t, entry{"/ok", "k1", true}, log[len(log)-1], "/ok is not guarded: the client's own key went upstream")
+}
+
+// gatewayCmd runs idem-gateway with args and returns its output and exit code.
+func gatewayCmd(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil {
+		require.ErrorAs(t, err, &ee)
+		code = ee.ExitCode()
+	}
+	return out.String(), errOut.String(), code
+}
+
+// TestOperatorResolvesUnknownOutcomes: keys list finds the outcome-unknown
+// keys; keys resolve releases one, whose retry then runs, and answers
+// another, whose retry gets that answer without running.
+func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	db := filepath.Join(t.TempDir(), "keys.db")
+	gw := startGateway(t, up, "--db", db)
+	for _, k := range []string{"k-release", "k-answer"} {
+		require.Equal(t, 409, post(t, gw, "/die", "Bearer alice", k).status)
+	}
+	require.Equal(t, 201, post(t, gw, "/ok", "Bearer alice", "k-ok").status)
+
+	out, stderr, code := gatewayCmd(t, "", "keys", "list", "--db", db)
+	require.Equal(t, 0, code, stderr)
+	var listed []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		listed = append(listed, m)
+	}
+	require.Len(t, listed, 2, out)
+	scope := listed[0]["scope"].(string)
+	for _, m := range listed {
+		require.Equal(t, true, m["outcome_unknown"])
+		require.Equal(t, "POST /die", m["request"])
+		require.Equal(t, scope, m["scope"])
+		require.NotContains(t, fmt.Sprint(m), "Bearer", "the scope is a hash, not the credential")
+	}
+
+	out, stderr, code = gatewayCmd(t, "", "keys", "show", "--db", db, "--scope", scope, "--key", "k-release")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, `"response_code":409`)
+
+	_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-release", "--release")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, reply{201, `{"runs": 2}`, false}, post(t, gw, "/die", "Bearer alice", "k-release"), "released: the retry runs")
+
+	_, stderr, code = gatewayCmd(t, `{"runs": 1}`, "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-answer",
+		"--status", "201", "--body-file", "-")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, reply{201, `{"runs": 1}`, true}, post(t, gw, "/die", "Bearer alice", "k-answer"), "answered: the retry gets it")
+
+	for _, k := range []string{"k-ok", "k-release", "k-answer", "k-unused"} {
+		_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", k, "--release")
+		require.Equal(t, 1, code, "%s is not an unknown outcome: %s", k, stderr)
+	}
+	out, _, code = gatewayCmd(t, "", "keys", "list", "--db", db)
+	require.Equal(t, 0, code)
+	require.Empty(t, out)
+
+	counts := map[string]int{}
+	for _, e := range up.log(t) {
+		counts[e.Path]++
+	}
+	require.Equal(t, map[string]int{"/ok": 1, "/die": 3}, counts, "k-answer ran once; k-release twice, once released")
+}
+
 func TestBadConfiguration(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{
 		{},
 		{"--upstream", "ftp://x"},
 		{"--upstream", "http://x", "--routes", "POST"},
+		{"--upstream", "http://x", "--config", filepath.Join(t.TempDir(), "missing.json")},
+		{"--config", writeFile(t, "bad.json", `{"upstream": "http://x",`)},
+		{"--config", writeFile(t, "unknown.json", `{"upstream": "http://x", "upstreams": "http://y"}`)},
+		{"--config", writeFile(t, "value.json", `{"upstream": "http://x", "upstream-timeout": 30}`)},
+		{"--config", writeFile(t, "type.json", `{"upstream": "http://x", "listen": {"port": 1}}`)},
+		{"keys"},
+		{"keys", "forget"},
+		{"keys", "show", "--key", "k"},
+		{"keys", "resolve", "--scope", "s", "--key", "k"},
+		{"keys", "resolve", "--scope", "s", "--key", "k", "--release", "--status", "201"},
+		{"keys", "resolve", "--scope", "s", "--key", "k", "--status", "500"},
 	} {
 		out, err := exec.Command(binary, args...).CombinedOutput()
 		var ee *exec.ExitError

@@ -5,9 +5,11 @@
 //
 //	idem-gateway --listen 127.0.0.1:8081 --upstream http://127.0.0.1:9000 \
 //	    [--db PATH|postgres://…] [--routes 'POST /v1/*,PATCH /v1/*'] [--scope-header Authorization] \
-//	    [--upstream-timeout 30s] [--upstream-dedups]
+//	    [--upstream-timeout 30s] [--upstream-dedups] [--config FILE]
+//	idem-gateway keys list|show|resolve [--db …|--config FILE] …
 //
-// See docs/gateway.md.
+// The keys commands show the keys whose upstream outcome is unknown and
+// resolve them. See docs/gateway.md.
 package main
 
 import (
@@ -36,7 +38,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
 // usageError is a bad command line or configuration: exit 2.
@@ -44,12 +46,18 @@ type usageError string
 
 func (e usageError) Error() string { return string(e) }
 
-// run serves until ctx ends; it returns the exit code.
-func run(ctx context.Context, args []string, stderr io.Writer) int {
-	err := serve(ctx, args, stderr)
+// run runs the server until ctx ends, or a keys command; it returns the
+// exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var err error
+	if len(args) > 0 && args[0] == "keys" {
+		err = keysCmd(ctx, args[1:], stdout, stderr)
+	} else {
+		err = serve(ctx, args, stderr)
+	}
 	var ue usageError
 	switch {
-	case err == nil:
+	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintln(stderr, "idem-gateway:", err)
@@ -60,56 +68,66 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	}
 }
 
+// options are the server's settings: flags, or a configuration file.
+type options struct {
+	listen, upstream, db, routes, scopeHeader string
+	timeout, lockTimeout                      time.Duration
+	dedups                                    bool
+}
+
+func (o *options) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.listen, "listen", "127.0.0.1:8081", "address to listen on")
+	fs.StringVar(&o.upstream, "upstream", "", "the service's base URL (required)")
+	dbFlag(fs, &o.db)
+	fs.StringVar(&o.routes, "routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes: comma-separated 'METHOD /path', a trailing * matches any rest")
+	fs.StringVar(&o.scopeHeader, "scope-header", "Authorization", "the header whose value's SHA-256 scopes the keys; a request without it is refused (401)")
+	fs.DurationVar(&o.timeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers")
+	fs.BoolVar(&o.dedups, "upstream-dedups", false, "the upstream deduplicates on the forwarded Idempotency-Key, so a request whose outcome is unknown may be sent again")
+	fs.DurationVar(&o.lockTimeout, "lock-timeout", 0, "the lease of a request in flight (default the library's, 30s)")
+}
+
+func dbFlag(fs *flag.FlagSet, db *string) {
+	fs.StringVar(db, "db", "idem-gateway.db", "the key store: a SQLite file path, or a postgres:// URL")
+}
+
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("idem-gateway", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on")
-	upstream := fs.String("upstream", "", "the service's base URL (required)")
-	db := fs.String("db", "idem-gateway.db", "the key store: a SQLite file path, or a postgres:// URL")
-	routes := fs.String("routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes: comma-separated 'METHOD /path', a trailing * matches any rest")
-	scopeHeader := fs.String("scope-header", "Authorization", "the header whose value's SHA-256 scopes the keys; a request without it is refused (401)")
-	timeout := fs.Duration("upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers")
-	dedups := fs.Bool("upstream-dedups", false, "the upstream deduplicates on the forwarded Idempotency-Key, so a request whose outcome is unknown may be sent again")
-	lockTimeout := fs.Duration("lock-timeout", 0, "the lease of a request in flight (default the library's, 30s)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return usageError(err.Error())
+	var o options
+	o.register(fs)
+	if err := parseArgs(fs, args); err != nil {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usageError(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
-	}
-	up, err := url.Parse(*upstream)
+	up, err := url.Parse(o.upstream)
 	if err != nil || (up.Scheme != "http" && up.Scheme != "https") || up.Host == "" {
-		return usageError(fmt.Sprintf("--upstream %q: want an http(s) URL", *upstream))
+		return usageError(fmt.Sprintf("--upstream %q: want an http(s) URL", o.upstream))
 	}
-	rs, err := parseRoutes(*routes)
+	rs, err := parseRoutes(o.routes)
 	if err != nil {
 		return usageError("--routes: " + err.Error())
 	}
-	if *scopeHeader == "" || *timeout <= 0 {
+	if o.scopeHeader == "" || o.timeout <= 0 {
 		return usageError("--scope-header must be set and --upstream-timeout positive")
 	}
-	store, closeStore, err := openStore(ctx, *db)
+	store, closeStore, err := openStore(ctx, o.db)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, LeaseDuration: *lockTimeout})
+	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, LeaseDuration: o.lockTimeout})
 	if err != nil {
 		return usageError(err.Error())
 	}
-	g := &gateway{upstream: up, routes: rs, scopeHeader: *scopeHeader, timeout: *timeout, dedups: *dedups}
-	l, err := net.Listen("tcp", *listen)
+	g := &gateway{upstream: up, routes: rs, scopeHeader: o.scopeHeader, timeout: o.timeout, dedups: o.dedups}
+	l, err := net.Listen("tcp", o.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{Handler: g.handler(mw), ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stderr, "idem-gateway: listening on http://%s, upstream %s\n", l.Addr(), up.Redacted())
+	fmt.Fprintf(stderr, "idem-gateway: listening on http://%s (upstream %s)\n", l.Addr(), up.Redacted())
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), *timeout+5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), o.timeout+5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()

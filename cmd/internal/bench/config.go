@@ -48,6 +48,9 @@ type Config struct {
 	Variants []string
 	// Paymentsd is a paymentsd binary to use; default: go build it once.
 	Paymentsd string
+	// Gateway is an idem-gateway binary to use in the main run; default: go
+	// build it once.
+	Gateway string
 	// Self is the command that runs this package's Serve (the bare server,
 	// and paymentsd's wiring with a pprof endpoint for SelfServer), with
 	// SelfEnv added to its environment. Default: this executable's "serve"

@@ -145,18 +145,18 @@ func tailFile(path string, n int) string {
 	return tail(string(b), n)
 }
 
-// buildPaymentsd builds paymentsd (no -race) into dir.
-func buildPaymentsd(ctx context.Context, dir string) (string, error) {
+// buildCommand builds the repository's ./cmd/name (no -race) into dir.
+func buildCommand(ctx context.Context, dir, name string) (string, error) {
 	root, err := repoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "paymentsd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/paymentsd")
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/paymentsd: %v\n%s", err, b)
+		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, b)
 	}
 	return out, nil
 }

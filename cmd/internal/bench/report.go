@@ -161,6 +161,9 @@ func (rep *Report) mainRatios() {
 	rep.ratio("fresh/bare, atomic, no replay cache", "fresh-atomic (no cache)", "bare", "", 0)
 	rep.ratio("replay/fresh, atomic, no replay cache", "replay-atomic (no cache)", "fresh-atomic (no cache)", "", 0)
 	rep.ratio("replay/fresh, leased, no replay cache", "replay-leased (no cache)", "fresh-leased (no cache)", "", 0)
+	rep.ratio("gateway fresh/upstream direct", "gateway-fresh", "upstream", "", 0)
+	rep.ratio("gateway replay/upstream direct", "gateway-replay", "upstream", "", 0)
+	rep.ratio("gateway replay/fresh", "gateway-replay", "gateway-fresh", "", 0)
 }
 
 func (rep *Report) growthRatios() {

@@ -55,7 +55,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer r.stopServers()
 	if cfg.Paymentsd == "" {
 		cfg.Logf("building paymentsd")
-		if r.cfg.Paymentsd, err = buildPaymentsd(ctx, work); err != nil {
+		if r.cfg.Paymentsd, err = buildCommand(ctx, work, "paymentsd"); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Gateway == "" && !cfg.Growth && !cfg.Sweep {
+		cfg.Logf("building idem-gateway")
+		if r.cfg.Gateway, err = buildCommand(ctx, work, "idem-gateway"); err != nil {
 			return nil, err
 		}
 	}
@@ -114,6 +120,17 @@ func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *data
 	return s, err
 }
 
+// startGateway starts idem-gateway in front of up, its keys in db.
+func (r *runner) startGateway(ctx context.Context, up *server, db *database) (*server, error) {
+	s, err := startServer(ctx, "idem-gateway", r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
+		return []string{r.cfg.Gateway, "--listen", addr, "--upstream", up.base, "--db", db.url}
+	})
+	if err == nil {
+		r.servers = append(r.servers, s)
+	}
+	return s, err
+}
+
 func (r *runner) startSelf(ctx context.Context, name, wiring string, db *database) (*server, error) {
 	pprofAddr := ""
 	if r.cfg.PprofDir != "" {
@@ -139,7 +156,7 @@ func (r *runner) startSelf(ctx context.Context, name, wiring string, db *databas
 }
 
 // main is the default run: fresh, replay and storm in both modes, bare and
-// ceiling.
+// ceiling; and idem-gateway, fresh and replay, against its upstream.
 func (r *runner) main(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
 	machine := describeMachine()
@@ -168,12 +185,22 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	if srv["bare"], err = r.startSelf(ctx, "bare", "bare", db); err != nil {
 		return nil, err
 	}
+	if srv["upstream"], err = r.startSelf(ctx, "upstream", "upstream", db); err != nil {
+		return nil, err
+	}
+	if srv["gateway"], err = r.startGateway(ctx, srv["upstream"], db); err != nil {
+		return nil, err
+	}
 	cfg.Logf("seeding %d completed keys", cfg.ReplayKeys)
 	seeds, err := seed(ctx, srv["atomic"], db, r.wl, cfg.ReplayKeys, cfg.Concurrency)
 	if err != nil {
 		return nil, err
 	}
 	pick := func(rnd *mrand.Rand) request { return seeds[rnd.IntN(len(seeds))] }
+	gwSeeds, err := seed(ctx, srv["gateway"], db, r.wl, cfg.ReplayKeys, cfg.Concurrency)
+	if err != nil {
+		return nil, err
+	}
 	var vs []*variant
 	for _, mode := range []string{"atomic", "leased"} {
 		vs = append(vs,
@@ -189,7 +216,13 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	}
 	defer ceiling.Close()
 	vs = append(vs, &variant{name: "bare", kind: kindBare, srv: srv["bare"], db: db},
-		&variant{name: "ceiling", kind: kindCeiling, db: db, pool: ceiling})
+		&variant{name: "ceiling", kind: kindCeiling, db: db, pool: ceiling},
+		// idem-gateway in front of a trivial upstream, and that upstream
+		// called directly.
+		&variant{name: "gateway-fresh", kind: kindFresh, mode: "leased", srv: srv["gateway"], db: db},
+		&variant{name: "gateway-replay", kind: kindReplay, mode: "leased", srv: srv["gateway"], db: db,
+			replay: func(rnd *mrand.Rand) request { return gwSeeds[rnd.IntN(len(gwSeeds))] }},
+		&variant{name: "upstream", kind: kindBare, srv: srv["upstream"], db: db})
 	if cfg.Baseline != "" {
 		for _, mode := range []string{"atomic", "leased"} {
 			s, err := startServer(ctx, "baseline-"+mode, r.work, cfg.ServerProcs, nil, func(addr string) []string {

@@ -12,6 +12,7 @@ import (
 	_ "net/http/pprof" // for -pprof
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,52 +41,35 @@ func (passThrough) Config() idem.Config                    { return idem.Config{
 // Serve is the benchmark's own server, run by cmd/bench's hidden "serve"
 // command in a process of its own:
 //
-//	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic|leased [-pprof 127.0.0.1:PORT]
+//	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic|leased|upstream [-pprof 127.0.0.1:PORT]
 //
 // bare is the payments API's handlers and PostgreSQL ledger without
 // idempotency; atomic and leased are paymentsd's own wiring of them behind
 // the idem middleware on pgstore (what cmd/paymentsd's serve builds, less
-// logging), for profiling with -pprof.
+// logging), for profiling with -pprof; upstream is the trivial service
+// idem-gateway is measured in front of, with no database.
 func Serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	db := fs.String("db", "", "PostgreSQL URL")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	wiring := fs.String("wiring", "bare", "bare, atomic or leased")
+	wiring := fs.String("wiring", "bare", "bare, atomic, leased or upstream")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address too")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := pgxpool.ParseConfig(*db)
-	if err != nil {
-		return err
-	}
-	cfg.MaxConns = serverPoolConns
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	svc, err := payments.New(pgledger.New(pool), payments.Config{})
-	if err != nil {
-		return err
-	}
-	var mw api.Idempotency = passThrough{}
-	if *wiring != "bare" {
-		mode, err := idem.ParseMode(*wiring)
+	var h http.Handler
+	if *wiring == "upstream" {
+		h = upstream()
+	} else {
+		pool, err := newServerPool(ctx, *db)
 		if err != nil {
 			return err
 		}
-		// paymentsd's defaults: the claim deferred to the completion, a
-		// replay cache of 64 MiB.
-		if mw, err = idem.New(pgstore.New(pool), idem.Config{Mode: mode, DeferClaim: true, ReplayCacheBytes: 64 << 20}); err != nil {
+		defer pool.Close()
+		if h, err = paymentsHandler(pool, *wiring, stderr); err != nil {
 			return err
 		}
-	}
-	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	h, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: quiet})
-	if err != nil {
-		return err
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -121,4 +105,53 @@ func ServeMain(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+func newServerPool(ctx context.Context, db string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(db)
+	if err != nil {
+		return nil, err
+	}
+	cfg.MaxConns = serverPoolConns
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// paymentsHandler is the payments API on pool, wired bare, atomic or
+// leased.
+func paymentsHandler(pool *pgxpool.Pool, wiring string, stderr io.Writer) (http.Handler, error) {
+	svc, err := payments.New(pgledger.New(pool), payments.Config{})
+	if err != nil {
+		return nil, err
+	}
+	var mw api.Idempotency = passThrough{}
+	if wiring != "bare" {
+		mode, err := idem.ParseMode(wiring)
+		if err != nil {
+			return nil, err
+		}
+		// paymentsd's defaults: the claim deferred to the completion, a
+		// replay cache of 64 MiB.
+		if mw, err = idem.New(pgstore.New(pool), idem.Config{Mode: mode, DeferClaim: true, ReplayCacheBytes: 64 << 20}); err != nil {
+			return nil, err
+		}
+	}
+	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return api.New(api.Config{Service: svc, Idempotency: mw, Logger: quiet})
+}
+
+// upstream is the trivial service idem-gateway is measured in front of,
+// and without: a GET (the health check) gets 200; any other request, its
+// body read, gets 201 and a small JSON document.
+func upstream() http.Handler {
+	var n atomic.Int64
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.Method == http.MethodGet {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, "{\"id\":\"tx_%d\",\"status\":\"completed\"}\n", n.Add(1))
+	})
 }
