@@ -65,7 +65,7 @@ MODELFLAGS ?=
 model:
 	./scripts/model.sh $(MODELFLAGS)
 
-# The benchmark (README.md, Benchmarks): a throwaway cluster with fsync and
+# The benchmark (docs/benchmarks.md): a throwaway cluster with fsync and
 # synchronous_commit on (PG_DURABLE=1), or DATABASE_URL. Writes the table
 # and charts into results/bench. Extra flags: BENCHFLAGS (go run ./cmd/bench -h).
 BENCHFLAGS ?=

@@ -14,6 +14,8 @@ import (
 // then sees it COMPLETED and replays, or claims it if the first rolled
 // back. A client that leaves before the commit takes everything with it:
 // the handler only wrote to the database, so nothing happened anywhere.
+//
+// model/key.pml (MODE_ATOMIC) models this; keep them in step.
 type atomic struct {
 	m  *Middleware
 	tx store.Tx

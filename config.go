@@ -70,9 +70,9 @@ type Config struct {
 
 	// MaxLeaseLife bounds how long a leased-mode handler may hold its key,
 	// renewals included. Past it the handler's context is cancelled with
-	// ErrLeaseMaxLife, renewal stops, and whatever the handler answers is
-	// not stored; once the lease runs out a retry may take the key. It must
-	// be at least LeaseDuration. Default 5m.
+	// [ErrLeaseMaxLife], renewal stops, and whatever the handler answers is
+	// not stored (the client gets 409 lease-lost); once the lease runs out a
+	// retry may take the key. At least [Config.LeaseDuration]. Default 5m.
 	MaxLeaseLife time.Duration
 
 	// WaitTimeout bounds how long an atomic-mode duplicate waits for the
@@ -105,22 +105,21 @@ type Config struct {
 	// 1 MiB.
 	MaxResponseBytes int64
 
-	// DeferClaim, in atomic mode, claims the key at the completion instead
+	// DeferClaim, in [ModeAtomic], claims the key at the completion instead
 	// of before the handler runs, where the store can
 	// ([store.ClaimDeferrer]; pgstore): one insert records the key with its
 	// response, pipelined with the COMMIT. A concurrent duplicate's handler
 	// runs too and its writes are rolled back, so use it only for handlers
-	// that touch nothing outside the store's database. docs/modes.md
-	// weighs it. Default false; leased mode ignores it.
+	// that touch nothing outside the store's database. docs/modes.md weighs
+	// it. Default false; [ModeLeased] ignores it.
 	DeferClaim bool
 
 	// ReplayCacheBytes, when positive, keeps the COMPLETED records this
 	// process wrote or replayed in memory, up to about this many bytes
-	// (least recently used first out), so that a retry it has seen before is
-	// answered without a round trip to the store. With a cache a fresh key
-	// is claimed without a read first. Keep it off with sqlitestore, whose
-	// claim takes the database's write lock. docs/modes.md says why it is
-	// safe. Default 0: off.
+	// (least recently used out first): a retry it has seen is answered with
+	// no round trip, and a fresh key is claimed with no read first. Keep it
+	// off with sqlitestore. docs/modes.md says why it is safe. Default 0:
+	// off.
 	ReplayCacheBytes int64
 
 	// StoreTimeout bounds the writes that finish a request (completion,

@@ -29,6 +29,8 @@ var (
 // before it knows whether it holds the key, which is safe only because it
 // writes nothing outside the transaction. A store whose transactions
 // cannot defer a claim (store.ClaimDeferrer) claims first.
+//
+// model/key.pml (MODE_DEFERRED) models this; keep them in step.
 type deferred struct {
 	atomic
 	dc store.ClaimDeferrer // nil: the claim was taken first

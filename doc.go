@@ -8,51 +8,56 @@
 //
 // # Wiring
 //
-//	store := pgstore.New(pool)                    // or sqlitestore.New(db)
-//	mw, err := idem.New(store, idem.Config{})     // the zero Config works
-//	mux.Handle("POST /v1/payments", auth(mw.Require(payments)))
+//	mw, err := idem.New(pgstore.New(pool), idem.Config{}) // or sqlitestore.New(db); the zero Config works
+//	mux.Handle("POST /v1/payments", mw.Require(payments))
+//	handler := authenticate(mux) // calls WithScope: every key is scoped by its user
 //
-// The authentication middleware in front says whose request it is with
-// WithScope; every key is scoped by it. Handlers never see idempotency code:
-// their repositories reach the database through the store's context
-// accessor (pgstore.DB, sqlitestore.DB), which returns the request's
-// transaction, so the business writes and the key's completion commit
-// together or not at all.
+// Handlers never see idempotency code: their repositories reach the
+// database through the store's context accessor (pgstore.DB,
+// sqlitestore.DB), which returns the request's transaction, so the
+// business writes and the key's completion commit together or not at all.
+// A handler that hands a key to a provider downstream gets it from
+// [KeyFromContext]. [Middleware.Do] is the same promise for work that does
+// not come over net/http (a gRPC method, a queue message).
+//
+// # Holding a key
+//
+// [Config.Mode] says how a request holds its key while the handler runs:
+// [ModeLeased] (the default) commits the claim first and holds the key with
+// a renewed, fenced lease of bounded life ([Config.MaxLeaseLife]); choose it
+// when the handler calls anything outside the database. [ModeAtomic] runs
+// the claim, the handler and the completion in one transaction; with
+// [Config.DeferClaim] the claim moves to the completion. docs/modes.md
+// compares the three.
 //
 // # The request, step by step
 //
-//  1. The key is validated (ParseKey); the body is read within
-//     MaxRequestBytes and fingerprinted (NewFingerprint): SHA-256 over the
-//     method, the path and query, and the RFC 8785 canonical form of a JSON
-//     body. Anything malformed is a 4xx and nothing is stored.
-//  2. A plain read answers retries of finished requests without writing:
-//     replay (COMPLETED), 422 (another request used the key), 409 (in
-//     flight). This is the hot path of a retry storm. With a replay cache
-//     (Config.ReplayCacheBytes) the read is in memory, and a miss goes
-//     straight to the claim, which reads the record it finds.
-//  3. The claim: one atomic INSERT … ON CONFLICT DO NOTHING (see
-//     Keys.Insert). A record that exists but is FAILED, whose lock expired,
-//     or that is past its TTL is re-acquired by a conditional UPDATE that one
-//     contender wins (Keys.Reacquire). Never SELECT-then-INSERT.
-//  4. The handler runs with its response captured. A final response (2xx,
-//     3xx, 4xx but 408 and 429) is stored with the completion, in the
-//     handler's transaction, and sent only after the commit. Anything else
-//     rolls back and releases the key for a retry; a panic is re-raised
-//     after that.
+// Each step is one file; read them in this order.
 //
-// # Two ways to hold the key
+//  1. middleware.go: [Middleware.Require] and [Middleware.Optional] are
+//     the entry from net/http; do.go's [Middleware.Do], from other doors.
+//  2. request.go: admit checks the user ([WithScope]), the key
+//     ([ParseKey]) and the body (within [Config.MaxRequestBytes],
+//     fingerprinted by [NewFingerprint]); anything malformed is a 4xx and
+//     nothing is stored. lookUp answers a retry of a finished request from
+//     the replay cache ([Config.ReplayCacheBytes]) or one read: replay,
+//     409 in flight, 422 reused. Then execute runs the loop: hold, run,
+//     settle.
+//  3. hold.go: the holder interface (hold, complete, release) and claim,
+//     the one atomic INSERT … ON CONFLICT DO NOTHING, or the conditional
+//     UPDATE that re-acquires a FAILED, lease-expired or expired record.
+//     Never SELECT-then-INSERT.
+//  4. leased.go (with lease.go, the renewals), atomic.go, deferred.go: the
+//     three holders.
+//  5. run.go: the handler runs with its response captured, and returns an
+//     outcome: final, retriable, panicked, client gone, hold ended.
+//  6. settle.go: the one place an outcome becomes the key's new state. A
+//     final response (2xx, 3xx, 4xx but 408 and 429) is completed in the
+//     handler's transaction and committed before the client sees a byte;
+//     anything else rolls back and releases the key for a retry.
+//  7. respond.go: the only file that writes a response.
 //
-// ModeLeased (the default) commits the claim first and holds the key with a
-// lease that is renewed while the handler runs and fenced by a token on
-// every write: choose it when the handler calls anything outside the
-// database. ModeAtomic runs the claim, the handler and the completion in one
-// transaction, so the transaction itself is the lock: a duplicate waits for
-// the first request and replays its response, and a crash leaves nothing
-// behind. Choose it when the handler only writes to the store's database.
-// With Config.DeferClaim an atomic-mode claim moves to the completion: one
-// insert records the key and its response with the COMMIT, and the key's
-// unique index still lets exactly one of two duplicates commit.
-//
-// Errors the middleware answers itself are RFC 9457 problem responses,
-// listed in docs/problems.md.
+// Errors the middleware answers itself are RFC 9457 problem responses
+// ([ProblemType]), listed in docs/problems.md. The store contract is
+// package store; every store passes package storetest.
 package idem

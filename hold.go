@@ -51,6 +51,8 @@ const maxClaimRounds = 4
 // executes; a record that exists is re-acquired by a conditional update
 // that exactly one contender wins. When q does not get the key, claim
 // returns the answer.
+//
+// model/key.pml models this loop in every mode; keep them in step.
 func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (res result, held bool) {
 	for range maxClaimRounds {
 		q.claim.Token = uuid.NewString()

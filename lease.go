@@ -22,6 +22,9 @@ import (
 //
 // stop ends the renewals, waits for the last one, and returns their count;
 // it may be called more than once.
+//
+// model/key.pml (MODE_LEASED) models the renewals and the maximum life;
+// keep them in step.
 func (m *Middleware) keepLease(a store.Attempt, claimedAt time.Time, lost context.CancelCauseFunc) (stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var (

@@ -20,6 +20,8 @@ import (
 // forgotten. Its final response is stored whether or not the client is
 // still there, and the client's retry gets it. Only a lost lease, or one
 // past its maximum life, cancels the handler.
+//
+// model/key.pml (MODE_LEASED) models this; keep them in step.
 type leased struct {
 	m       *Middleware
 	tx      store.Tx

@@ -26,6 +26,8 @@ const (
 // answer: a final response is completed and committed before anyone sees
 // it; anything else is rolled back and the key released for a retry. A
 // panic is re-raised after that.
+//
+// model/key.pml models what each outcome does to the key; keep them in step.
 func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outcome) (result, then) {
 	// The finishing writes must not be cut short by a client that leaves.
 	ctx, cancel := m.detached(ctx)

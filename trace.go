@@ -24,36 +24,16 @@ const (
 // TraceFunc is called as a store operation of the middleware starts, with
 // the operation's context and its name (OpGet, …). It returns the context
 // the operation runs with, which may carry a tracing span, and a function
-// the middleware calls when the operation ends, with its error. It must not
+// the middleware calls with the operation's error when it ends. It must not
 // block.
 //
-// The error is the store's, unchanged: ErrNotFound from a Get of an unused
-// key, ErrLeaseLost from a fenced write that another attempt overtook,
-// ErrWaitTimeout from a bounded wait, ErrKeyExists from a deferred claim
-// (Config.DeferClaim) that found its key recorded: all from package store. They are answers, not
-// failures; tell them apart with errors.Is. A deferred claim is reported as
-// an OpInsert once it has run, with no time of its own.
-//
-// Lease renewals run on a context of their own, not the request's, so a
-// span they start has no parent. A Rollback after a Commit, which does
-// nothing, is not reported.
-//
-// To trace with OpenTelemetry, without this library importing it:
-//
-//	tracer := otel.Tracer("github.com/idem-dev/idem")
-//	cfg.TraceFunc = func(ctx context.Context, op string) (context.Context, func(error)) {
-//		ctx, span := tracer.Start(ctx, "idem."+op, trace.WithSpanKind(trace.SpanKindClient))
-//		return ctx, func(err error) {
-//			if err != nil && !errors.Is(err, idem.ErrNotFound) {
-//				span.RecordError(err)
-//				span.SetStatus(codes.Error, err.Error())
-//			}
-//			span.End()
-//		}
-//	}
-//
-// A pgx tracer (otelpgx, say) on the pool then hangs its query spans under
-// these.
+// The error is the store's, unchanged: [store.ErrNotFound],
+// [store.ErrLeaseLost], [store.ErrWaitTimeout] and [store.ErrKeyExists] are
+// answers, not failures. A deferred claim ([Config.DeferClaim]) is reported
+// as an OpInsert once it has run, with no time of its own; a Rollback after
+// a Commit is not reported. Lease renewals run on a context of their own,
+// so their spans have no parent. docs/operations.md (Tracing) plugs in
+// OpenTelemetry.
 type TraceFunc func(ctx context.Context, op string) (context.Context, func(err error))
 
 // TraceAll returns a TraceFunc that calls each of fns in turn, each with the

@@ -19,7 +19,7 @@
 //     whole response arrived (the response body is read by the transport, see
 //     below), an attempt past [Transport.AttemptTimeout] (30 s), and the
 //     statuses 408, 429, 5xx, and 409 when it carries Retry-After (the idem
-//     middleware's "in flight" and "lock lost"). Every other status is final
+//     middleware's in-flight and lease-lost). Every other status is final
 //     and returned at once: 400, 401, 402, 403, 404, 413, 415, 422, a 409
 //     without Retry-After (a business rule's refusal), and all others.
 //   - When: attempt n+1 waits a random duration between 0 and

@@ -12,10 +12,10 @@
 //
 //	requests_total{route,outcome}                   counter    requests that carried a key, by outcome (idem.Outcome)
 //	request_duration_seconds{route,outcome}         histogram  their time in the middleware, handler included
-//	reacquires_total{route}                         counter    requests that took over a FAILED or lock-expired record
+//	reacquires_total{route}                         counter    requests that took over a FAILED, lease-expired or expired record
 //	lease_renewals_total{route}                     counter    lease renewals while leased-mode handlers ran
 //	fencing_rejections_total{op}                    counter    writes (complete, fail, renew) refused because another attempt holds the record
-//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, lock_lost, wait_timeout, key_exists or error
+//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, lease_lost, wait_timeout, key_exists or error
 //	sweep_deleted_total                             counter    expired records the sweeper deleted
 //	sweep_batches_total{result}                     counter    sweeper batches; result is ok, busy (another replica sweeps) or error
 //	sweep_batch_duration_seconds                    histogram  each sweeper batch
@@ -84,7 +84,7 @@ func NewWithOpts(reg prometheus.Registerer, opts Opts) *Metrics {
 		}, []string{"route", "outcome"}),
 		reacquires: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_reacquires_total",
-			Help: "Requests that took over a FAILED or lock-expired idempotency record.",
+			Help: "Requests that took over a FAILED, lease-expired or expired idempotency record.",
 		}, []string{"route"}),
 		renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "idem_lease_renewals_total",

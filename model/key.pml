@@ -7,14 +7,20 @@
  *
  *   MODE_LEASED    leased mode: the claim commits first, the lease is renewed
  *                  and fenced, the completion is fenced by the token and
- *                  commits with the handler's writes (Middleware.serveLeased).
+ *                  commits with the handler's writes (leased.go: leased.hold,
+ *                  complete, release; lease.go: keepLease).
  *   MODE_ATOMIC    atomic mode, claim first: claim, business write and
- *                  completion in one transaction (Middleware.serveAtomic).
+ *                  completion in one transaction (atomic.go: atomic.hold,
+ *                  complete, release).
  *   MODE_DEFERRED  atomic mode with Config.DeferClaim: no claim before the
  *                  handler, one insert at the commit records the key
  *                  COMPLETED (pgstore insertCompletedOrAbort), a lost claim
  *                  reads the record and replays or claims first
- *                  (Middleware.deferredClaimFailed).
+ *                  (deferred.go: deferred.complete's errKeyRecorded; the
+ *                  loop of Middleware.execute in request.go).
+ *
+ * The Go side: hold.go (Middleware.claim), run.go, settle.go, and the
+ * files above. Each names this model; keep them in step.
  *
  *   LIVENESS       adds the LTL properties (run with pan -a -f).
  *
@@ -38,15 +44,16 @@
 #define NREQ 3
 #endif
 
-/* maxClaimRounds: the insert/re-acquire loop of Middleware.acquire. */
+/* maxClaimRounds: the insert/re-acquire loop of Middleware.claim (hold.go). */
 #ifndef MAXROUNDS
 #define MAXROUNDS 4
 #endif
 
 /*
- * The lease's maximum life, counted in renewals: keepLease renews every
- * third of LockTimeout, so a maximum life is a bounded number of renewals.
- * Past it renewal stops and the handler's context is cancelled.
+ * The lease's maximum life (Config.MaxLeaseLife), counted in renewals:
+ * keepLease renews every third of Config.LeaseDuration, so a maximum life
+ * is a bounded number of renewals. Past it renewal stops and the handler's
+ * context is cancelled with ErrLeaseMaxLife.
  */
 #ifndef MAXRENEW
 #define MAXRENEW 1
@@ -98,14 +105,14 @@ inline effect() {
 /* Keys.Reacquire's WHERE clause, but for the token. */
 #define REACQUIRABLE (st == S_FAILED || (st == S_PROCESSING && !live) || (st == S_COMPLETED && expired))
 
-/* The fenced completion's WHERE clause (pgstore complete, completeOrAbort). */
+/* The fenced completion's WHERE clause (pgstore keys.go: complete, completeOrAbort). */
 #ifdef BROKEN_NO_FENCE
 #define FENCED(t) (st == S_PROCESSING)
 #else
 #define FENCED(t) (tok == t && st == S_PROCESSING)
 #endif
 
-/* A claimed row: insertClaim, or reacquire's SET. */
+/* A claimed row: pgstore insertClaim, or reacquire's SET. */
 inline claim_row(t) {
 	st = S_PROCESSING;
 	tok = t;
@@ -125,7 +132,7 @@ inline complete_row(t) {
 
 /*
  * The abstract clock: a lease lapses (no successful renewal for a whole
- * LockTimeout, whether the holder stalled, was killed or its renewals
+ * Config.LeaseDuration, whether the holder stalled, was killed or its renewals
  * failed) and a record passes its retention, at any moment.
  */
 active proctype Clock() {
@@ -136,7 +143,7 @@ end:	do
 }
 
 /*
- * The sweeper (pgstore deleteExpired): deletes a record past retention,
+ * The sweeper (pgstore sweep.go, deleteExpired): deletes a record past retention,
  * except a PROCESSING record with a live lease; skips a row another
  * transaction holds.
  */
@@ -150,14 +157,18 @@ end:	do
 }
 
 #ifdef MODE_LEASED
-/* One leased-mode request (Middleware.serveLeased); its token is me. */
+/*
+ * One leased-mode request (leased.hold, then run.go and settle.go: the
+ * handler's outcome, then leased.complete or leased.release); its token
+ * is me.
+ */
 proctype Request(byte me) {
 	byte prev;
 	byte rounds = 0;
 	byte renewals = 0;
 	bool stopped = false;
 
-	/* Middleware.acquire: Keys.Insert, else judge, then Keys.Reacquire. */
+	/* Middleware.claim (hold.go): Keys.Insert, else judge, then Keys.Reacquire. */
 claim:
 	if
 	:: rounds == MAXROUNDS -> goto done  /* busy: 409 */
@@ -207,7 +218,7 @@ claim:
 
 	/*
 	 * The handler runs while keepLease renews the lease (Keys.Renew, fenced
-	 * by the token). Renewal stops on ErrLockLost, and at the lease's
+	 * by the token). Renewal stops on store.ErrLeaseLost, and at the lease's
 	 * maximum life. A process that stalls is one that takes no step here
 	 * while the clock lets its lease lapse; it may wake up and go on.
 	 */
@@ -219,7 +230,7 @@ held:
 		atomic {
 			if
 			:: tok == me && st == S_PROCESSING -> live = true
-			:: else -> stopped = true  /* ErrLockLost: the handler is cancelled */
+			:: else -> stopped = true  /* store.ErrLeaseLost: the handler is cancelled */
 			fi
 		}
 #ifndef BROKEN_NO_MAX_LIFE
@@ -228,7 +239,7 @@ held:
 	od;
 	if
 	:: goto final
-	:: goto retriable  /* 5xx, 408, 429, or cancelled by a lost lease */
+	:: goto retriable  /* 5xx, 408, 429, or the hold ended (settle: lease-lost) */
 	fi;
 
 final:
@@ -245,14 +256,14 @@ final:
 		fi
 	}
 #else
-	atomic {  /* the fenced completion, committed with the handler's writes (CompleteAndCommit) */
+	atomic {  /* leased.complete: the fenced completion, committed with the handler's writes (completeAndCommit) */
 		if
 		:: FENCED(me) ->
 			assert(tok == me);  /* a fenced-out attempt never completes */
 			effect();
 			complete_row(me);
 			got(me)
-		:: else -> skip  /* ErrLockLost: the handler's writes roll back, 409 */
+		:: else -> skip  /* store.ErrLeaseLost: the handler's writes roll back, 409 lease-lost */
 		fi
 	}
 #endif
@@ -261,7 +272,7 @@ final:
 retriable:
 	if
 	:: goto done  /* killed before the release: the lease lapses */
-	:: atomic {   /* release: Keys.Fail, fenced */
+	:: atomic {   /* leased.release: Keys.Fail, fenced */
 		skip;  /* an option must not begin with an if (Promela's else) */
 		if
 		:: tok == me && st == S_PROCESSING -> st = S_FAILED; live = false
@@ -275,8 +286,9 @@ done:	skip
 
 #if defined(MODE_ATOMIC) || defined(MODE_DEFERRED)
 /*
- * One atomic-mode request (Middleware.serveAtomic); its first token is me,
- * the second pass of a lost deferred claim uses me + NREQ. A transaction's
+ * One atomic-mode request (atomic.hold, or deferred.hold with
+ * Config.DeferClaim); its first token is me, the second pass of a lost
+ * deferred claim (Middleware.execute's loop) uses me + NREQ. A transaction's
  * writes are this process's locals until its commit, one atomic step; a
  * killed process's transaction rolls back.
  */
@@ -290,7 +302,7 @@ proctype Request(byte me) {
 #endif
 
 #ifdef MODE_DEFERRED
-	atomic {  /* Middleware.serve's look-up: Store.Get, then judge */
+	atomic {  /* Middleware.lookUp (request.go): Store.Get, then judge */
 		if
 		:: st == S_NONE -> skip
 		:: st == S_COMPLETED && !expired -> got(resp); goto done
@@ -301,7 +313,7 @@ proctype Request(byte me) {
 	/* The handler runs in the transaction, the claim held back. */
 	if
 	:: goto done  /* killed, or the client left: rolled back, nothing was claimed */
-	:: atomic {   /* retriable: deferredClaimFailed reads the record, a recorded answer wins */
+	:: atomic {   /* retriable: deferred.release is errKeyUnknown, settle says thenRecordFirst: execute reads the record, a recorded answer wins */
 		skip;
 		if
 		:: st == S_COMPLETED && !expired -> got(resp)
@@ -311,7 +323,7 @@ proctype Request(byte me) {
 	   goto done
 	:: skip       /* final */
 	fi;
-	/* The deferred claim: insertCompletedOrAbort pipelined with the COMMIT. */
+	/* The deferred claim (deferred.complete): insertCompletedOrAbort pipelined with the COMMIT. */
 #ifdef BROKEN_SELECT_INSERT
 	if
 	:: st == S_NONE ->
@@ -339,7 +351,7 @@ proctype Request(byte me) {
 	:: rowlock != 0 -> goto done  /* ErrWaitTimeout: 409 */
 	od;
 #endif
-	atomic {  /* deferredClaimFailed: rolled back; read the record */
+	atomic {  /* errKeyRecorded, thenRecordOrRerun: rolled back; execute reads the record (fromStore) */
 		if
 		:: st == S_COMPLETED && !expired -> got(resp); goto done
 		:: st == S_PROCESSING && live -> goto done
@@ -348,7 +360,7 @@ proctype Request(byte me) {
 	}
 #endif
 
-	/* Claim first: Middleware.acquire inside the transaction. */
+	/* Claim first (atomic.hold): Middleware.claim inside the transaction. */
 claimfirst:
 	if
 	:: rounds == MAXROUNDS -> goto done
@@ -392,8 +404,8 @@ claimfirst:
 
 held:	/* the handler runs in the transaction that holds the claim */
 	if
-	:: rowlock = (rowlock == t -> 0 : rowlock)  /* killed, client gone, or a retriable answer: rollback */
-	:: atomic {  /* final: the completion and the handler's writes commit (CompleteAndCommit) */
+	:: rowlock = (rowlock == t -> 0 : rowlock)  /* killed, client gone, or a retriable answer: atomic.release rolls back */
+	:: atomic {  /* final: atomic.complete, the completion and the handler's writes commit (completeAndCommit) */
 		skip;
 #ifdef BROKEN_SELECT_INSERT
 		if

@@ -258,7 +258,7 @@ proctype Client(byte me) {
 	byte dk;  /* the derived key */
 	byte r;   /* the recovery point this attempt read */
 
-	/* Take the key, as Middleware.acquire does (key.pml checks it in full). */
+	/* Take the key, as Middleware.claim (hold.go) does (key.pml checks it in full). */
 	atomic {
 		if
 		:: st == S_NONE -> st = S_PROCESSING; tok = me; live = true; goto held

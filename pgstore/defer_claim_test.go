@@ -235,7 +235,7 @@ func TestDeferredClaimWaitIsBounded(t *testing.T) {
 // does not hold the key in its cache runs its handler, which meets the
 // first request's row in a unique index and answers a final 409 from an
 // aborted transaction. The key's record still answers: the retry gets the
-// first request's 201, never the 409 (nor a 409 lock-lost).
+// first request's 201, never the 409 (nor a 409 lease-lost).
 func TestDeferredClaimBusinessConflictReplays(t *testing.T) {
 	t.Parallel()
 	w := newDeferredWallet(t)

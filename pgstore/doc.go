@@ -17,11 +17,13 @@
 // Every statement is a round trip, and on a busy database round trips, not
 // rows, are what a request costs. The store spends as few as it can: BEGIN
 // travels with the claim, the key's completion with the COMMIT. A
-// repository can send its writes whose results it does not read with
-// Defer: they travel with its next statement, or with that COMMIT.
+// repository can send the writes whose results it does not read with
+// Queue: they travel with its next statement, or with that COMMIT.
 //
-// Every time that decides a lock or an expiry is the database's now(),
-// never an application clock. Every write to a record names its lock token
-// (fencing), and a statement that may wait on another transaction's hold
-// on a key is bounded by lock_timeout for that statement alone.
+// Every time that decides a lease or an expiry is the database's now(),
+// never an application clock. Every write to a record names its fencing
+// token, and a statement that may wait for another transaction's hold on a
+// key is bounded (store.TxOptions.MaxWait) by a lock_timeout for that
+// statement alone. docs/operations.md covers the key table, the sweeper
+// and PgBouncer.
 package pgstore

@@ -213,7 +213,7 @@ func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error
 	return k.fenced(ctx, "renew", renew, l.Scope, l.Key, l.Token, d.Microseconds())
 }
 
-// fenced runs an update that must match the row its lock token holds;
+// fenced runs an update that must match the row its fencing token holds;
 // matching none means another attempt holds it now.
 func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 	tag, err := k.db.Exec(ctx, sql, args...)

@@ -27,16 +27,10 @@ type ambient struct{ t *writeTx }
 //
 //	_, err := sqlitestore.DB(ctx, r.db).ExecContext(ctx, "INSERT INTO payments …")
 //
-// The transaction takes the database's write lock at its first statement,
-// a read included, and keeps it until the middleware commits: in leased
-// mode, make the calls outside the database (a bank, a card network)
-// before the first statement, not between statements.
-//
-// A business error (a UNIQUE violation, say) fails only its statement; the
-// transaction goes on. To undo more than one statement, use SAVEPOINT and
-// ROLLBACK TO. Never run COMMIT or ROLLBACK: either ends the transaction
-// (a COMMIT is turned into a rollback), and every later statement in it
-// fails with store.ErrTxAborted.
+// The transaction takes the write lock at its first statement, a read
+// included. A business error (a UNIQUE violation) fails only its statement;
+// use SAVEPOINT to undo more. Never run COMMIT or ROLLBACK: either ends the
+// transaction, and every later statement fails with store.ErrTxAborted.
 func DB(ctx context.Context, fallback DBTX) DBTX {
 	if a, ok := ctx.Value(txKey{}).(ambient); ok {
 		return a

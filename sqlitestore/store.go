@@ -60,13 +60,10 @@ func (ss storeSession) write(ctx context.Context, fn func(q querier, now time.Ti
 // Begin returns a transaction: the unit of work a handler shares with the
 // completion of its key. It holds nothing until its first statement, which
 // takes the database's write lock (BEGIN IMMEDIATE), waiting at most
-// opts.MaxWait (zero: DefaultMaxWait) for the transaction that holds it,
-// and then fails with store.ErrWaitTimeout. From then on it holds the lock
-// until Commit or Rollback: SQLite has one writer at a time, so this is
-// what makes an atomic-mode duplicate wait for the request it repeats and
-// then see its outcome. SQLite transactions are SERIALIZABLE, which here
-// does no harm: a transaction that holds the write lock from its first
-// statement never meets a conflict.
+// opts.MaxWait (zero: DefaultMaxWait) and then failing with
+// store.ErrWaitTimeout; from then on it holds the lock until Commit or
+// Rollback. That is what makes an atomic-mode duplicate wait for the
+// request it repeats and then see its outcome.
 func (s *Store) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)

@@ -1,6 +1,8 @@
 // Package storetest is the conformance suite every store.Store runs: each
-// state transition of a record, expiry, fencing, both lock modes through the
-// real middleware over real HTTP, and 64-way races on one key.
+// state transition of a record, expiry, fencing, every way of holding a key
+// through the real middleware over real HTTP, the capabilities the store
+// has (store.ClaimDeferrer, store.ExpiredDeleter), and 64-way races on one
+// key.
 //
 // A store's own tests call Run with a function that returns a store on an
 // empty key table of its own:

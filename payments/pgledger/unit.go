@@ -24,7 +24,7 @@ import (
 // A queued write that fails makes the statement it travels with, or the
 // commit, fail with its error: the unit fails as a whole either way. Inside
 // the request's transaction the unit hands its last queued writes and its
-// RELEASE to pgstore.Defer, so they travel with the completion of the key.
+// RELEASE to pgstore.Queue, so they travel with the completion of the key.
 type unit struct {
 	db      batcher
 	conn    *pgxpool.Conn // the unit's own connection, when not in the ambient transaction
@@ -171,7 +171,7 @@ func (u *unit) commit(ctx context.Context) error {
 }
 
 // queueOnRequest hands the queued writes and the RELEASE to the request's
-// ambient transaction (pgstore.Defer): they go with its next statement,
+// ambient transaction (pgstore.Queue): they go with its next statement,
 // which is usually the completion of the key and the COMMIT, so the unit
 // ends without a round trip of its own. It reports false when ctx carries
 // no ambient transaction.
