@@ -136,6 +136,13 @@ type Config struct {
 	// traces. It must not block. Default none.
 	ObserveFunc func(Event)
 
+	// ProviderKeySecret is the secret of ProviderKey, the idempotency key a
+	// leased-mode handler sends to a downstream (a bank). Every replica
+	// must have the same one, and it must stay the same while any record
+	// is unfinished; at least MinProviderKeySecret bytes. Default none:
+	// ProviderKey fails with ErrNoProviderKeySecret.
+	ProviderKeySecret []byte
+
 	// TraceFunc, when set, is called around every store operation the
 	// middleware runs: the hook for store latency metrics and tracing spans
 	// (see TraceFunc). It must not block. Default none, and then the
@@ -266,6 +273,9 @@ func (c Config) withDefaults() (Config, error) {
 		case *s.v < 0:
 			errs = append(errs, fmt.Errorf("idem: %s must be positive, got %d", s.name, *s.v))
 		}
+	}
+	if n := len(c.ProviderKeySecret); n > 0 && n < MinProviderKeySecret {
+		errs = append(errs, fmt.Errorf("idem: ProviderKeySecret is %d bytes; the minimum is %d", n, MinProviderKeySecret))
 	}
 	if c.ReplayHeaders == nil {
 		c.ReplayHeaders = []string{"Content-Type", "Location"}

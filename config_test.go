@@ -31,6 +31,14 @@ func TestConfig(t *testing.T) {
 		require.NotNil(t, c.ScopeFunc)
 	})
 
+	t.Run("ShortProviderKeySecretFailsAtConstruction", func(t *testing.T) {
+		t.Parallel()
+		_, err := idem.New(st, idem.Config{ProviderKeySecret: []byte("short")})
+		require.ErrorContains(t, err, "ProviderKeySecret")
+		_, err = idem.New(st, idem.Config{ProviderKeySecret: make([]byte, idem.MinProviderKeySecret)})
+		require.NoError(t, err)
+	})
+
 	t.Run("SecretHeadersAreNeverReplayed", func(t *testing.T) {
 		t.Parallel()
 		mw, err := idem.New(st, idem.Config{ReplayHeaders: []string{"set-cookie", "Authorization", "x-trace", "WWW-Authenticate"}})

@@ -43,6 +43,7 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		}
 		out = outcome{kind: outcomePanicked, captured: c, panicked: p}
 	}()
+	hctx, p := m.withPhases(hctx, q)
 	q.work(q.handlerContext(hctx), c)
 	returned = true
 
@@ -57,7 +58,9 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		return outcome{kind: outcomeHoldEnded, captured: c, cause: cause}
 	case m.cfg.Mode == ModeAtomic && q.ctx.Err() != nil:
 		return outcome{kind: outcomeClientGone, captured: c, cause: q.ctx.Err()}
-	case !isFinal(status):
+	case !isFinal(status), p.isPending():
+		// Pending (phase.go): the answer is not stored; the key is
+		// released with its recovery point for a retry or a completer.
 		return outcome{kind: outcomeRetriable, captured: c}
 	}
 	return outcome{kind: outcomeFinal, captured: c}

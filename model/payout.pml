@@ -1,6 +1,6 @@
 /*
- * Money that leaves: the recovery-point flow of a payout (the payouts design;
- * not built yet, so this model is the design to build against). NCLIENT
+ * Money that leaves: the recovery-point flow of a payout (the payouts
+ * design, built against it: see the list of Go functions below). NCLIENT
  * requests with the same key, a completer, a provider (a bank) that
  * deduplicates by idempotency key and may fail before executing, execute
  * and not answer, or answer late, and an abstract clock. docs/model.md says
@@ -33,6 +33,28 @@
  *                                 request's key alone, the same in every
  *                                 life of the record (a key reused after
  *                                 retention).
+ *
+ * The code that must agree with this model (the library part; paymentsd's
+ * payout handler, payments/api's payouts, follows the Client's steps):
+ *
+ *   Client "held:" fenced read    idem.Phase, idem.ProviderKey (phase.go),
+ *                                 through store.Phaser.Phase (pgstore and
+ *                                 sqlitestore phase.go: selectPhase)
+ *   DERIVED (the derived key)     idem.ProviderKey: HMAC-SHA256 of the
+ *                                 user, the key and the life (deriveKey)
+ *   phase A                       idem.Advance(ctx, idem.PointOutcomeUnknown,
+ *                                 debit), store.Phaser.Advance in its Tx
+ *   finish(), P_ERROR             idem.Pending: released, 202, not stored
+ *   finish(), P_SETTLED/REJECTED  the handler's final answer, completed with
+ *                                 its writes (leased.complete)
+ *   resolve()                     the handler resuming at
+ *                                 PointOutcomeUnknown: ask, then resend
+ *   Sweeper SWEEPABLE             DeleteExpired skips unfinished records
+ *                                 (pgstore/sqlitestore sweep.go: finished)
+ *   re-acquire of UNKNOWN         Keys.Reacquire keeps the life of an
+ *                                 unfinished record (keys.go: reacquire)
+ *   Completer                     completer.Completer.RunOnce, through
+ *                                 store.UnfinishedFinder and Middleware.Do
  *
  * Retention: a record past retention that is re-acquired, or swept and
  * claimed again, starts a new life, a new payout with the same client key

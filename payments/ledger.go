@@ -24,6 +24,11 @@ type Ledger interface {
 	Deposit(ctx context.Context, userID, id string) (Deposit, error)
 	// Transaction returns a user's transaction, or ErrNotFound.
 	Transaction(ctx context.Context, userID, id string) (Transaction, error)
+	// Payout returns a user's payout, or ErrNotFound.
+	Payout(ctx context.Context, userID, id string) (Payout, error)
+	// PayoutByBankKey returns the user's payout sent with bankKey, or
+	// ErrNotFound.
+	PayoutByBankKey(ctx context.Context, userID, bankKey string) (Payout, error)
 	// Balances returns a user's balance rows, ordered by currency.
 	Balances(ctx context.Context, userID string) ([]Balance, error)
 	// EntryTotals returns the sum of a user's ledger entries per currency,
@@ -58,6 +63,13 @@ type LedgerTx interface {
 	InsertDeposit(ctx context.Context, d Deposit, key string) (created time.Time, inserted bool, err error)
 	// InsertTransaction stores t as InsertDeposit stores a deposit.
 	InsertTransaction(ctx context.Context, t Transaction, key string) (created time.Time, inserted bool, err error)
+	// InsertPayout stores p, with key, the request's Idempotency-Key, as
+	// plain data, and returns its creation time. p.BankKey is unique.
+	InsertPayout(ctx context.Context, p Payout, key string) (created time.Time, err error)
+	// SetPayoutStatus records a pending payout's outcome: status, and the
+	// bank's transfer id ("" for none). It fails when the payout is not
+	// pending: an outcome is recorded once.
+	SetPayoutStatus(ctx context.Context, userID, id string, status PayoutStatus, bankTransferID string) error
 	// InsertEntries appends entries to the ledger.
 	InsertEntries(ctx context.Context, entries ...Entry) error
 }

@@ -52,6 +52,7 @@ type Entry struct {
 	Amount        int64  // > 0 credits the balance, < 0 debits it
 	DepositID     string // set for a deposit's credit
 	TransactionID string // set for a transaction's debit and credit
+	PayoutID      string // set for a payout's debit and its refund
 }
 
 // DepositRequest asks for a deposit.
@@ -66,4 +67,39 @@ type TransferRequest struct {
 	SourceCurrency string
 	TargetCurrency string
 	Amount         int64
+}
+
+// PayoutStatus is the state of a payout.
+type PayoutStatus string
+
+// The states of a payout. A payout is debited when it is made, pending
+// until the bank's outcome is known, then paid, or failed and refunded.
+const (
+	PayoutPending PayoutStatus = "pending"
+	PayoutPaid    PayoutStatus = "paid"
+	PayoutFailed  PayoutStatus = "failed"
+)
+
+// Payout is money sent out of a user's balance to an account at the bank.
+type Payout struct {
+	ID          string
+	UserID      string
+	Currency    string
+	Amount      int64 // minor units, > 0
+	Destination string
+	Status      PayoutStatus
+	// BankKey is the idempotency key the payout is sent to the bank with:
+	// derived from the request's key and its record's life, never the
+	// client's key (idem.ProviderKey).
+	BankKey string
+	// BankTransferID is the bank's id of the transfer, once it answered.
+	BankTransferID string
+	CreatedAt      time.Time
+}
+
+// PayoutRequest asks for a payout.
+type PayoutRequest struct {
+	Currency    string
+	Amount      int64
+	Destination string
 }

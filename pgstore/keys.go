@@ -33,9 +33,15 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
        status, attempts, lock_token::text, locked_at, lock_expires_at,
        lock_expires_at > now(),
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= now()
+       created_at, expires_at, expires_at <= now() AND ` + finished + `,
+       coalesce(recovery_point, '')
   FROM idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2`
+
+// finished is true of a row that is not unfinished (store.Phaser): no
+// recovery point, or COMPLETED. Only a finished row can pass its
+// retention, be swept, or start a new life.
+const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
 
 func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	return scanRecord(k.db.QueryRow(ctx, selectRecord, scope, key), scope, key)
@@ -51,7 +57,7 @@ func scanRecord(row pgx.Row, scope, key string) (*store.Record, error) {
 	err := row.Scan(&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, &rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		&rec.CreatedAt, &rec.ExpiresAt, &rec.Expired)
+		&rec.CreatedAt, &rec.ExpiresAt, &rec.Expired, &rec.RecoveryPoint)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -110,14 +116,18 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 
 // reacquire takes over a re-acquirable row that prevToken still holds. The
 // token in the WHERE clause makes it a compare-and-swap: once one contender
-// has changed the token, every other one matches no row. A row past
-// retention starts a new life: new fingerprint, creation and expiry.
+// has changed the token, every other one matches no row. A finished row
+// past retention starts a new life: new fingerprint, creation, expiry and
+// no recovery point. An unfinished one is resumed in its life, recovery
+// point kept (model/payout.pml: a re-acquire of UNKNOWN never starts a new
+// life).
 const reacquire = `
 UPDATE idempotency_keys
    SET request_method = $3, request_path = $4, request_hash = $5, fingerprint_version = $6,
        status = 'PROCESSING',
-       attempts   = CASE WHEN expires_at <= now() THEN 1 ELSE attempts + 1 END,
-       created_at = CASE WHEN expires_at <= now() THEN now() ELSE created_at END,
+       attempts   = CASE WHEN expires_at <= now() AND ` + finished + ` THEN 1 ELSE attempts + 1 END,
+       created_at = CASE WHEN expires_at <= now() AND ` + finished + ` THEN now() ELSE created_at END,
+       recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
        expires_at = GREATEST(expires_at, now() + $9 * interval '1 microsecond'),
        lock_token = $7, locked_at = now(), lock_expires_at = now() + $8 * interval '1 microsecond',
        response_code = NULL, response_headers = NULL, response_body = NULL,

@@ -22,7 +22,8 @@ SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_k
        set_config('lock_timeout', '2s', true)`
 
 // deleteExpired deletes the oldest expired rows through the expires_at
-// index, at most $1, but not a claim whose lock is live, and skips rows
+// index, at most $1, but not a claim whose lock is live nor an unfinished
+// row (store.Phaser: model/payout.pml's sweeper skips UNKNOWN), and skips rows
 // another transaction holds (a request re-acquiring an expired key) instead
 // of waiting for them; a row whose lock was renewed meanwhile is checked
 // again when locked, and left. The rows it
@@ -35,6 +36,7 @@ DELETE FROM idempotency_keys
          SELECT ctid FROM idempotency_keys
           WHERE expires_at <= now()
             AND (status <> 'PROCESSING' OR lock_expires_at <= now())
+            AND ` + finished + `
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))

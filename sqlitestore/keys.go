@@ -41,9 +41,15 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
        status, attempts, lock_token, locked_at, lock_expires_at,
        lock_expires_at > :now,
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= :now
+       created_at, expires_at, expires_at <= :now AND ` + finished + `,
+       coalesce(recovery_point, '')
   FROM idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key`
+
+// finished is true of a row that is not unfinished (store.Phaser): no
+// recovery point, or COMPLETED. Only a finished row can pass its
+// retention, be swept, or start a new life.
+const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
 
 func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	var rec *store.Record
@@ -69,7 +75,7 @@ func getRecord(ctx context.Context, q querier, now time.Time, scope, key string)
 		&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, &lockedAt, &lockExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		&createdAt, &expiresAt, &rec.Expired)
+		&createdAt, &expiresAt, &rec.Expired, &rec.RecoveryPoint)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -145,15 +151,17 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 // reacquire takes over a re-acquirable row that prevToken still holds. The
 // token in the WHERE clause makes it a compare-and-swap: once one contender
 // has changed the token, every other one matches no row. A row past
-// retention starts a new life: new fingerprint, creation and expiry. As in
+// retention starts a new life: new fingerprint, creation and expiry, unless
+// it is unfinished (store.Phaser), which resumes in its life. As in
 // PostgreSQL, every SET expression reads the row as it was before the
 // update, so the three CASEs agree.
 const reacquire = `
 UPDATE idempotency_keys
    SET request_method = :method, request_path = :path, request_hash = :hash, fingerprint_version = :version,
        status = 'PROCESSING',
-       attempts   = CASE WHEN expires_at <= :now THEN 1 ELSE attempts + 1 END,
-       created_at = CASE WHEN expires_at <= :now THEN :now ELSE created_at END,
+       attempts   = CASE WHEN expires_at <= :now AND ` + finished + ` THEN 1 ELSE attempts + 1 END,
+       created_at = CASE WHEN expires_at <= :now AND ` + finished + ` THEN :now ELSE created_at END,
+       recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
        expires_at = MAX(expires_at, :now + :ttl),
        lock_token = :token, locked_at = :now, lock_expires_at = :now + :lock_for,
        response_code = NULL, response_headers = NULL, response_body = NULL,

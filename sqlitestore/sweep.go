@@ -19,12 +19,14 @@ var _ store.ExpiredDeleter = (*Store)(nil)
 const SweepLockWait = 250 * time.Millisecond
 
 // deleteExpired deletes the oldest expired rows through the expires_at
-// index, at most :limit, but not a claim whose lock is live.
+// index, at most :limit, but not a claim whose lock is live nor an
+// unfinished record (store.Phaser).
 const deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE rowid IN (SELECT rowid FROM idempotency_keys
                   WHERE expires_at <= :now
                     AND (status <> 'PROCESSING' OR lock_expires_at <= :now)
+                    AND ` + finished + `
                   ORDER BY expires_at
                   LIMIT :limit)
 RETURNING user_id, idempotency_key`

@@ -1,6 +1,9 @@
 package store
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // The optional capabilities of a store. The middleware asks for each by
 // type assertion and does without it where a store lacks it; storetest
@@ -82,4 +85,61 @@ type KeyResolver interface {
 	// ReplaceResponse stores resp as the record's final response in place
 	// of the one it has; every later retry gets resp.
 	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
+}
+
+// Phase is where a record's operation stands: its recovery point and the
+// life of the record it belongs to.
+type Phase struct {
+	// Point is the last recovery point committed, "" before the first.
+	Point string
+	// Life is the record's CreatedAt: it changes only when the record
+	// starts a new life (a key reused after retention), so a downstream key
+	// derived from it is the same across the retries of one operation and
+	// new for the next.
+	Life time.Time
+}
+
+// Phaser is a Store, and its Tx, that keeps a recovery point on a record
+// (idem.Advance): a handler split into phases, each committing its writes
+// with the point it reached, so that a retry or a completer resumes there.
+// model/payout.pml is the design both must follow.
+//
+// A record with a recovery point that is not COMPLETED is unfinished: its
+// phases moved something (money, say) that only finishing it settles. A
+// Phaser therefore keeps it whole: it binds its key past retention
+// (Record.Expired stays false), DeleteExpired skips it, and Reacquire
+// resumes it, keeping its Phase (point and life), rather than starting a
+// new life. A COMPLETED record re-acquired past retention starts a new life
+// with no point.
+type Phaser interface {
+	Keys
+	// Phase reads the recovery point and the record's life in one
+	// statement fenced by a's token: ErrLeaseLost when a no longer holds
+	// the key. An attempt that lost its hold must never act on a later
+	// attempt's point.
+	Phase(ctx context.Context, a Attempt) (Phase, error)
+	// Advance sets the recovery point, fenced by a's token (ErrLeaseLost
+	// otherwise). In a Tx it commits with the transaction's other writes.
+	// point must not be empty: no attempt may set a record back to "nothing
+	// happened".
+	Advance(ctx context.Context, a Attempt, point string) error
+}
+
+// Unfinished is an unfinished record as UnfinishedFinder lists it.
+type Unfinished struct {
+	KeyRef
+	Fingerprint Fingerprint
+	Point       string
+	// Token is the fencing token of the attempt that last held it.
+	Token string
+}
+
+// UnfinishedFinder is a Store that lists abandoned unfinished records: a
+// recovery point, not COMPLETED, and no live hold (FAILED, or PROCESSING
+// with its lease run out). Package completer drives it.
+type UnfinishedFinder interface {
+	Store
+	// FindUnfinished returns at most limit abandoned unfinished records,
+	// those held longest ago first. It writes nothing.
+	FindUnfinished(ctx context.Context, limit int) ([]Unfinished, error)
 }

@@ -2,7 +2,8 @@
 // databases that hold its idempotency records: what a store must do
 // ([Store], [Tx], [Keys]), the values it keeps ([Record], [Claim],
 // [Response]), the errors it answers with, and the optional capabilities a
-// store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter], [KeyResolver]).
+// store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter],
+// [KeyResolver], [Phaser], [UnfinishedFinder]).
 //
 // Users of the middleware never import it: they hand a store (pgstore,
 // sqlitestore) to idem.New. Authors of a new store implement it and run
@@ -100,6 +101,9 @@ type Record struct {
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	Expired        bool // past retention: the record no longer binds the key
+	// RecoveryPoint is the last recovery point committed (Phaser), "" for
+	// none. An unfinished record (a point, not COMPLETED) is never Expired.
+	RecoveryPoint string
 }
 
 // Keys are the operations on the key table. A Store runs each in its own

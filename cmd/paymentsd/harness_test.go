@@ -375,8 +375,14 @@ func newKey() string {
 // to check what the API says against what is stored.
 func (s *server) sqlInt(t *testing.T, query string) int64 {
 	t.Helper()
+	return sqlValue[int64](t, s, query)
+}
+
+// sqlValue runs a query that returns one value on the server's database.
+func sqlValue[T any](t *testing.T, s *server, query string) T {
+	t.Helper()
 	ctx := context.Background()
-	var n int64
+	var n T
 	if s.store == "postgres" {
 		conn, err := pgx.Connect(ctx, s.connURL(t))
 		require.NoError(t, err)

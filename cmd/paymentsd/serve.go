@@ -17,10 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/completer"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/api"
+	"github.com/idem-dev/idem/payments/bankhttp"
 	"github.com/idem-dev/idem/payments/money"
+	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -38,6 +41,10 @@ type serveFlags struct {
 	replayCacheMB   int64
 	deferClaim      bool
 	otlpEndpoint    string
+	bankURL         string
+	bankTimeout     time.Duration
+	bankKeySecret   string
+	completeEvery   time.Duration
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -56,6 +63,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318: the idempotency\nlayer's spans and metrics are exported there (default none: Prometheus metrics at /metrics only)")
+	fs.StringVar(&f.bankURL, "bank-url", "", "the bank payouts go through (bankd's API, docs/bankd.md); without it POST /v1/payouts answers 503")
+	fs.DurationVar(&f.bankTimeout, "bank-timeout", bankhttp.DefaultTimeout, "how long one call to the bank may take; past it the payout's outcome is unknown (202 pending)")
+	fs.StringVar(&f.bankKeySecret, "bank-key-secret-file", "", "a file holding the secret (at least 16 bytes) the keys sent to the bank are derived with;\nrequired with --bank-url, the same on every replica (default $PAYMENTSD_BANK_KEY_SECRET)")
+	fs.DurationVar(&f.completeEvery, "complete-interval", completer.DefaultInterval, "with --bank-url, how often the completer looks for payouts their requests abandoned")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
 		return err
@@ -63,7 +74,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout}} {
+	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
+		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}} {
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
 		}
@@ -81,6 +93,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	rates := money.DefaultTable()
 	if f.rates != "" {
 		if rates, err = readRates(f.rates); err != nil {
+			return err
+		}
+	}
+	var (
+		bank   payments.Bank
+		secret []byte
+	)
+	if f.bankURL != "" {
+		if bank, secret, err = openBank(f, getenv); err != nil {
 			return err
 		}
 	}
@@ -108,7 +129,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		Mode: mode, TTL: f.ttl, LeaseDuration: f.lockTimeout, WaitTimeout: f.waitTimeout,
 		DeferClaim: f.deferClaim, ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
 		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
-		TraceFunc:   m.Trace,
+		TraceFunc:   m.Trace, ProviderKeySecret: secret,
 	}
 	observeSweep := m.ObserveSweep
 	if f.otlpEndpoint != "" {
@@ -134,7 +155,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	apiHandler, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: logger})
+	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: bank}
+	apiHandler, err := api.New(apiCfg)
 	if err != nil {
 		return err
 	}
@@ -157,6 +179,30 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		go func() {
 			defer close(sweepDone)
 			_ = sw.Run(sctx) // it logs its own failures and ends with ctx
+		}()
+	}
+
+	// The completer finishes the payouts their requests abandoned, until
+	// shutdown begins; every replica runs one, and the key's lease lets one
+	// attempt at a time hold a payout.
+	completeDone := make(chan struct{})
+	cctx, stopCompleter := context.WithCancel(ctx)
+	defer func() { stopCompleter(); <-completeDone }()
+	if bank == nil {
+		close(completeDone)
+	} else {
+		finder, ok := b.store.(store.UnfinishedFinder)
+		if !ok {
+			return fmt.Errorf("the %s store cannot list unfinished payouts", b.kind)
+		}
+		c, err := completer.New(mw.WithMode(idem.ModeLeased), finder, api.PayoutResume(apiCfg),
+			completer.Config{Interval: f.completeEvery, Logger: logger})
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer close(completeDone)
+			_ = c.Run(cctx) // it logs its own failures and ends with ctx
 		}()
 	}
 
@@ -206,6 +252,26 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// openBank returns the bank's client and the secret its keys are derived
+// with: --bank-key-secret-file, else $PAYMENTSD_BANK_KEY_SECRET.
+func openBank(f serveFlags, getenv func(string) string) (payments.Bank, []byte, error) {
+	bank, err := bankhttp.New(bankhttp.Config{URL: f.bankURL, Timeout: f.bankTimeout})
+	if err != nil {
+		return nil, nil, usageError("serve: --bank-url: %v", err)
+	}
+	secret := []byte(getenv("PAYMENTSD_BANK_KEY_SECRET"))
+	if f.bankKeySecret != "" {
+		if secret, err = os.ReadFile(f.bankKeySecret); err != nil {
+			return nil, nil, fmt.Errorf("bank key secret: %w", err)
+		}
+	}
+	secret = []byte(strings.TrimSpace(string(secret)))
+	if len(secret) < idem.MinProviderKeySecret {
+		return nil, nil, usageError("serve: --bank-url needs a secret of at least %d bytes to derive the bank's keys with (--bank-key-secret-file or $PAYMENTSD_BANK_KEY_SECRET)", idem.MinProviderKeySecret)
+	}
+	return bank, secret, nil
 }
 
 func readRates(path string) (*money.Table, error) {

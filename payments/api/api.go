@@ -30,6 +30,10 @@ type Config struct {
 	// Logger receives the errors behind 500 and 503 responses, never a
 	// request or response body. Default slog.Default().
 	Logger *slog.Logger
+	// Bank is where payouts go (POST /v1/payouts). Default none: payouts
+	// are refused with 503 payouts-unavailable. Payouts run in leased mode
+	// whatever the middleware's mode, and need its ProviderKeySecret.
+	Bank payments.Bank
 }
 
 // Idempotency is what the API needs of the idem middleware; *idem.Middleware
@@ -51,17 +55,22 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Idempotency == nil || cfg.Idempotency == Idempotency((*idem.Middleware)(nil)) {
 		return nil, errors.New("api: Config.Idempotency is required")
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	h := &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header}
+	h := newHandlers(cfg)
 	once := func(f http.HandlerFunc) http.Handler { return requireJSON(cfg.Idempotency.Require(f)) }
+	// A payout calls the bank outside the database: it holds its key with
+	// a lease, and its phases need leased mode (idem.Advance).
+	payouts := cfg.Idempotency
+	if m, ok := payouts.(*idem.Middleware); ok {
+		payouts = m.WithMode(idem.ModeLeased)
+	}
 
 	v1 := http.NewServeMux()
 	route(v1, "/v1/deposits", map[string]http.Handler{"POST": once(h.createDeposit)})
 	route(v1, "/v1/deposits/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getDeposit)})
 	route(v1, "/v1/transactions", map[string]http.Handler{"POST": once(h.createTransaction)})
 	route(v1, "/v1/transactions/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getTransaction)})
+	route(v1, "/v1/payouts", map[string]http.Handler{"POST": requireJSON(payouts.Require(http.HandlerFunc(h.createPayout)))})
+	route(v1, "/v1/payouts/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getPayout)})
 	route(v1, "/v1/balances", map[string]http.Handler{"GET": http.HandlerFunc(h.balances)})
 	route(v1, "/v1/rates", map[string]http.Handler{"GET": http.HandlerFunc(h.rates)})
 	v1.HandleFunc("/", notFound)
@@ -101,4 +110,12 @@ type handlers struct {
 	svc       *payments.Service
 	log       *slog.Logger
 	keyHeader string
+	bank      payments.Bank // nil: payouts refused
+}
+
+func newHandlers(cfg Config) *handlers {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header, bank: cfg.Bank}
 }

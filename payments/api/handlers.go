@@ -138,8 +138,11 @@ func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func resourceName(r *http.Request) string {
-	if strings.HasPrefix(r.URL.Path, "/v1/deposits/") {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/v1/deposits/"):
 		return "deposit"
+	case strings.HasPrefix(r.URL.Path, "/v1/payouts/"):
+		return "payout"
 	}
 	return "transaction"
 }

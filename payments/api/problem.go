@@ -23,6 +23,7 @@ const (
 	ProblemMethodNotAllowed     ProblemType = "method-not-allowed"     // 405
 	ProblemInternal             ProblemType = "internal-error"         // 500, not stored: retry with the same key
 	ProblemUnavailable          ProblemType = "unavailable"            // 503: the database does not answer
+	ProblemPayoutsUnavailable   ProblemType = "payouts-unavailable"    // 503, not stored: no bank configured (--bank-url)
 )
 
 var problemTitles = map[ProblemType]string{
@@ -36,6 +37,7 @@ var problemTitles = map[ProblemType]string{
 	ProblemMethodNotAllowed:     "Method not allowed",
 	ProblemInternal:             "Internal error",
 	ProblemUnavailable:          "Service unavailable",
+	ProblemPayoutsUnavailable:   "Payouts unavailable",
 }
 
 // Problem is an RFC 9457 problem details object.

@@ -186,9 +186,41 @@ func (t ledgerTx) insert(ctx context.Context, userID string, currencies []string
 // InsertEntries is sent with the unit's next statement, or with its commit.
 func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
 	for _, e := range entries {
-		t.u.queue("pgledger: insert entries", `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id)
-		         VALUES ($1, $2, $3, nullif($4, '')::uuid, nullif($5, '')::uuid)`,
-			e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID)
+		t.u.queue("pgledger: insert entries", `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id, payout_id)
+		         VALUES ($1, $2, $3, nullif($4, '')::uuid, nullif($5, '')::uuid, nullif($6, '')::uuid)`,
+			e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID, e.PayoutID)
+	}
+	return nil
+}
+
+// InsertPayout stores a pending payout. The balance is locked first
+// (LockBalance), so this costs one round trip.
+func (t ledgerTx) InsertPayout(ctx context.Context, p payments.Payout, key string) (time.Time, error) {
+	var created time.Time
+	err := t.u.queryRow(ctx, `
+INSERT INTO payouts (id, user_id, currency, amount, destination, status, bank_key, idempotency_key)
+VALUES ($1, $2, $3, $4, $5, $6, $7, nullif($8, ''))
+RETURNING created_at`, p.ID, p.UserID, p.Currency, p.Amount, p.Destination, string(p.Status), p.BankKey, key).Scan(&created)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("pgledger: insert payout: %w", err)
+	}
+	return created, nil
+}
+
+// SetPayoutStatus records a pending payout's outcome, once.
+func (t ledgerTx) SetPayoutStatus(ctx context.Context, userID, id string, status payments.PayoutStatus, transferID string) error {
+	var n int
+	err := t.u.queryRow(ctx, `
+WITH set AS (
+UPDATE payouts SET status = $3, bank_transfer_id = nullif($4, ''), updated_at = now()
+ WHERE user_id = $1 AND id = $2 AND status = 'pending'
+RETURNING 1)
+SELECT count(*) FROM set`, userID, id, string(status), transferID).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("pgledger: set payout status: %w", err)
+	}
+	if n != 1 {
+		return fmt.Errorf("pgledger: set payout status: payout %s is not pending", id)
 	}
 	return nil
 }

@@ -26,6 +26,25 @@ SELECT source_currency, target_currency, amount, converted_amount, rate::text, s
 	return t, notFound("transaction", err)
 }
 
+const selectPayout = `
+SELECT id, currency, amount, destination, status, bank_key, coalesce(bank_transfer_id, ''), created_at
+  FROM payouts`
+
+func (l *Ledger) Payout(ctx context.Context, userID, id string) (payments.Payout, error) {
+	return l.payout(ctx, selectPayout+` WHERE user_id = $1 AND id = $2`, userID, id)
+}
+
+func (l *Ledger) PayoutByBankKey(ctx context.Context, userID, bankKey string) (payments.Payout, error) {
+	return l.payout(ctx, selectPayout+` WHERE user_id = $1 AND bank_key = $2`, userID, bankKey)
+}
+
+func (l *Ledger) payout(ctx context.Context, sql, userID, arg string) (payments.Payout, error) {
+	p := payments.Payout{UserID: userID}
+	err := l.db(ctx).QueryRow(ctx, sql, userID, arg).
+		Scan(&p.ID, &p.Currency, &p.Amount, &p.Destination, &p.Status, &p.BankKey, &p.BankTransferID, &p.CreatedAt)
+	return p, notFound("payout", err)
+}
+
 func notFound(what string, err error) error {
 	switch {
 	case err == nil:

@@ -135,12 +135,38 @@ func (t ledgerTx) insert(ctx context.Context, now time.Time, query string, args 
 func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
 	now := micros(time.Now())
 	for _, e := range entries {
-		_, err := t.db.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id, created_at)
-		                                 VALUES (?, ?, ?, nullif(?, ''), nullif(?, ''), ?)`,
-			e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID, now)
+		_, err := t.db.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id, payout_id, created_at)
+		                                 VALUES (?, ?, ?, nullif(?, ''), nullif(?, ''), nullif(?, ''), ?)`,
+			e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID, e.PayoutID, now)
 		if err != nil {
 			return fmt.Errorf("sqliteledger: insert entry: %w", err)
 		}
+	}
+	return nil
+}
+
+func (t ledgerTx) InsertPayout(ctx context.Context, p payments.Payout, key string) (time.Time, error) {
+	now := micros(time.Now())
+	_, err := t.db.ExecContext(ctx, `
+INSERT INTO payouts (id, user_id, currency, amount, destination, status, bank_key, idempotency_key, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?)`,
+		p.ID, p.UserID, p.Currency, p.Amount, p.Destination, string(p.Status), p.BankKey, key, now, now)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sqliteledger: insert payout: %w", err)
+	}
+	return fromMicros(now), nil
+}
+
+// SetPayoutStatus records a pending payout's outcome, once.
+func (t ledgerTx) SetPayoutStatus(ctx context.Context, userID, id string, status payments.PayoutStatus, transferID string) error {
+	res, err := t.db.ExecContext(ctx, `
+UPDATE payouts SET status = ?, bank_transfer_id = nullif(?, ''), updated_at = ?
+ WHERE user_id = ? AND id = ? AND status = 'pending'`, string(status), transferID, micros(time.Now()), userID, id)
+	if err != nil {
+		return fmt.Errorf("sqliteledger: set payout status: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("sqliteledger: set payout status: payout %s is not pending (%v)", id, err)
 	}
 	return nil
 }

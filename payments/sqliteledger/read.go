@@ -30,6 +30,27 @@ SELECT source_currency, target_currency, amount, converted_amount, rate, status,
 	return t, notFound("transaction", err)
 }
 
+const selectPayout = `
+SELECT id, currency, amount, destination, status, bank_key, coalesce(bank_transfer_id, ''), created_at
+  FROM payouts`
+
+func (l *Ledger) Payout(ctx context.Context, userID, id string) (payments.Payout, error) {
+	return l.payout(ctx, selectPayout+` WHERE user_id = ? AND id = ?`, userID, id)
+}
+
+func (l *Ledger) PayoutByBankKey(ctx context.Context, userID, bankKey string) (payments.Payout, error) {
+	return l.payout(ctx, selectPayout+` WHERE user_id = ? AND bank_key = ?`, userID, bankKey)
+}
+
+func (l *Ledger) payout(ctx context.Context, query, userID, arg string) (payments.Payout, error) {
+	p := payments.Payout{UserID: userID}
+	var created int64
+	err := l.conn(ctx).QueryRowContext(ctx, query, userID, arg).
+		Scan(&p.ID, &p.Currency, &p.Amount, &p.Destination, &p.Status, &p.BankKey, &p.BankTransferID, &created)
+	p.CreatedAt = fromMicros(created)
+	return p, notFound("payout", err)
+}
+
 func notFound(what string, err error) error {
 	switch {
 	case err == nil:

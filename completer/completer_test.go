@@ -1,0 +1,37 @@
+package completer_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/completer"
+	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/store"
+)
+
+// The completer's runs against both stores are in storetest.RunPhaseFlow;
+// these check its construction.
+func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	t.Parallel()
+	var (
+		st     struct{ store.Store }            // construction never touches it
+		finder struct{ store.UnfinishedFinder } // nor this
+	)
+	resume := func(context.Context, store.Unfinished) idem.Reply { return idem.Reply{} }
+	leased, err := idem.New(st, idem.Config{Mode: idem.ModeLeased})
+	require.NoError(t, err)
+
+	_, err = completer.New(leased, finder, resume, completer.Config{})
+	require.NoError(t, err)
+	_, err = completer.New(leased.WithMode(idem.ModeAtomic), finder, resume, completer.Config{})
+	require.ErrorContains(t, err, "leased mode")
+	_, err = completer.New(leased, nil, resume, completer.Config{})
+	require.Error(t, err)
+	_, err = completer.New(leased, finder, nil, completer.Config{})
+	require.Error(t, err)
+	_, err = completer.New(leased, finder, resume, completer.Config{Interval: -1})
+	require.ErrorContains(t, err, "Interval")
+	_, err = completer.New(leased, finder, resume, completer.Config{BatchSize: -1})
+	require.ErrorContains(t, err, "BatchSize")
+}

@@ -1,0 +1,82 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idem-dev/idem/store"
+)
+
+var (
+	_ store.Phaser           = (*Store)(nil)
+	_ store.Phaser           = (*Tx)(nil)
+	_ store.UnfinishedFinder = (*Store)(nil)
+)
+
+// selectPhase reads the recovery point and the life together, fenced by
+// the token: model/payout.pml's fenced read (rule 5 of docs/model.md).
+const selectPhase = `
+SELECT coalesce(recovery_point, ''), created_at
+  FROM idempotency_keys
+ WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+
+// Phase reads the record's recovery point and life in one statement fenced
+// by a's token.
+func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
+	var p store.Phase
+	err := k.db.QueryRow(ctx, selectPhase, a.Scope, a.Key, a.Token).Scan(&p.Point, &p.Life)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+	case err != nil:
+		return store.Phase{}, fmt.Errorf("phase: %w", translate(err))
+	}
+	return p, nil
+}
+
+const advance = `
+UPDATE idempotency_keys
+   SET recovery_point = $4
+ WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+
+// Advance sets the recovery point, fenced by a's token.
+func (k keys) Advance(ctx context.Context, a store.Attempt, point string) error {
+	if point == "" {
+		return errors.New("pgstore: advance: the recovery point is empty")
+	}
+	return k.fenced(ctx, "advance", advance, a.Scope, a.Key, a.Token, point)
+}
+
+// findUnfinished reads the partial index idempotency_keys_unfinished_idx.
+const findUnfinished = `
+SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       recovery_point, lock_token::text
+  FROM idempotency_keys
+ WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'
+   AND (status = 'FAILED' OR lock_expires_at <= now())
+ ORDER BY locked_at
+ LIMIT $1`
+
+// FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
+func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("pgstore: find unfinished: limit must be positive, got %d", limit)
+	}
+	rows, err := s.pool.Query(ctx, findUnfinished, limit)
+	if err != nil {
+		return nil, fmt.Errorf("find unfinished: %w", translate(err))
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Unfinished, error) {
+		var u store.Unfinished
+		fp := &u.Fingerprint
+		err := row.Scan(&u.Scope, &u.Key, &fp.Method, &fp.Path, &fp.Hash, &fp.Version, &u.Point, &u.Token)
+		return u, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find unfinished: %w", translate(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,266 @@
+package idem
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Recovery points: a leased-mode handler that calls something that cannot
+// roll back (a bank) splits its work into phases. Each phase commits its
+// writes together with the recovery point it reached (Advance); a retry,
+// or a completer (package completer), that takes the key over resumes at
+// the last point (Phase) instead of starting again. docs/payouts.md says
+// when to use them, with a payout as the example.
+//
+// The flow and its rules are model-checked: model/payout.pml is the
+// design, and this file, the stores' Phaser and package completer must
+// agree with it. The rules, as docs/model.md numbers its findings:
+//
+//  1. Resend with the same derived key (ProviderKey), never a fresh one.
+//  2. Refund only on a definitive rejection, never because the provider
+//     knows no transfer: PointOutcomeUnknown is left only by asking.
+//  3. An unfinished record (a point, not COMPLETED) is never swept, and a
+//     re-acquire resumes it in its life (the stores' Phaser).
+//  4. The derived key includes the record's life (its created_at).
+//  5. The point and the life are read in one statement fenced by the
+//     hold's token (store.Phaser.Phase), once per attempt.
+
+// PointOutcomeUnknown is the recovery point of a call whose outcome is not
+// known: its request may have been sent, so the downstream may have acted.
+// Advance to it before the call. A handler that resumes at it must ask the
+// downstream by the same ProviderKey and, when the downstream knows no
+// such request, send it again with that same key; it must never treat the
+// point as "never happened" (no refund, no fresh key).
+const PointOutcomeUnknown = "outcome-unknown"
+
+// Errors of the recovery-point API.
+var (
+	// ErrNoPhases: the context is not a leased-mode handler's on a store
+	// with recovery points (store.Phaser).
+	ErrNoPhases = errors.New("idem: recovery points need a leased-mode handler on a store.Phaser")
+	// ErrNoProviderKeySecret: ProviderKey was called with no
+	// Config.ProviderKeySecret.
+	ErrNoProviderKeySecret = errors.New("idem: ProviderKey needs Config.ProviderKeySecret")
+)
+
+// MinProviderKeySecret is the shortest Config.ProviderKeySecret accepted,
+// in bytes.
+const MinProviderKeySecret = 16
+
+// phases is the recovery-point state of one attempt: the handler's hold on
+// its key, and the phase the fenced read found, read once.
+type phases struct {
+	m *Middleware
+	s store.Phaser // the store, untraced
+	a store.Attempt
+
+	mu      sync.Mutex // guards the fields below
+	loaded  bool
+	phase   store.Phase
+	pending bool
+}
+
+type phasesKey struct{}
+
+// withPhases returns the handler's context: it carries the key, and in
+// leased mode on a store.Phaser the attempt's recovery-point state, which
+// run reads back (nil otherwise).
+func (m *Middleware) withPhases(hctx context.Context, q *request) (context.Context, *phases) {
+	ctx := context.WithValue(hctx, keyKey{}, q.claim.Key)
+	s, ok := untraced(m.store).(store.Phaser)
+	if !ok || m.cfg.Mode != ModeLeased {
+		return ctx, nil
+	}
+	p := &phases{m: m, s: s, a: q.claim.Attempt()}
+	return context.WithValue(ctx, phasesKey{}, p), p
+}
+
+// isPending reports whether the handler asked, through Pending, for its
+// answer not to be stored.
+func (p *phases) isPending() bool {
+	if p == nil {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pending
+}
+
+func phasesFrom(ctx context.Context) (*phases, error) {
+	p, _ := ctx.Value(phasesKey{}).(*phases)
+	if p == nil {
+		return nil, ErrNoPhases
+	}
+	return p, nil
+}
+
+// load reads the phase once per attempt: the recovery point and the life
+// in one statement fenced by the token (model/payout.pml, the Client's
+// "held:" step; rule 5).
+func (p *phases) load(ctx context.Context) (store.Phase, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loaded {
+		return p.phase, nil
+	}
+	ph, err := p.s.Phase(ctx, p.a)
+	if err != nil {
+		return store.Phase{}, fmt.Errorf("idem: read recovery point: %w", err)
+	}
+	p.phase, p.loaded = ph, true
+	return ph, nil
+}
+
+// Phase returns the recovery point the handler's attempt resumes at: ""
+// for a request that starts afresh, else the last point a phase of an
+// earlier attempt committed (Advance), or this attempt's own since. It
+// fails with store.ErrLeaseLost (wrapped) when the attempt no longer holds
+// its key: the handler must then stop, since the point it would act on may
+// be another attempt's. It needs a leased-mode handler's context on a store
+// with recovery points, else ErrNoPhases.
+func Phase(ctx context.Context) (string, error) {
+	p, err := phasesFrom(ctx)
+	if err != nil {
+		return "", err
+	}
+	ph, err := p.load(ctx)
+	return ph.Point, err
+}
+
+// Advance runs one phase: fn's writes and the recovery point point commit
+// in one transaction of the store, fenced by the attempt's token, before
+// Advance returns. fn runs with a context that carries that transaction
+// (pgstore.DB, sqlitestore.DB reach it), not the request's. When fn fails,
+// or the attempt no longer holds its key (store.ErrLeaseLost, wrapped),
+// nothing of the phase commits and the point stays where it was. point must
+// not be empty: nothing sets a record back to "nothing happened". fn may be
+// nil, for a phase that only records its point.
+//
+// The handler's last phase is not an Advance: its writes go in the
+// request's own transaction, which commits with the key's completion and
+// the stored response.
+func Advance(ctx context.Context, point string, fn func(ctx context.Context) error) error {
+	p, err := phasesFrom(ctx)
+	if err != nil {
+		return err
+	}
+	if point == "" {
+		return errors.New("idem: Advance: the recovery point is empty")
+	}
+	if _, err := p.load(ctx); err != nil {
+		return err
+	}
+	tx, err := p.m.store.Begin(ctx, store.TxOptions{MaxWait: p.m.cfg.WaitTimeout})
+	if err != nil {
+		return fmt.Errorf("idem: advance to %s: begin: %w", point, err)
+	}
+	rollback := func(err error) error {
+		return errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
+	}
+	tp, ok := untracedTx(tx).(store.Phaser)
+	if !ok {
+		return rollback(fmt.Errorf("idem: advance to %s: %w", point, ErrNoPhases))
+	}
+	// The fenced update comes first: a lost hold is found before fn
+	// writes anything, and the row stays locked by this phase until it
+	// commits.
+	if err := tp.Advance(ctx, p.a, point); err != nil {
+		return rollback(fmt.Errorf("idem: advance to %s: %w", point, err))
+	}
+	if fn != nil {
+		if err := fn(tx.Context(ctx)); err != nil {
+			return rollback(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		// The commit's outcome may be unknown: the next attempt's fenced
+		// read says where the record stands.
+		return fmt.Errorf("idem: advance to %s: commit: %w", point, err)
+	}
+	p.mu.Lock()
+	p.phase.Point = point
+	p.mu.Unlock()
+	return nil
+}
+
+// Pending says that the handler's answer is not its last word: the
+// operation stands at a recovery point (PointOutcomeUnknown, say: the bank
+// did not answer) and must be finished later. The middleware then sends
+// the handler's answer (202 and a pending status, say) to this client
+// only, does not store it, rolls back the request's own transaction (the
+// committed phases stay) and releases the key, so that the client's retry,
+// or a completer, resumes the operation at its point. It fails when no
+// phase has committed a point: there is nothing to resume.
+func Pending(ctx context.Context) error {
+	p, err := phasesFrom(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.phase.Point == "" {
+		return errors.New("idem: Pending: no recovery point to resume at")
+	}
+	p.pending = true
+	return nil
+}
+
+// ProviderKey returns the idempotency key to send to the downstream named
+// provider for this operation: an HMAC-SHA256, under
+// Config.ProviderKeySecret, of the user, the request's key, the record's
+// life (its creation time, from the fenced read) and provider. It is the
+// same for every attempt of one operation, on every replica (resend with
+// it, never a fresh key); it changes when the key is reused after
+// retention, so that the provider's deduplication never hands back the
+// previous operation's result; and without the secret it cannot be
+// guessed from the client's key. It needs a leased-mode handler's context
+// (ErrNoPhases) and the secret (ErrNoProviderKeySecret).
+func ProviderKey(ctx context.Context, provider string) (string, error) {
+	p, err := phasesFrom(ctx)
+	if err != nil {
+		return "", err
+	}
+	secret := p.m.cfg.ProviderKeySecret
+	if len(secret) == 0 {
+		return "", ErrNoProviderKeySecret
+	}
+	ph, err := p.load(ctx)
+	if err != nil {
+		return "", err
+	}
+	return deriveKey(secret, p.a.Scope, p.a.Key, ph, provider), nil
+}
+
+// deriveKey is ProviderKey's derivation. Each part is length-prefixed, so
+// no two tuples share an input.
+func deriveKey(secret []byte, scope, key string, ph store.Phase, provider string) string {
+	mac := hmac.New(sha256.New, secret)
+	for _, part := range []string{"idem provider key v1", scope, key, strconv.FormatInt(ph.Life.UnixMicro(), 10), provider} {
+		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
+	}
+	return "idem_" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// untraced returns the store under Config.TraceFunc's wrapper: recovery
+// points are not traced.
+func untraced(s store.Store) store.Store {
+	if t, ok := s.(*tracedStore); ok {
+		return t.s
+	}
+	return s
+}
+
+func untracedTx(tx store.Tx) store.Tx {
+	if t, ok := tx.(*tracedTx); ok {
+		return t.tx
+	}
+	return tx
+}

@@ -1,0 +1,93 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+var (
+	_ store.Phaser           = (*Store)(nil)
+	_ store.Phaser           = (*Tx)(nil)
+	_ store.UnfinishedFinder = (*Store)(nil)
+)
+
+// selectPhase reads the recovery point and the life together, fenced by
+// the token: model/payout.pml's fenced read (rule 5 of docs/model.md).
+const selectPhase = `
+SELECT coalesce(recovery_point, ''), created_at
+  FROM idempotency_keys
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+
+// Phase reads the record's recovery point and life in one statement fenced
+// by a's token.
+func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
+	var (
+		p    store.Phase
+		life int64
+	)
+	err := k.s.read(ctx, func(q querier, _ time.Time) error {
+		return q.QueryRowContext(ctx, selectPhase, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+			sql.Named("token", a.Token)).Scan(&p.Point, &life)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+	case err != nil:
+		return store.Phase{}, fmt.Errorf("phase: %w", err)
+	}
+	p.Life = time.UnixMicro(life).UTC()
+	return p, nil
+}
+
+const advance = `
+UPDATE idempotency_keys
+   SET recovery_point = :point
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+
+// Advance sets the recovery point, fenced by a's token.
+func (k keys) Advance(ctx context.Context, a store.Attempt, point string) error {
+	if point == "" {
+		return errors.New("sqlitestore: advance: the recovery point is empty")
+	}
+	return k.fenced(ctx, "advance", advance, a, sql.Named("point", point))
+}
+
+// findUnfinished reads the partial index idempotency_keys_unfinished_idx.
+const findUnfinished = `
+SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       recovery_point, lock_token
+  FROM idempotency_keys
+ WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'
+   AND (status = 'FAILED' OR lock_expires_at <= :now)
+ ORDER BY locked_at
+ LIMIT :limit`
+
+// FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
+func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("sqlitestore: find unfinished: limit must be positive, got %d", limit)
+	}
+	rows, err := s.db.QueryContext(ctx, findUnfinished, sql.Named("now", micros(time.Now())), sql.Named("limit", limit))
+	if err != nil {
+		return nil, fmt.Errorf("find unfinished: %w", translate(err))
+	}
+	defer rows.Close()
+	var out []store.Unfinished
+	for rows.Next() {
+		var u store.Unfinished
+		fp := &u.Fingerprint
+		if err := rows.Scan(&u.Scope, &u.Key, &fp.Method, &fp.Path, &fp.Hash, &fp.Version, &u.Point, &u.Token); err != nil {
+			return nil, fmt.Errorf("find unfinished: %w", translate(err))
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find unfinished: %w", translate(err))
+	}
+	return out, nil
+}

@@ -1,0 +1,195 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/store"
+)
+
+// RunPhase checks the optional store.Phaser and store.UnfinishedFinder
+// capabilities, the rules model/payout.pml found: the recovery point and
+// the life are read together, fenced by the token; a point commits with
+// its transaction; an unfinished record keeps its key and its life past
+// retention, is never swept, and is resumed by a re-acquire; a completed
+// one starts a new life with no point. A store without the capability
+// skips these tests.
+func RunPhase(t *testing.T, newStore NewStoreFunc) {
+	ctx := context.Background()
+	phaser := func(t *testing.T) (store.Store, store.Phaser) {
+		t.Helper()
+		s := newStore(t)
+		p, ok := s.(store.Phaser)
+		if !ok {
+			t.Skipf("%T does not implement store.Phaser", s)
+		}
+		return s, p
+	}
+	// unfinished claims a key, advances it to point and releases it.
+	unfinished := func(t *testing.T, s store.Store, p store.Phaser, lease, ttl time.Duration) store.Claim {
+		t.Helper()
+		c := claim("alice", newKey(), "body", lease, ttl)
+		_, inserted, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.True(t, inserted)
+		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited"))
+		return c
+	}
+
+	t.Run("PhaseIsFencedByTheToken", func(t *testing.T) {
+		t.Parallel()
+		s, p := phaser(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		rec, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		ph, err := p.Phase(ctx, c.Attempt())
+		require.NoError(t, err)
+		require.Equal(t, "", ph.Point)
+		require.True(t, ph.Life.Equal(rec.CreatedAt), "the life is the record's created_at")
+
+		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited"))
+		ph, err = p.Phase(ctx, c.Attempt())
+		require.NoError(t, err)
+		require.Equal(t, "debited", ph.Point)
+		rec, err = s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, "debited", rec.RecoveryPoint)
+
+		other := c.Attempt()
+		other.Token = claim("alice", c.Key, "body", long, ttl).Token
+		_, err = p.Phase(ctx, other)
+		require.ErrorIs(t, err, store.ErrLeaseLost)
+		require.ErrorIs(t, p.Advance(ctx, other, "paid"), store.ErrLeaseLost)
+		require.Error(t, p.Advance(ctx, c.Attempt(), ""), "no point means nothing happened: never set back")
+
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
+		_, err = p.Phase(ctx, c.Attempt())
+		require.ErrorIs(t, err, store.ErrLeaseLost, "a released hold reads nothing")
+	})
+
+	t.Run("PointCommitsWithItsTransaction", func(t *testing.T) {
+		t.Parallel()
+		s, _ := phaser(t)
+		c := claim("alice", newKey(), "body", long, ttl)
+		_, _, err := s.Insert(ctx, c)
+		require.NoError(t, err)
+		for _, commit := range []bool{false, true} {
+			tx, err := s.Begin(ctx, store.TxOptions{})
+			require.NoError(t, err)
+			tp, ok := tx.(store.Phaser)
+			require.True(t, ok, "%T: the store's Tx is a Phaser too", tx)
+			require.NoError(t, tp.Advance(ctx, c.Attempt(), "debited"))
+			if commit {
+				require.NoError(t, tx.Commit(ctx))
+			} else {
+				require.NoError(t, tx.Rollback(ctx))
+			}
+			rec, err := s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+			want := ""
+			if commit {
+				want = "debited"
+			}
+			require.Equal(t, want, rec.RecoveryPoint)
+		}
+	})
+
+	t.Run("UnfinishedKeepsItsKeyAndLifePastRetention", func(t *testing.T) {
+		t.Parallel()
+		s, p := phaser(t)
+		c := unfinished(t, s, p, long, time.Millisecond)
+		require.NoError(t, s.Fail(ctx, c.Attempt()))
+		before, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		// A finished record made after it passes its retention: so has
+		// the unfinished one, by the store's clock.
+		waitExpired(t, s, ref(putRecord(t, s, "bob", store.StatusFailed, long, time.Millisecond)))
+
+		rec, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.False(t, rec.Expired, "an unfinished record binds its key past retention")
+		if sw, ok := s.(store.ExpiredDeleter); ok {
+			deleted, err := sw.DeleteExpired(ctx, 100)
+			require.NoError(t, err)
+			require.NotContains(t, deleted, ref(c), "the sweeper skips an unfinished record")
+			_, err = s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+		}
+
+		again := claim("alice", c.Key, "body", long, ttl)
+		won, err := s.Reacquire(ctx, again, c.Token)
+		require.NoError(t, err)
+		require.True(t, won)
+		ph, err := p.Phase(ctx, again.Attempt())
+		require.NoError(t, err)
+		require.Equal(t, "debited", ph.Point, "a re-acquire resumes the unfinished record")
+		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")
+		rec, err = s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, 2, rec.Attempts)
+	})
+
+	t.Run("CompletedStartsANewLifeWithNoPoint", func(t *testing.T) {
+		t.Parallel()
+		s, p := phaser(t)
+		c := unfinished(t, s, p, long, time.Millisecond)
+		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
+		before, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, "debited", before.RecoveryPoint)
+		waitExpired(t, s, ref(c))
+
+		again := claim("alice", c.Key, "body", long, ttl)
+		won, err := s.Reacquire(ctx, again, c.Token)
+		require.NoError(t, err)
+		require.True(t, won)
+		ph, err := p.Phase(ctx, again.Attempt())
+		require.NoError(t, err)
+		require.Equal(t, "", ph.Point)
+		require.True(t, ph.Life.After(before.CreatedAt), "a new life: a new payout")
+	})
+
+	t.Run("FindUnfinishedListsAbandonedOnes", func(t *testing.T) {
+		t.Parallel()
+		s, p := phaser(t)
+		f, ok := s.(store.UnfinishedFinder)
+		if !ok {
+			t.Skipf("%T does not implement store.UnfinishedFinder", s)
+		}
+		released := unfinished(t, s, p, long, ttl)
+		require.NoError(t, s.Fail(ctx, released.Attempt()))
+		lapsed := unfinished(t, s, p, time.Millisecond, ttl)
+		held := unfinished(t, s, p, long, ttl)
+		done := unfinished(t, s, p, long, ttl)
+		require.NoError(t, s.Complete(ctx, done.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
+		putRecord(t, s, "alice", store.StatusFailed, long, ttl) // no point: nothing to finish
+		waitUntil(t, func() bool {
+			rec, err := s.Get(ctx, lapsed.Scope, lapsed.Key)
+			require.NoError(t, err)
+			return !rec.LeaseLive
+		})
+
+		found, err := f.FindUnfinished(ctx, 100)
+		require.NoError(t, err)
+		got := map[string]store.Unfinished{}
+		for _, u := range found {
+			got[u.Key] = u
+		}
+		require.Len(t, got, 2, "%+v", found)
+		for _, c := range []store.Claim{released, lapsed} {
+			u, ok := got[c.Key]
+			require.True(t, ok, "%s is listed", c.Key)
+			require.Equal(t, "debited", u.Point)
+			require.Equal(t, c.Token, u.Token)
+			require.Equal(t, c.Fingerprint, u.Fingerprint)
+		}
+		require.NotContains(t, got, held.Key)
+		one, err := f.FindUnfinished(ctx, 1)
+		require.NoError(t, err)
+		require.Len(t, one, 1)
+	})
+}

@@ -1,0 +1,272 @@
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/completer"
+	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/store"
+)
+
+// provider is an in-process downstream that deduplicates by key, for ever,
+// and can be told to lose its answers (the call may or may not execute).
+type provider struct {
+	mu       sync.Mutex
+	executed map[string]int // executions per key: must stay at most 1
+	silent   bool           // execute, but lose the answer
+}
+
+// call sends key; ok is false when the caller got no answer.
+func (p *provider) call(key string) (ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.executed[key] == 0 {
+		p.executed[key]++
+	}
+	return !p.silent
+}
+
+func (p *provider) setSilent(v bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.silent = v
+}
+
+func (p *provider) executions() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range p.executed {
+		out[k] = v
+	}
+	return out
+}
+
+// RunPhaseFlow drives recovery points through the middleware in leased
+// mode (idem.Phase, idem.Advance, idem.ProviderKey, idem.Pending) and
+// package completer, with model/payout.pml's flow over an in-process
+// provider: debit with the point PointOutcomeUnknown, call, then finish;
+// with no answer, pending; resumed by a retry or the completer, which send
+// again with the same derived key. A store without store.Phaser skips
+// these tests.
+func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
+	ctx := context.Background()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	h := sha256.Sum256([]byte(`{"amount":100}`))
+	call := idem.Call{
+		Scope: "alice", Key: "payout-1", Method: "POST", Route: "/v1/payouts",
+		Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/payouts", Hash: h[:]},
+	}
+	type flow struct {
+		s      store.Store
+		mw     *idem.Middleware
+		p      *provider
+		debits atomic.Int32
+		keys   sync.Map // provider keys derived, by attempt
+		work   func(ctx context.Context) idem.Reply
+		resume completer.Resume
+	}
+	newFlow := func(t *testing.T, lease time.Duration) *flow {
+		t.Helper()
+		s := newStore(t)
+		if _, ok := s.(store.Phaser); !ok {
+			t.Skipf("%T does not implement store.Phaser", s)
+		}
+		f := &flow{s: s, p: &provider{executed: map[string]int{}}}
+		mw, err := idem.New(s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: lease, ProviderKeySecret: secret})
+		require.NoError(t, err)
+		f.mw = mw
+		f.work = func(ctx context.Context) idem.Reply {
+			point, err := idem.Phase(ctx)
+			if err != nil {
+				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			}
+			pk, err := idem.ProviderKey(ctx, "bank")
+			require.NoError(t, err)
+			f.keys.Store(pk, true)
+			if point == "" {
+				err := idem.Advance(ctx, idem.PointOutcomeUnknown, func(context.Context) error {
+					f.debits.Add(1)
+					return nil
+				})
+				if err != nil {
+					return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+				}
+			}
+			// Resuming at PointOutcomeUnknown: this provider's send is its
+			// look-up too (it deduplicates by key), and the key is the
+			// same derived one.
+			if !f.p.call(pk) {
+				require.NoError(t, idem.Pending(ctx))
+				return idem.Reply{StatusCode: http.StatusAccepted, Body: []byte("pending")}
+			}
+			return idem.Reply{StatusCode: http.StatusCreated, Body: []byte("paid " + pk)}
+		}
+		f.resume = func(ctx context.Context, u store.Unfinished) idem.Reply {
+			require.Equal(t, idem.PointOutcomeUnknown, u.Point)
+			return f.work(ctx)
+		}
+		return f
+	}
+	// oneTransfer checks the books: one debit, one execution, one key.
+	oneTransfer := func(t *testing.T, f *flow) {
+		t.Helper()
+		require.Equal(t, int32(1), f.debits.Load())
+		ex := f.p.executions()
+		require.Len(t, ex, 1, "one provider key for the payout: %v", ex)
+		n := 0
+		f.keys.Range(func(any, any) bool { n++; return true })
+		require.Equal(t, 1, n, "every attempt derived the same provider key")
+	}
+
+	t.Run("PendingThenRetryResumes", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long)
+		f.p.setSilent(true)
+		first := f.mw.Do(ctx, call, f.work)
+		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+		require.Equal(t, idem.OutcomeFailed, first.Outcome, "a pending answer is not stored")
+		rec, err := f.s.Get(ctx, call.Scope, call.Key)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusFailed, rec.Status)
+		require.Equal(t, idem.PointOutcomeUnknown, rec.RecoveryPoint)
+
+		f.p.setSilent(false)
+		second := f.mw.Do(ctx, call, f.work)
+		require.Equal(t, idem.OutcomeExecuted, second.Outcome, "%v", second.Err)
+		require.Equal(t, http.StatusCreated, second.Reply.StatusCode)
+		third := f.mw.Do(ctx, call, f.work)
+		require.True(t, third.Replayed)
+		require.Equal(t, second.Reply.Body, third.Reply.Body)
+		oneTransfer(t, f)
+	})
+
+	t.Run("CompleterFinishesAPendingOne", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long)
+		f.p.setSilent(true)
+		first := f.mw.Do(ctx, call, f.work)
+		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+		c, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+		require.NoError(t, err)
+
+		r, err := c.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Found)
+		require.Equal(t, 0, r.Finished, "still no answer: still pending")
+		f.p.setSilent(false)
+		r, err = c.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Finished)
+		r, err = c.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 0, r.Found, "nothing left to finish")
+
+		retry := f.mw.Do(ctx, call, f.work)
+		require.True(t, retry.Replayed, "the client's retry gets the completer's answer")
+		require.Equal(t, http.StatusCreated, retry.Reply.StatusCode)
+		oneTransfer(t, f)
+	})
+
+	t.Run("CompleterTakesOverAKilledAttempt", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, 200*time.Millisecond)
+		// An attempt claims the key, commits its debit with the point
+		// PointOutcomeUnknown, calls the provider, and dies: its lease
+		// is never renewed, nor released.
+		sp := f.s.(store.Phaser)
+		c := store.Claim{Scope: call.Scope, Key: call.Key, Fingerprint: call.Fingerprint, Token: uuid.NewString(), Lease: 200 * time.Millisecond, TTL: ttl}
+		_, inserted, err := f.s.Insert(ctx, c)
+		require.NoError(t, err)
+		require.True(t, inserted)
+		require.NoError(t, sp.Advance(ctx, c.Attempt(), idem.PointOutcomeUnknown))
+		f.debits.Add(1)
+		comp, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+		require.NoError(t, err)
+		r, err := comp.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 0, r.Found, "a live lease is never taken over")
+		waitUntil(t, func() bool {
+			rec, err := f.s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+			return !rec.LeaseLive
+		})
+		r, err = comp.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Finished)
+		oneTransfer(t, f)
+		_, err = sp.Phase(ctx, c.Attempt())
+		require.ErrorIs(t, err, store.ErrLeaseLost, "the dead attempt is fenced out")
+	})
+
+	t.Run("ProviderKeyIsPerLifeAndSecret", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long)
+		derive := func(mw *idem.Middleware, key string) string {
+			var pk string
+			c := call
+			c.Key = key
+			res := mw.Do(ctx, c, func(ctx context.Context) idem.Reply {
+				var err error
+				pk, err = idem.ProviderKey(ctx, "bank")
+				require.NoError(t, err)
+				// Not final: the key is released for the next derivation.
+				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			})
+			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
+			return pk
+		}
+		a := derive(f.mw, "k1")
+		require.Equal(t, a, derive(f.mw, "k1"), "stable across attempts")
+		require.NotEqual(t, a, derive(f.mw, "k2"))
+		require.NotContains(t, a, "k1", "not the client's key")
+		other, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased, ProviderKeySecret: []byte("another secret, just as long")})
+		require.NoError(t, err)
+		require.NotEqual(t, a, derive(other, "k1"), "another secret, another key")
+
+		nosecret, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased})
+		require.NoError(t, err)
+		res := nosecret.Do(ctx, call, func(ctx context.Context) idem.Reply {
+			_, err := idem.ProviderKey(ctx, "bank")
+			require.ErrorIs(t, err, idem.ErrNoProviderKeySecret)
+			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+		})
+		require.Equal(t, idem.OutcomeFailed, res.Outcome)
+		atomicMW, err := idem.New(f.s, idem.Config{Mode: idem.ModeAtomic, ProviderKeySecret: secret})
+		require.NoError(t, err)
+		res = atomicMW.Do(ctx, call, func(ctx context.Context) idem.Reply {
+			_, err := idem.Phase(ctx)
+			require.ErrorIs(t, err, idem.ErrNoPhases)
+			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+		})
+		require.Equal(t, idem.OutcomeFailed, res.Outcome)
+	})
+
+	t.Run("AFailedPhaseCommitsNothing", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long)
+		res := f.mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
+			err := idem.Advance(ctx, "debited", func(context.Context) error { return context.Canceled })
+			require.ErrorIs(t, err, context.Canceled)
+			point, err := idem.Phase(ctx)
+			require.NoError(t, err)
+			require.Equal(t, "", point)
+			require.Error(t, idem.Pending(ctx), "nothing to resume")
+			require.Error(t, idem.Advance(ctx, "", nil))
+			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+		})
+		require.Equal(t, idem.OutcomeFailed, res.Outcome)
+		rec, err := f.s.Get(ctx, call.Scope, call.Key)
+		require.NoError(t, err)
+		require.Equal(t, "", rec.RecoveryPoint)
+	})
+}
