@@ -22,7 +22,7 @@ GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
 # Every module of the workspace (go.work): ./... alone names the root's.
-PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./metrics/... ./payments/... ./cmd/...
+PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./metrics/... ./payments/... ./cmd/... ./idemnats/...
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 

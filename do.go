@@ -81,3 +81,10 @@ func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) R
 	}
 	return m.execute(q)
 }
+
+// Problem is the RFC 9457 problem response the HTTP door sends for t, for a
+// door that refuses a request before it reaches Do (a message whose body
+// cannot be fingerprinted), so that its answer reads as the HTTP one would.
+func (m *Middleware) Problem(t ProblemType, status int, detail string) Reply {
+	return Reply{StatusCode: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: m.problemBody(t, status, detail)}
+}
