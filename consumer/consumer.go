@@ -46,7 +46,8 @@ type Message struct {
 }
 
 // HandlerFunc handles one message. ctx carries the store's transaction
-// (pgstore.DB) and the key (idem.KeyFromContext). Its Reply is in HTTP's
+// (pgstore.DB), the key (idem.KeyFromContext) and the scope
+// (idem.ScopeFromContext). Its Reply is in HTTP's
 // terms: 2xx and 3xx are done; other 4xx but 408 and 429 are final failures,
 // stored and dead-lettered; 5xx, 408 and 429 are retried.
 type HandlerFunc func(ctx context.Context, m *Message) idem.Reply
@@ -196,7 +197,7 @@ func (c *Consumer) Process(ctx context.Context, m *Message) Decision {
 		return Decision{Action: DeadLetter, Key: key, Result: idem.Result{Outcome: idem.OutcomeInvalidBody, Reply: &reply, Err: err}}
 	}
 	call := idem.Call{Scope: scope, Key: key, Fingerprint: fp, Method: "MESSAGE", Route: m.Subject}
-	res := c.do(ctx, call, m)
+	res := c.do(idem.WithScope(ctx, scope), call, m)
 	d := Decision{Key: key, Result: res}
 	switch res.Outcome {
 	case idem.OutcomeExecuted, idem.OutcomeReplayed:

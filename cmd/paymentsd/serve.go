@@ -37,6 +37,9 @@ type serveFlags struct {
 	sweepInterval   time.Duration
 	replayCacheMB   int64
 	deferClaim      bool
+	natsURL         string
+	amqpURL         string
+	queueWorkers    int
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -54,6 +57,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
+	fs.StringVar(&f.natsURL, "nats-url", "", "also consume payment commands from NATS JetStream at this URL (nats://host:4222): stream PAYMENTS,\ndurable consumer paymentsd (docs/queues.md)")
+	fs.StringVar(&f.amqpURL, "amqp-url", "", "also consume payment commands from RabbitMQ at this URL (amqp://user:password@host:5672/) (docs/queues.md)")
+	fs.IntVar(&f.queueWorkers, "queue-workers", 8, "commands processed at once per broker")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
 		return err
@@ -65,6 +71,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
 		}
+	}
+	if f.queueWorkers <= 0 {
+		return usageError("serve: --queue-workers must be positive, got %d", f.queueWorkers)
 	}
 	if f.replayCacheMB < 0 {
 		return usageError("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
@@ -89,6 +98,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer b.close()
+	// The consumers settle the messages in hand before the database closes.
+	var stopConsumers []func()
+	defer func() {
+		for _, wait := range stopConsumers {
+			wait()
+		}
+	}()
 	what, err := b.migrate(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", b.display, err)
@@ -113,6 +129,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	apiHandler, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: logger})
 	if err != nil {
+		return err
+	}
+	if err := startConsumers(ctx, f, mw, api.Config{Service: svc, Idempotency: mw, Logger: logger}, logger, &stopConsumers); err != nil {
 		return err
 	}
 	// /metrics holds counts and latencies, never a key, a user or a body.

@@ -45,16 +45,10 @@ var _ Idempotency = (*idem.Middleware)(nil)
 
 // New returns the API's handler: /healthz and the /v1 routes.
 func New(cfg Config) (http.Handler, error) {
-	if cfg.Service == nil {
-		return nil, errors.New("api: Config.Service is required")
+	h, err := newHandlers(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Idempotency == nil || cfg.Idempotency == Idempotency((*idem.Middleware)(nil)) {
-		return nil, errors.New("api: Config.Idempotency is required")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	h := &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header}
 	once := func(f http.HandlerFunc) http.Handler { return requireJSON(cfg.Idempotency.Require(f)) }
 
 	v1 := http.NewServeMux()
@@ -95,6 +89,20 @@ func route(mux *http.ServeMux, path string, byMethod map[string]http.Handler) {
 
 func notFound(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, ProblemNotFound, http.StatusNotFound, "There is no route "+r.URL.Path+".")
+}
+
+// newHandlers checks cfg and returns the handlers it configures.
+func newHandlers(cfg Config) (*handlers, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("api: Config.Service is required")
+	}
+	if cfg.Idempotency == nil || cfg.Idempotency == Idempotency((*idem.Middleware)(nil)) {
+		return nil, errors.New("api: Config.Idempotency is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header}, nil
 }
 
 type handlers struct {
