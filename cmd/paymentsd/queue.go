@@ -40,7 +40,9 @@ var commandSubjects = []string{commandPrefix + string(api.OpDeposit), commandPre
 // header, its fingerprint the HTTP request's, so a key is one effect
 // whether it comes over HTTP or as a message.
 func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, error) {
-	op := func(m *consumer.Message) api.Operation { return api.Operation(strings.TrimPrefix(m.Subject, commandPrefix)) }
+	op := func(m *consumer.Message) api.Operation {
+		return api.Operation(strings.TrimPrefix(m.Subject, commandPrefix))
+	}
 	return consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
 		return ops.Run(ctx, op(m), idem.ScopeFromContext(ctx), m.Body)
 	}, consumer.Config{
