@@ -7,6 +7,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/idem-dev/idem v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/idemamqp v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/idemgrpc v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/idemnats v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/metrics v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/payments v0.0.0-00010101000000-000000000000
@@ -19,6 +20,8 @@ require (
 	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/rs/zerolog v1.35.1
 	gonum.org/v1/plot v0.17.0
+	google.golang.org/grpc v1.85.0
+	google.golang.org/protobuf v1.36.12
 )
 
 require (
@@ -53,11 +56,12 @@ require (
 	github.com/rs/xid v1.6.0 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
@@ -68,6 +72,7 @@ require (
 replace (
 	github.com/idem-dev/idem => ..
 	github.com/idem-dev/idem/idemamqp => ../idemamqp
+	github.com/idem-dev/idem/idemgrpc => ../idemgrpc
 	github.com/idem-dev/idem/idemnats => ../idemnats
 	github.com/idem-dev/idem/metrics => ../metrics
 	github.com/idem-dev/idem/payments => ../payments

@@ -40,6 +40,7 @@ type serveFlags struct {
 	natsURL         string
 	amqpURL         string
 	queueWorkers    int
+	grpcAddr        string
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -59,6 +60,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
 	fs.StringVar(&f.natsURL, "nats-url", "", "also consume payment commands from NATS JetStream at this URL (nats://host:4222): stream PAYMENTS,\ndurable consumer paymentsd (docs/queues.md)")
 	fs.StringVar(&f.amqpURL, "amqp-url", "", "also consume payment commands from RabbitMQ at this URL (amqp://user:password@host:5672/) (docs/queues.md)")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve payments.v1.Payments over gRPC on this address, e.g. 127.0.0.1:9090 (docs/grpc.md)")
 	fs.IntVar(&f.queueWorkers, "queue-workers", 8, "commands processed at once per broker")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
@@ -98,7 +100,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer b.close()
-	// The consumers settle the messages in hand before the database closes.
+	// The doors other than HTTP (queue consumers, gRPC) finish the work in
+	// hand before the database closes.
 	var stopConsumers []func()
 	defer func() {
 		for _, wait := range stopConsumers {
@@ -131,8 +134,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	if err := startConsumers(ctx, f, mw, api.Config{Service: svc, Idempotency: mw, Logger: logger}, logger, &stopConsumers); err != nil {
+	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger}
+	if err := startConsumers(ctx, f, mw, doors, logger, &stopConsumers); err != nil {
 		return err
+	}
+	if f.grpcAddr != "" {
+		wait, err := serveGRPC(ctx, f.grpcAddr, mw, doors, stderr)
+		if err != nil {
+			return err
+		}
+		stopConsumers = append(stopConsumers, wait)
 	}
 	// /metrics holds counts and latencies, never a key, a user or a body.
 	handler := http.NewServeMux()
