@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strings"
 
+	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -26,7 +27,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	spb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store"
