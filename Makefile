@@ -9,6 +9,8 @@
 #   make vet | make fmt
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
+#   make test-rabbitmq                     the RabbitMQ adapter's tests, against AMQP_URL
+#                                          (default amqp://guest:guest@127.0.0.1:5672/)
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
 #   make model                             model-check the key protocol and the payout flow with SPIN
 #                                          (docs/model.md; installs spin with apt-get when missing)
@@ -22,12 +24,14 @@ GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
 # Every module of the workspace (go.work): ./... alone names the root's.
-PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/...
+PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./idemgrpc/... ./idemnats/...
+# Modules whose tests need a broker that is not embedded: make test-rabbitmq.
+RABBITMQ_PKGS ?= ./idemamqp/...
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
-.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep model
+.PHONY: test test-short test-rabbitmq vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep model
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -38,6 +42,12 @@ test: check-cc fmt-check vet
 
 test-short: check-cc fmt-check vet
 	$(GOTEST) -short $(GOTESTFLAGS) $(PKGS)
+
+# The RabbitMQ adapter against a real RabbitMQ at AMQP_URL (default
+# amqp://guest:guest@127.0.0.1:5672/): its tests fail, saying what to
+# install, when none answers. make test does not need RabbitMQ.
+test-rabbitmq: check-cc
+	$(GOTEST) $(GOTESTFLAGS) $(RABBITMQ_PKGS)
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments
@@ -83,7 +93,7 @@ bench-sweep:
 	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -sweep $(BENCHFLAGS)
 
 vet:
-	$(GO) vet $(PKGS)
+	$(GO) vet $(PKGS) $(RABBITMQ_PKGS)
 
 # Go sources: tracked and untracked-but-not-ignored files of the git checkout;
 # outside git (tarball, or git refusing a checkout owned by another user) all

@@ -80,3 +80,11 @@ func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) R
 	}
 	return m.execute(q)
 }
+
+// ProblemReply is the problem response the HTTP door sends for t (rendered
+// by Config.ProblemFunc when set), for a door that refuses a request before
+// it reaches Do (a message whose body cannot be fingerprinted), so that its
+// answer reads as the HTTP one would.
+func (m *Middleware) ProblemReply(t ProblemType, status int, detail string) Reply {
+	return *m.problemReply(t, status, detail)
+}

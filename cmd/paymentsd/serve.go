@@ -45,6 +45,10 @@ type serveFlags struct {
 	bankTimeout     time.Duration
 	bankKeySecret   string
 	completeEvery   time.Duration
+	natsURL         string
+	amqpURL         string
+	queueWorkers    int
+	grpcAddr        string
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -67,6 +71,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.bankTimeout, "bank-timeout", bankhttp.DefaultTimeout, "how long one call to the bank may take; past it the payout's outcome is unknown (202 pending)")
 	fs.StringVar(&f.bankKeySecret, "bank-key-secret-file", "", "a file holding the secret (at least 16 bytes) the keys sent to the bank are derived with;\nrequired with --bank-url, the same on every replica (default $PAYMENTSD_BANK_KEY_SECRET)")
 	fs.DurationVar(&f.completeEvery, "complete-interval", completer.DefaultInterval, "with --bank-url, how often the completer looks for payouts their requests abandoned")
+	fs.StringVar(&f.natsURL, "nats-url", "", "also consume payment commands from NATS JetStream at this URL (nats://host:4222): stream PAYMENTS,\ndurable consumer paymentsd (docs/queues.md)")
+	fs.StringVar(&f.amqpURL, "amqp-url", "", "also consume payment commands from RabbitMQ at this URL (amqp://user:password@host:5672/) (docs/queues.md)")
+	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve payments.v1.Payments over gRPC on this address, e.g. 127.0.0.1:9090 (docs/grpc.md)")
+	fs.IntVar(&f.queueWorkers, "queue-workers", 8, "commands processed at once per broker")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
 		return err
@@ -79,6 +87,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
 		}
+	}
+	if f.queueWorkers <= 0 {
+		return usageError("serve: --queue-workers must be positive, got %d", f.queueWorkers)
 	}
 	if f.replayCacheMB < 0 {
 		return usageError("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
@@ -112,6 +123,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	defer b.close()
+	// The doors other than HTTP (queue consumers, gRPC) finish the work in
+	// hand before the database closes.
+	var stopConsumers []func()
+	defer func() {
+		for _, wait := range stopConsumers {
+			wait()
+		}
+	}()
 	what, err := b.migrate(ctx)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", b.display, err)
@@ -160,6 +179,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger}
+	if err := startConsumers(ctx, f, mw, doors, logger, &stopConsumers); err != nil {
+		return err
+	}
+	if f.grpcAddr != "" {
+		wait, err := serveGRPC(ctx, f.grpcAddr, mw, doors, stderr)
+		if err != nil {
+			return err
+		}
+		stopConsumers = append(stopConsumers, wait)
+	}
 	// /metrics holds counts and latencies, never a key, a user or a body.
 	handler := http.NewServeMux()
 	handler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -195,7 +225,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if !ok {
 			return fmt.Errorf("the %s store cannot list unfinished payouts", b.kind)
 		}
-		c, err := completer.New(mw.WithMode(idem.ModeLeased), finder, api.PayoutResume(apiCfg),
+		resume, err := api.PayoutResume(apiCfg)
+		if err != nil {
+			return err
+		}
+		c, err := completer.New(mw.WithMode(idem.ModeLeased), finder, resume,
 			completer.Config{Interval: f.completeEvery, Logger: logger})
 		if err != nil {
 			return err

@@ -49,13 +49,10 @@ var _ Idempotency = (*idem.Middleware)(nil)
 
 // New returns the API's handler: /healthz and the /v1 routes.
 func New(cfg Config) (http.Handler, error) {
-	if cfg.Service == nil {
-		return nil, errors.New("api: Config.Service is required")
+	h, err := newHandlers(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if cfg.Idempotency == nil || cfg.Idempotency == Idempotency((*idem.Middleware)(nil)) {
-		return nil, errors.New("api: Config.Idempotency is required")
-	}
-	h := newHandlers(cfg)
 	once := func(f http.HandlerFunc) http.Handler { return requireJSON(cfg.Idempotency.Require(f)) }
 	// A payout calls the bank outside the database: it holds its key with
 	// a lease, and its phases need leased mode (idem.Advance).
@@ -106,16 +103,23 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, ProblemNotFound, http.StatusNotFound, "There is no route "+r.URL.Path+".")
 }
 
+// newHandlers checks cfg and returns the handlers it configures.
+func newHandlers(cfg Config) (*handlers, error) {
+	if cfg.Service == nil {
+		return nil, errors.New("api: Config.Service is required")
+	}
+	if cfg.Idempotency == nil || cfg.Idempotency == Idempotency((*idem.Middleware)(nil)) {
+		return nil, errors.New("api: Config.Idempotency is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header, bank: cfg.Bank}, nil
+}
+
 type handlers struct {
 	svc       *payments.Service
 	log       *slog.Logger
 	keyHeader string
 	bank      payments.Bank // nil: payouts refused
-}
-
-func newHandlers(cfg Config) *handlers {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	return &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header, bank: cfg.Bank}
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -157,8 +156,11 @@ func (h *handlers) payout(ctx context.Context, w http.ResponseWriter, r *http.Re
 // PayoutResume returns the function a completer (package completer) runs
 // to finish a payout that its request abandoned: the same payout handler,
 // resuming at the record's recovery point. cfg is the API's.
-func PayoutResume(cfg Config) completer.Resume {
-	h := newHandlers(cfg)
+func PayoutResume(cfg Config) (completer.Resume, error) {
+	h, err := newHandlers(cfg)
+	if err != nil {
+		return nil, err
+	}
 	return func(ctx context.Context, u store.Unfinished) idem.Reply {
 		w := &replyWriter{header: http.Header{}}
 		r, err := http.NewRequestWithContext(ctx, u.Fingerprint.Method, u.Fingerprint.Path, http.NoBody)
@@ -166,26 +168,6 @@ func PayoutResume(cfg Config) completer.Resume {
 			return idem.Reply{StatusCode: http.StatusInternalServerError}
 		}
 		h.payout(ctx, w, r, u.Scope, u.Key, nil)
-		return idem.Reply{StatusCode: w.status, Header: w.header, Body: w.body.Bytes()}
-	}
-}
-
-// replyWriter keeps what the payout handler answers a completer.
-type replyWriter struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (w *replyWriter) Header() http.Header { return w.header }
-
-func (w *replyWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-}
-
-func (w *replyWriter) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	return w.body.Write(b)
+		return w.reply()
+	}, nil
 }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/consumer"
+	"github.com/idem-dev/idem/idemamqp"
+	"github.com/idem-dev/idem/idemnats"
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/payments/api"
+	"github.com/idem-dev/idem/store"
+)
+
+// The commands paymentsd consumes (docs/queues.md): one subject (NATS) or
+// queue (RabbitMQ) per operation, named after its HTTP route.
+const (
+	commandPrefix     = "payments.commands."
+	resultSubject     = "payments.results"
+	deadLetterSubject = "payments.deadletter"
+	natsStream        = "PAYMENTS"
+	natsDeadStream    = "PAYMENTS_DEADLETTER"
+	natsDurable       = "paymentsd"
+)
+
+var commandSubjects = []string{commandPrefix + string(api.OpDeposit), commandPrefix + string(api.OpTransaction)}
+
+// commands is the consumer of payment commands: a message's body is the
+// HTTP request's, its user the owner of the API key in its Authorization
+// header, its fingerprint the HTTP request's, so a key is one effect
+// whether it comes over HTTP or as a message.
+func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, error) {
+	op := func(m *consumer.Message) api.Operation {
+		return api.Operation(strings.TrimPrefix(m.Subject, commandPrefix))
+	}
+	return consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+		return ops.Run(ctx, op(m), idem.ScopeFromContext(ctx), m.Body)
+	}, consumer.Config{
+		Header: mw.Config().Header,
+		ScopeFunc: func(ctx context.Context, m *consumer.Message) (string, error) {
+			user, err := ops.Authenticate(ctx, m.Header.Values("Authorization"))
+			if errors.Is(err, payments.ErrUnauthorized) {
+				return "", nil // dead-lettered with 401
+			}
+			return user, err
+		},
+		FingerprintFunc: func(m *consumer.Message) (store.Fingerprint, error) { return ops.Fingerprint(op(m), m.Body) },
+	})
+}
+
+// consumeNATS consumes the commands from JetStream at url until ctx ends,
+// making the streams if missing and the durable consumer. wait returns
+// once the messages in hand are settled.
+func consumeNATS(ctx context.Context, url string, c *consumer.Consumer, workers int, logger *slog.Logger) (wait func(), err error) {
+	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("nats %s: %w", url, err)
+	}
+	cons, js, err := natsConsumer(ctx, nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("nats %s: %w", url, err)
+	}
+	ic, err := idemnats.New(c, js, idemnats.Config{ResultSubject: resultSubject, DeadLetterSubject: deadLetterSubject, Workers: workers, Logger: logger})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer nc.Close()
+		if err := ic.Run(ctx, cons); err != nil {
+			logger.Error("nats consumer stopped", "err", err)
+		}
+	}()
+	logger.Info("consuming commands", "broker", "nats", "stream", natsStream, "durable", natsDurable)
+	return func() { <-done }, nil
+}
+
+func natsConsumer(ctx context.Context, nc *nats.Conn) (jetstream.Consumer, jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range []jetstream.StreamConfig{
+		{Name: natsStream, Subjects: commandSubjects},
+		{Name: natsDeadStream, Subjects: []string{deadLetterSubject}},
+	} {
+		if _, err := js.CreateStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, nil, fmt.Errorf("create stream %s: %w", s.Name, err)
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, natsStream, jetstream.ConsumerConfig{
+		Durable: natsDurable, AckPolicy: jetstream.AckExplicitPolicy, FilterSubjects: commandSubjects,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create consumer %s: %w", natsDurable, err)
+	}
+	return cons, js, nil
+}
+
+// consumeAMQP consumes the commands from RabbitMQ at url until ctx ends,
+// declaring the queues (quorum queues) if missing, and connecting again
+// when the connection is lost. wait returns once the deliveries in hand
+// are settled.
+func consumeAMQP(ctx context.Context, url string, c *consumer.Consumer, workers int, logger *slog.Logger) (wait func(), err error) {
+	conn, err := amqpConnect(url)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			err := amqpSession(ctx, conn, c, workers, logger)
+			_ = conn.Close()
+			if ctx.Err() != nil {
+				return
+			}
+			logger.Warn("rabbitmq connection lost; reconnecting", "err", err)
+			for conn = nil; conn == nil; {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+				if conn, err = amqpConnect(url); err != nil {
+					logger.Warn("rabbitmq reconnect", "err", err)
+				}
+			}
+		}
+	}()
+	logger.Info("consuming commands", "broker", "rabbitmq", "queues", strings.Join(commandSubjects, ","))
+	return func() { <-done }, nil
+}
+
+// amqpConnect dials url and declares the queues.
+func amqpConnect(url string) (*amqp.Connection, error) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return nil, fmt.Errorf("rabbitmq: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("rabbitmq: %w", err)
+	}
+	defer ch.Close()
+	for _, q := range append([]string{resultSubject, deadLetterSubject}, commandSubjects...) {
+		if _, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+			_ = conn.Close()
+			return nil, fmt.Errorf("rabbitmq: declare %s: %w", q, err)
+		}
+	}
+	return conn, nil
+}
+
+// amqpSession consumes every command queue on conn until ctx ends or one
+// consumer fails.
+func amqpSession(ctx context.Context, conn *amqp.Connection, c *consumer.Consumer, workers int, logger *slog.Logger) error {
+	ac, err := idemamqp.New(c, conn, idemamqp.Config{ResultQueue: resultSubject, DeadLetterQueue: deadLetterSubject, Workers: workers, Logger: logger})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(commandSubjects))
+	var wg sync.WaitGroup
+	for i, q := range commandSubjects {
+		wg.Go(func() {
+			errs[i] = ac.Run(ctx, q)
+			cancel() // one ends, the session ends
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startConsumers starts a consumer of commands for each broker the flags
+// name, adding to waits what waits for it to stop (it stops with ctx).
+func startConsumers(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.Config, logger *slog.Logger, waits *[]func()) error {
+	if f.natsURL == "" && f.amqpURL == "" {
+		return nil
+	}
+	ops, err := api.NewOperations(cfg)
+	if err != nil {
+		return err
+	}
+	c, err := commands(mw, ops)
+	if err != nil {
+		return err
+	}
+	for _, b := range []struct {
+		url     string
+		consume func(context.Context, string, *consumer.Consumer, int, *slog.Logger) (func(), error)
+	}{{f.natsURL, consumeNATS}, {f.amqpURL, consumeAMQP}} {
+		if b.url == "" {
+			continue
+		}
+		wait, err := b.consume(ctx, b.url, c, f.queueWorkers, logger)
+		if err != nil {
+			return err
+		}
+		*waits = append(*waits, wait)
+	}
+	return nil
+}

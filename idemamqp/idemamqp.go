@@ -1,0 +1,245 @@
+// Package idemamqp consumes RabbitMQ (AMQP 0-9-1) messages once per key:
+// the RabbitMQ adapter of package consumer (docs/queues.md).
+//
+// A delivery is acknowledged only after its handler's writes and its key's
+// completion committed; a redelivery of a completed message is
+// acknowledged without running the handler, and its stored reply is
+// published again; a retriable failure is requeued after its back-off
+// (RabbitMQ has no delayed negative acknowledgement, so the delivery holds
+// its prefetch slot meanwhile); a final failure is published, with a
+// publisher confirm, to the dead-letter queue and acknowledged, never
+// redelivered. Quorum queues count deliveries (x-delivery-count), which
+// bounds the retries of a message that keeps failing.
+package idemamqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/idem-dev/idem/consumer"
+)
+
+// Config configures a Consumer. Its zero value is valid.
+type Config struct {
+	// ResultQueue, when set, receives every answer (executed, replayed or
+	// refused) through the default exchange, besides the delivery's
+	// reply-to. Default none.
+	ResultQueue string
+	// DeadLetterQueue receives, through the default exchange and with a
+	// publisher confirm, a copy of every message that failed for good
+	// (without its Authorization header). Default none: such a delivery
+	// is rejected without requeueing, to the queue's own dead-letter
+	// exchange if it has one.
+	DeadLetterQueue string
+	// Workers is how many deliveries are processed at once; the prefetch
+	// is twice as many. Default 1.
+	Workers int
+	// Logger receives the failures to publish, acknowledge or
+	// dead-letter, never a body. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Consumer processes a queue's deliveries with a consumer.Consumer.
+type Consumer struct {
+	c    *consumer.Consumer
+	conn *amqp.Connection
+	cfg  Config
+
+	mu  sync.Mutex    // guards pub's publishes
+	pub *amqp.Channel // in confirm mode
+}
+
+// New returns a Consumer that processes deliveries with c and publishes
+// answers on a channel of its own on conn. It fails on an invalid Config
+// or when the channel cannot be opened.
+func New(c *consumer.Consumer, conn *amqp.Connection, cfg Config) (*Consumer, error) {
+	if c == nil || conn == nil {
+		return nil, errors.New("idemamqp: New needs a consumer and a connection")
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("idemamqp: Workers must be positive, got %d", cfg.Workers)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	pub, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("idemamqp: open channel: %w", err)
+	}
+	if err := pub.Confirm(false); err != nil {
+		return nil, fmt.Errorf("idemamqp: confirm mode: %w", err)
+	}
+	return &Consumer{c: c, conn: conn, cfg: cfg, pub: pub}, nil
+}
+
+// Run consumes queue until ctx ends or the connection closes (the error
+// says so: reconnect and Run again), then lets the deliveries being
+// processed finish.
+func (c *Consumer) Run(ctx context.Context, queue string) error {
+	ch, err := c.conn.Channel()
+	if err != nil {
+		return fmt.Errorf("idemamqp: open channel: %w", err)
+	}
+	defer ch.Close()
+	if err := ch.Qos(2*c.cfg.Workers, 0, false); err != nil {
+		return fmt.Errorf("idemamqp: qos: %w", err)
+	}
+	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
+	if err != nil {
+		return fmt.Errorf("idemamqp: consume %s: %w", queue, err)
+	}
+	closed := ch.NotifyClose(make(chan *amqp.Error, 1))
+	work := make(chan amqp.Delivery)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for d := range work {
+				// A delivery already taken is finished even as ctx ends: its
+				// acknowledgement must follow its commit.
+				if err := c.Handle(context.WithoutCancel(ctx), d); err != nil {
+					c.cfg.Logger.WarnContext(ctx, "delivery", "routing_key", d.RoutingKey, "err", err)
+				}
+			}
+		})
+	}
+	defer wg.Wait()
+	defer close(work)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-closed:
+			return fmt.Errorf("idemamqp: channel closed: %w", err)
+		case d, ok := <-deliveries:
+			if !ok {
+				return errors.New("idemamqp: deliveries ended: the channel or the connection closed")
+			}
+			select {
+			case work <- d:
+			case <-ctx.Done():
+				_ = d.Nack(false, true)
+				return nil
+			}
+		}
+	}
+}
+
+// Handle processes one delivery and settles it: publish the answer, then
+// acknowledge; or dead-letter, publish and acknowledge; or requeue after
+// the back-off. The error is a failure to settle; the delivery then comes
+// back, and its stored answer is replayed.
+func (c *Consumer) Handle(ctx context.Context, d amqp.Delivery) error {
+	m := Message(d)
+	dec := c.c.Process(ctx, m)
+	switch dec.Action {
+	case consumer.Retry:
+		time.AfterFunc(dec.Delay, func() {
+			if err := d.Nack(false, true); err != nil {
+				c.cfg.Logger.Warn("requeue", "routing_key", d.RoutingKey, "err", err)
+			}
+		})
+		return nil
+	case consumer.DeadLetter:
+		if c.cfg.DeadLetterQueue == "" {
+			c.publish(ctx, d, dec)
+			return d.Nack(false, false)
+		}
+		dead := amqp.Publishing{Headers: table(c.c.DeadLetterHeader(m, dec)), Body: m.Body, DeliveryMode: amqp.Persistent, ContentType: d.ContentType, MessageId: d.MessageId}
+		if err := c.send(ctx, c.cfg.DeadLetterQueue, dead); err != nil {
+			// Not acknowledged: its redelivery, answered from the key's
+			// record, tries again.
+			return errors.Join(fmt.Errorf("dead-letter: %w", err), d.Nack(false, true))
+		}
+	}
+	c.publish(ctx, d, dec)
+	if err := d.Ack(false); err != nil {
+		return fmt.Errorf("ack: %w", err)
+	}
+	return nil
+}
+
+// publish sends the answer to the delivery's reply-to and to the result
+// queue, at most once each: a lost answer is published again on the
+// message's redelivery, or read from the key's record.
+func (c *Consumer) publish(ctx context.Context, d amqp.Delivery, dec consumer.Decision) {
+	r := dec.Result.Reply
+	if r == nil {
+		return
+	}
+	h := c.c.ResultHeader(dec)
+	out := amqp.Publishing{Headers: table(h), Body: r.Body, ContentType: h.Get("Content-Type"), CorrelationId: d.CorrelationId, DeliveryMode: amqp.Persistent}
+	for _, q := range []string{d.ReplyTo, c.cfg.ResultQueue} {
+		if q == "" {
+			continue
+		}
+		if err := c.send(ctx, q, out); err != nil {
+			c.cfg.Logger.WarnContext(ctx, "publish answer", "queue", q, "err", err)
+		}
+	}
+}
+
+// send publishes msg to queue through the default exchange and waits for
+// the broker's confirm.
+func (c *Consumer) send(ctx context.Context, queue string, msg amqp.Publishing) error {
+	c.mu.Lock()
+	dc, err := c.pub.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, msg)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	ok, err := dc.WaitContext(ctx)
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		return errors.New("the broker refused the message (nack)")
+	}
+	return nil
+}
+
+// Message is d as package consumer reads it, for a loop of one's own
+// around consumer.Consumer.Process.
+func Message(d amqp.Delivery) *consumer.Message {
+	h := http.Header{}
+	deliveries := 1
+	for k, v := range d.Headers {
+		switch v := v.(type) {
+		case string:
+			h.Add(k, v)
+		case []byte:
+			h.Add(k, string(v))
+		case int64:
+			if k == "x-delivery-count" {
+				deliveries = int(v) + 1
+			}
+		case int32:
+			if k == "x-delivery-count" {
+				deliveries = int(v) + 1
+			}
+		}
+	}
+	if deliveries == 1 && d.Redelivered {
+		deliveries = 2
+	}
+	return &consumer.Message{Subject: d.RoutingKey, Header: h, Body: d.Body, ID: d.MessageId, Deliveries: deliveries}
+}
+
+func table(h http.Header) amqp.Table {
+	t := amqp.Table{}
+	for k, v := range h {
+		if len(v) > 0 {
+			t[k] = v[0]
+		}
+	}
+	return t
+}
