@@ -3,9 +3,9 @@ package sqlstore
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/internal/keytable"
 )
 
 // Dialect is the SQL of one database: its statements, its clock, its
@@ -57,25 +57,10 @@ func (d Dialect) orDefault() Dialect {
 func (d Dialect) String() string { return d.orDefault().name }
 
 // DefaultTable is the key table's name when Options.Table is empty.
-const DefaultTable = "idempotency_keys"
+const DefaultTable = keytable.Default
 
-var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
-
-// checkTable validates a key table's name: a plain SQL identifier, which
-// the store writes into its statements unquoted.
-func checkTable(table string) (string, error) {
-	if table == "" {
-		return DefaultTable, nil
-	}
-	if !identifier.MatchString(table) {
-		return "", fmt.Errorf("sqlstore: table %q is not an identifier (letters, digits and _, not starting with a digit, at most 63)", table)
-	}
-	return table, nil
-}
-
-// withTable writes table into sql, written for DefaultTable; index names
-// that begin with it follow it.
-func withTable(sql, table string) string { return strings.ReplaceAll(sql, DefaultTable, table) }
+// withTable writes table into sql, written for DefaultTable.
+func withTable(sql, table string) string { return keytable.Rewrite(sql, table) }
 
 // stmt is a statement and the order of its parameters: args[i] of the
 // operation's canonical arguments goes to the i-th placeholder. A nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/internal/migrate"
 )
 
@@ -43,26 +44,19 @@ var mysqlMigrate = migrateSQL{
 // table are applied: idem_migrations for DefaultTable (pgstore's too, so
 // both stores can share one schema), else the table's name with
 // _migrations.
-func MigrationsTable(table string) string {
-	if table == "" || table == DefaultTable {
-		return "idem_migrations"
-	}
-	return table + "_migrations"
-}
+func MigrationsTable(table string) string { return keytable.Migrations(table) }
 
 // migrations loads opts' dialect's migrations, written for opts' table.
 func migrations(opts Options) (Dialect, string, []migrate.Migration, error) {
 	d := opts.Dialect.orDefault()
-	table, err := checkTable(opts.Table)
+	table, err := keytable.Check(opts.Table)
+	if err != nil {
+		return d, "", nil, fmt.Errorf("sqlstore: %w", err)
+	}
+	ms, err := migrate.Set{Name: "sqlstore", FS: migrationFiles, Dir: d.migrations,
+		Rewrite: func(sql string) string { return keytable.Rewrite(sql, table) }}.Migrations()
 	if err != nil {
 		return d, "", nil, err
-	}
-	ms, err := migrate.Set{Name: "sqlstore", FS: migrationFiles, Dir: d.migrations}.Migrations()
-	if err != nil {
-		return d, "", nil, err
-	}
-	for i := range ms {
-		ms[i].SQL = withTable(ms[i].SQL, table)
 	}
 	return d, table, ms, nil
 }

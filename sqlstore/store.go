@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -42,9 +43,9 @@ var _ store.Store = (*Store)(nil)
 // New returns a Store on db. It fails when opts.Table is not an
 // identifier.
 func New(db *sql.DB, opts Options) (*Store, error) {
-	table, err := checkTable(opts.Table)
+	table, err := keytable.Check(opts.Table)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sqlstore: %w", err)
 	}
 	d := opts.Dialect.orDefault()
 	s := &Store{db: db, dialect: d, table: table, sql: d.statements(table)}
