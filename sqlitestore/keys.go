@@ -31,7 +31,10 @@ type session interface {
 
 // keys runs the key-table SQL through a session. The SQL mirrors pgstore's
 // statement by statement; SQLite's now() is replaced by the :now parameter.
-type keys struct{ s session }
+type keys struct {
+	s   session
+	sql *statements // the store's, on its table
+}
 
 // micros is how the table stores a time: microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -48,7 +51,7 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
 func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	var rec *store.Record
 	err := k.s.read(ctx, func(q querier, now time.Time) (err error) {
-		rec, err = getRecord(ctx, q, now, scope, key)
+		rec, err = k.getRecord(ctx, q, now, scope, key)
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -57,7 +60,7 @@ func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error)
 	return rec, err
 }
 
-func getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*store.Record, error) {
+func (k keys) getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*store.Record, error) {
 	rec := &store.Record{Scope: scope, Key: key}
 	var (
 		lockedAt, lockExpiresAt, createdAt, expiresAt int64
@@ -65,7 +68,7 @@ func getRecord(ctx context.Context, q querier, now time.Time, scope, key string)
 		headers, resourceT, resourceI                 sql.NullString
 		body                                          []byte
 	)
-	err := q.QueryRowContext(ctx, selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key)).Scan(
+	err := q.QueryRowContext(ctx, k.sql.selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key)).Scan(
 		&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, &lockedAt, &lockExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
@@ -114,7 +117,7 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 	)
 	err := k.s.write(ctx, func(q querier, now time.Time) error {
 		fp := c.Fingerprint
-		res, err := q.ExecContext(ctx, insertClaim,
+		res, err := q.ExecContext(ctx, k.sql.insertClaim,
 			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
 			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
 			sql.Named("token", c.Token), sql.Named("now", micros(now)),
@@ -130,7 +133,7 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 			inserted = true
 			return nil
 		}
-		rec, err = getRecord(ctx, q, now, c.Scope, c.Key)
+		rec, err = k.getRecord(ctx, q, now, c.Scope, c.Key)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // as the interface allows: the caller tries again
 		}
@@ -167,7 +170,7 @@ func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (b
 	var won bool
 	err := k.s.write(ctx, func(q querier, now time.Time) error {
 		fp := c.Fingerprint
-		res, err := q.ExecContext(ctx, reacquire,
+		res, err := q.ExecContext(ctx, k.sql.reacquire,
 			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
 			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
 			sql.Named("token", c.Token), sql.Named("now", micros(now)),
@@ -202,7 +205,7 @@ func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response
 	if body == nil {
 		body = []byte{} // NULL would mean "no response"
 	}
-	return k.fenced(ctx, "complete", complete, l,
+	return k.fenced(ctx, "complete", k.sql.complete, l,
 		sql.Named("code", resp.StatusCode), sql.Named("headers", string(headers)), sql.Named("body", body),
 		sql.Named("resource_type", resp.ResourceType), sql.Named("resource_id", resp.ResourceID))
 }
@@ -213,7 +216,7 @@ UPDATE idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Fail(ctx context.Context, l store.Attempt) error {
-	return k.fenced(ctx, "fail", fail, l)
+	return k.fenced(ctx, "fail", k.sql.fail, l)
 }
 
 const renew = `
@@ -222,7 +225,7 @@ UPDATE idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
-	return k.fenced(ctx, "renew", renew, l, sql.Named("lock_for", d.Microseconds()))
+	return k.fenced(ctx, "renew", k.sql.renew, l, sql.Named("lock_for", d.Microseconds()))
 }
 
 // fenced runs an update that must match the row l's token holds; matching
