@@ -15,11 +15,14 @@ import (
 	"github.com/idem-dev/idem/sqlstore"
 )
 
-// openDB opens pgx's database/sql driver on a fresh schema.
+// openDB opens pgx's database/sql driver on a fresh schema. Like pgstore's
+// test pools it has fewer connections than the suite's 64 racers, so that
+// many tests in parallel stay within the server's max_connections.
 func openDB(t *testing.T) *sql.DB {
 	t.Helper()
 	db, err := sql.Open("pgx", pgtest.SchemaURL(t, pgtest.Schema(t)))
 	require.NoError(t, err)
+	db.SetMaxOpenConns(24)
 	t.Cleanup(func() { db.Close() })
 	return db
 }

@@ -35,7 +35,9 @@ func URL() string {
 var createOnce sync.Once
 
 // DB returns a connection pool on the test database, created when
-// missing, closed when the test ends.
+// missing, closed when the test ends. It has fewer connections than the
+// conformance suite's 64 racers, so that tests in parallel stay within the
+// server's max_connections.
 func DB(t testing.TB) *sql.DB {
 	t.Helper()
 	cfg, err := mysqlstore.ParseDSN(URL())
@@ -62,6 +64,7 @@ func DB(t testing.TB) *sql.DB {
 	if err != nil {
 		t.Fatalf("mysqltest: %v", err)
 	}
+	db.SetMaxOpenConns(16)
 	t.Cleanup(func() { db.Close() })
 	return db
 }
