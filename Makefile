@@ -11,6 +11,8 @@
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
 #   make test-rabbitmq                     the RabbitMQ adapter's tests, against AMQP_URL
 #                                          (default amqp://guest:guest@127.0.0.1:5672/)
+#   make test-mysql                        the MySQL store's tests against MariaDB: MYSQL_URL, a server on
+#                                          127.0.0.1:3306, or a throwaway mariadbd (scripts/test-mysql.sh)
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
 #   make model                             model-check the key protocol and the payout flow with SPIN
 #                                          (docs/model.md; installs spin with apt-get when missing)
@@ -24,14 +26,17 @@ GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
 # Every module of the workspace (go.work): ./... alone names the root's.
-PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./idemgrpc/... ./idemnats/...
+PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./idemgrpc/... ./idemnats/...
 # Modules whose tests need a broker that is not embedded: make test-rabbitmq.
 RABBITMQ_PKGS ?= ./idemamqp/...
+# The modules whose tests need MySQL or MariaDB: make test-mysql runs them.
+MYSQL_PKGS  ?= ./mysqlstore/...
+TEST_MYSQL  ?= ./scripts/test-mysql.sh
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
-.PHONY: test test-short test-rabbitmq vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep model
+.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep model
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -48,6 +53,13 @@ test-short: check-cc fmt-check vet
 # install, when none answers. make test does not need RabbitMQ.
 test-rabbitmq: check-cc
 	$(GOTEST) $(GOTESTFLAGS) $(RABBITMQ_PKGS)
+
+# The MySQL store (mysqlstore) against a real MariaDB or MySQL; not in
+# PKGS, so that make test needs only Go and PostgreSQL. Its tests fail,
+# never skip, when no server is reachable.
+test-mysql: check-cc fmt-check
+	$(GO) vet $(MYSQL_PKGS)
+	CGO_ENABLED=1 $(TEST_MYSQL) $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(MYSQL_PKGS)
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments

@@ -78,7 +78,7 @@ func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) error {
 	c := t.claim.c
 	fp := c.Fingerprint
 	b.Queue(setLockWait, lockTimeout(t.lockWait))
-	b.Queue(insertCompletedOrAbort, append([]any{c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+	b.Queue(t.sql.insertCompletedOrAbort, append([]any{c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
 		c.Token, c.TTL.Microseconds()}, r...)...)
 	return nil
 }

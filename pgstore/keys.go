@@ -22,7 +22,8 @@ type conn interface {
 
 // keys runs the key-table SQL on a conn. Every time is the database's.
 type keys struct {
-	db conn
+	db  conn
+	sql *statements // the store's, on its table
 	// lockWait bounds the waits of Insert and Reacquire on a row another
 	// transaction holds.
 	lockWait time.Duration
@@ -44,7 +45,7 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
 const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
 
 func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
-	return scanRecord(k.db.QueryRow(ctx, selectRecord, scope, key), scope, key)
+	return scanRecord(k.db.QueryRow(ctx, k.sql.selectRecord, scope, key), scope, key)
 }
 
 func scanRecord(row pgx.Row, scope, key string) (*store.Record, error) {
@@ -99,7 +100,7 @@ ON CONFLICT (user_id, idempotency_key) DO NOTHING`
 // which the INSERT's own snapshot may not.
 func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
 	fp := c.Fingerprint
-	tag, err := k.bounded(ctx, insertClaim, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+	tag, err := k.bounded(ctx, k.sql.insertClaim, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
 		c.Token, c.Lease.Microseconds(), c.TTL.Microseconds())
 	if err != nil {
 		return nil, false, fmt.Errorf("insert claim: %w", err)
@@ -139,7 +140,7 @@ UPDATE idempotency_keys
 
 func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	fp := c.Fingerprint
-	tag, err := k.bounded(ctx, reacquire, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+	tag, err := k.bounded(ctx, k.sql.reacquire, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
 		c.Token, c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)
 	if err != nil {
 		return false, fmt.Errorf("re-acquire: %w", err)
@@ -159,7 +160,7 @@ func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response
 	if err != nil {
 		return err
 	}
-	return k.fenced(ctx, "complete", complete, args...)
+	return k.fenced(ctx, "complete", k.sql.complete, args...)
 }
 
 func completeArgs(l store.Attempt, resp store.Response) ([]any, error) {
@@ -201,7 +202,7 @@ UPDATE idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
 func (k keys) Fail(ctx context.Context, l store.Attempt) error {
-	return k.fenced(ctx, "fail", fail, l.Scope, l.Key, l.Token)
+	return k.fenced(ctx, "fail", k.sql.fail, l.Scope, l.Key, l.Token)
 }
 
 const renew = `
@@ -210,7 +211,7 @@ UPDATE idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
 func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
-	return k.fenced(ctx, "renew", renew, l.Scope, l.Key, l.Token, d.Microseconds())
+	return k.fenced(ctx, "renew", k.sql.renew, l.Scope, l.Key, l.Token, d.Microseconds())
 }
 
 // fenced runs an update that must match the row its fencing token holds;

@@ -3,9 +3,11 @@ package pgstore
 import (
 	"context"
 	"embed"
+	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/pgstore/pgmigrate"
 )
 
@@ -27,3 +29,36 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 // MigrationSQL returns the store's migrations as one plain SQL script, for
 // teams that apply schema changes with their own tool.
 func MigrationSQL() (string, error) { return migrations.SQL() }
+
+// tableMigrations is migrations for the key table name: the files
+// rewritten for it, recorded in its own migrations table (see
+// keytable.Migrations).
+func tableMigrations(name string) (pgmigrate.Set, error) {
+	table, err := keytable.Check(name)
+	if err != nil {
+		return pgmigrate.Set{}, fmt.Errorf("pgstore: %w", err)
+	}
+	set := migrations
+	set.Table = keytable.Migrations(table)
+	set.Rewrite = func(sql string) string { return keytable.Rewrite(sql, table) }
+	return set, nil
+}
+
+// MigrateTable is Migrate for a key table of another name (Options.Table),
+// whose applied versions are recorded in table_migrations.
+func MigrateTable(ctx context.Context, pool *pgxpool.Pool, table string) ([]int, error) {
+	set, err := tableMigrations(table)
+	if err != nil {
+		return nil, err
+	}
+	return set.Apply(ctx, pool)
+}
+
+// MigrationSQLTable is MigrationSQL for a key table of another name.
+func MigrationSQLTable(table string) (string, error) {
+	set, err := tableMigrations(table)
+	if err != nil {
+		return "", err
+	}
+	return set.SQL()
+}

@@ -27,7 +27,7 @@ SELECT coalesce(recovery_point, ''), created_at
 // by a's token.
 func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
 	var p store.Phase
-	err := k.db.QueryRow(ctx, selectPhase, a.Scope, a.Key, a.Token).Scan(&p.Point, &p.Life)
+	err := k.db.QueryRow(ctx, k.sql.selectPhase, a.Scope, a.Key, a.Token).Scan(&p.Point, &p.Life)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
@@ -47,7 +47,7 @@ func (k keys) Advance(ctx context.Context, a store.Attempt, point string) error 
 	if point == "" {
 		return errors.New("pgstore: advance: the recovery point is empty")
 	}
-	return k.fenced(ctx, "advance", advance, a.Scope, a.Key, a.Token, point)
+	return k.fenced(ctx, "advance", k.sql.advance, a.Scope, a.Key, a.Token, point)
 }
 
 // findUnfinished reads the partial index idempotency_keys_unfinished_idx.
@@ -65,7 +65,7 @@ func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinish
 	if limit <= 0 {
 		return nil, fmt.Errorf("pgstore: find unfinished: limit must be positive, got %d", limit)
 	}
-	rows, err := s.pool.Query(ctx, findUnfinished, limit)
+	rows, err := s.pool.Query(ctx, s.sql.findUnfinished, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find unfinished: %w", translate(err))
 	}

@@ -25,7 +25,7 @@ func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef,
 	if limit <= 0 {
 		return nil, fmt.Errorf("pgstore: list completed: limit must be positive, got %d", limit)
 	}
-	rows, err := s.pool.Query(ctx, listCompleted, code, after.Scope, after.Key, limit)
+	rows, err := s.pool.Query(ctx, s.sql.listCompleted, code, after.Scope, after.Key, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list completed: %w", translate(err))
 	}
@@ -50,7 +50,7 @@ UPDATE idempotency_keys
 // Release marks the COMPLETED record a's token holds FAILED, so that the
 // next retry runs afresh (see store.KeyResolver).
 func (s *Store) Release(ctx context.Context, a store.Attempt) error {
-	return s.fenced(ctx, "release", release, a.Scope, a.Key, a.Token)
+	return s.fenced(ctx, "release", s.sql.release, a.Scope, a.Key, a.Token)
 }
 
 const replaceResponse = `
@@ -66,5 +66,5 @@ func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store
 	if err != nil {
 		return fmt.Errorf("replace response: %w", err)
 	}
-	return s.fenced(ctx, "replace response", replaceResponse, args...)
+	return s.fenced(ctx, "replace response", s.sql.replaceResponse, args...)
 }

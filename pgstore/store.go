@@ -2,8 +2,10 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -22,9 +24,28 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// New returns a Store on pool.
+// Options configures a Store.
+type Options struct {
+	// Table is the key table's name, a plain identifier, in the pool's
+	// search_path schema. Default: "idempotency_keys". MigrateTable
+	// creates it.
+	Table string
+}
+
+// New returns a Store on pool, on the default key table.
 func New(pool *pgxpool.Pool) *Store {
-	return &Store{pool: pool, keys: keys{db: autocommit{pool}, lockWait: DefaultMaxWait}}
+	s, _ := NewWithOptions(pool, Options{}) // the default table is valid
+	return s
+}
+
+// NewWithOptions returns a Store on pool configured by opts. It fails when
+// opts.Table is not an identifier.
+func NewWithOptions(pool *pgxpool.Pool, opts Options) (*Store, error) {
+	table, err := keytable.Check(opts.Table)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: %w", err)
+	}
+	return &Store{pool: pool, keys: keys{db: autocommit{pool}, sql: newStatements(table), lockWait: DefaultMaxWait}}, nil
 }
 
 // Pool returns the pool the store runs on.
@@ -38,6 +59,6 @@ func (s *Store) Begin(_ context.Context, opts store.TxOptions) (store.Tx, error)
 		wait = DefaultMaxWait
 	}
 	t := &Tx{pool: s.pool}
-	t.keys = keys{db: lazy{t}, lockWait: wait}
+	t.keys = keys{db: lazy{t}, sql: s.sql, lockWait: wait}
 	return t, nil
 }

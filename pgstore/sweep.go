@@ -58,13 +58,13 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 		locked bool
 		prev   string
 	)
-	if err := tx.QueryRow(ctx, sweepLock).Scan(&locked, &prev); err != nil {
+	if err := tx.QueryRow(ctx, s.sql.sweepLock).Scan(&locked, &prev); err != nil {
 		return nil, fmt.Errorf("delete expired: sweep lock: %w", translate(err))
 	}
 	if !locked {
 		return nil, store.ErrSweepBusy
 	}
-	rows, err := tx.Query(ctx, deleteExpired, limit)
+	rows, err := tx.Query(ctx, s.sql.deleteExpired, limit)
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", translate(err))
 	}

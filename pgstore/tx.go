@@ -101,7 +101,7 @@ func (t *Tx) Complete(ctx context.Context, l store.Attempt, resp store.Response)
 		return nil
 	}
 	if t.tx == nil && !t.closed && len(t.queued) == 0 {
-		return keys{db: autocommit{t.pool}, lockWait: t.lockWait}.Complete(ctx, l, resp)
+		return keys{db: autocommit{t.pool}, sql: t.sql, lockWait: t.lockWait}.Complete(ctx, l, resp)
 	}
 	return t.keys.Complete(ctx, l, resp)
 }
@@ -142,7 +142,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.
 		if err != nil {
 			return false, err
 		}
-		b.Queue(completeOrAbort, args...)
+		b.Queue(t.sql.completeOrAbort, args...)
 	}
 	b.Queue("COMMIT")
 	// The handler's queued writes go first, in the same round trip.

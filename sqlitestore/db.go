@@ -6,10 +6,12 @@ import (
 	"time"
 )
 
-// DBTX is what a repository needs of SQLite. *sql.DB, *sql.Conn and
-// *sql.Tx all satisfy it, and so does what DB returns.
+// DBTX is what a repository needs of SQLite: sqlc's generated DBTX
+// interface and GORM's ConnPool. *sql.DB, *sql.Conn and *sql.Tx all
+// satisfy it, and so does what DB returns.
 type DBTX interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
@@ -45,6 +47,17 @@ func (a ambient) ExecContext(ctx context.Context, query string, args ...any) (sq
 	}
 	res, err := c.ExecContext(ctx, query, args...)
 	return res, a.t.explain(err)
+}
+
+// PrepareContext prepares a statement on the transaction's connection;
+// close it before the request ends.
+func (a ambient) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	c, err := a.t.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.PrepareContext(ctx, query)
+	return st, a.t.explain(err)
 }
 
 func (a ambient) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {

@@ -31,7 +31,10 @@ type session interface {
 
 // keys runs the key-table SQL through a session. The SQL mirrors pgstore's
 // statement by statement; SQLite's now() is replaced by the :now parameter.
-type keys struct{ s session }
+type keys struct {
+	s   session
+	sql *statements // the store's, on its table
+}
 
 // micros is how the table stores a time: microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
@@ -54,7 +57,7 @@ const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
 func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	var rec *store.Record
 	err := k.s.read(ctx, func(q querier, now time.Time) (err error) {
-		rec, err = getRecord(ctx, q, now, scope, key)
+		rec, err = k.getRecord(ctx, q, now, scope, key)
 		return err
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -63,7 +66,7 @@ func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error)
 	return rec, err
 }
 
-func getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*store.Record, error) {
+func (k keys) getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*store.Record, error) {
 	rec := &store.Record{Scope: scope, Key: key}
 	var (
 		lockedAt, lockExpiresAt, createdAt, expiresAt int64
@@ -71,7 +74,7 @@ func getRecord(ctx context.Context, q querier, now time.Time, scope, key string)
 		headers, resourceT, resourceI                 sql.NullString
 		body                                          []byte
 	)
-	err := q.QueryRowContext(ctx, selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key)).Scan(
+	err := q.QueryRowContext(ctx, k.sql.selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key)).Scan(
 		&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, &lockedAt, &lockExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
@@ -120,7 +123,7 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 	)
 	err := k.s.write(ctx, func(q querier, now time.Time) error {
 		fp := c.Fingerprint
-		res, err := q.ExecContext(ctx, insertClaim,
+		res, err := q.ExecContext(ctx, k.sql.insertClaim,
 			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
 			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
 			sql.Named("token", c.Token), sql.Named("now", micros(now)),
@@ -136,7 +139,7 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 			inserted = true
 			return nil
 		}
-		rec, err = getRecord(ctx, q, now, c.Scope, c.Key)
+		rec, err = k.getRecord(ctx, q, now, c.Scope, c.Key)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // as the interface allows: the caller tries again
 		}
@@ -175,7 +178,7 @@ func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (b
 	var won bool
 	err := k.s.write(ctx, func(q querier, now time.Time) error {
 		fp := c.Fingerprint
-		res, err := q.ExecContext(ctx, reacquire,
+		res, err := q.ExecContext(ctx, k.sql.reacquire,
 			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
 			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
 			sql.Named("token", c.Token), sql.Named("now", micros(now)),
@@ -206,7 +209,7 @@ func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response
 	if err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
-	return k.fenced(ctx, "complete", complete, l, args...)
+	return k.fenced(ctx, "complete", k.sql.complete, l, args...)
 }
 
 // responseArgs are a stored response's named parameters: :code,
@@ -230,7 +233,7 @@ UPDATE idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Fail(ctx context.Context, l store.Attempt) error {
-	return k.fenced(ctx, "fail", fail, l)
+	return k.fenced(ctx, "fail", k.sql.fail, l)
 }
 
 const renew = `
@@ -239,7 +242,7 @@ UPDATE idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
-	return k.fenced(ctx, "renew", renew, l, sql.Named("lock_for", d.Microseconds()))
+	return k.fenced(ctx, "renew", k.sql.renew, l, sql.Named("lock_for", d.Microseconds()))
 }
 
 // fenced runs an update that must match the row l's token holds; matching

@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"fmt"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/sqlitestore/sqlitemigrate"
 )
 
@@ -28,3 +30,34 @@ func Migrate(ctx context.Context, db *sql.DB) ([]int, error) {
 // MigrationSQL returns the store's migrations as one plain SQL script, for
 // teams that apply schema changes with their own tool.
 func MigrationSQL() (string, error) { return migrations.SQL() }
+
+// tableMigrations is migrations for the key table name: the files
+// rewritten for it, recorded in its own migrations table (name_migrations).
+func tableMigrations(name string) (sqlitemigrate.Set, error) {
+	table, err := keytable.Check(name)
+	if err != nil {
+		return sqlitemigrate.Set{}, fmt.Errorf("sqlitestore: %w", err)
+	}
+	set := migrations
+	set.Table = keytable.Migrations(table)
+	set.Rewrite = func(sql string) string { return keytable.Rewrite(sql, table) }
+	return set, nil
+}
+
+// MigrateTable is Migrate for a key table of another name (Options.Table).
+func MigrateTable(ctx context.Context, db *sql.DB, table string) ([]int, error) {
+	set, err := tableMigrations(table)
+	if err != nil {
+		return nil, err
+	}
+	return set.Apply(ctx, db)
+}
+
+// MigrationSQLTable is MigrationSQL for a key table of another name.
+func MigrationSQLTable(table string) (string, error) {
+	set, err := tableMigrations(table)
+	if err != nil {
+		return "", err
+	}
+	return set.SQL()
+}

@@ -31,7 +31,7 @@ func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
 		life int64
 	)
 	err := k.s.read(ctx, func(q querier, _ time.Time) error {
-		return q.QueryRowContext(ctx, selectPhase, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
+		return q.QueryRowContext(ctx, k.sql.selectPhase, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
 			sql.Named("token", a.Token)).Scan(&p.Point, &life)
 	})
 	switch {
@@ -54,7 +54,7 @@ func (k keys) Advance(ctx context.Context, a store.Attempt, point string) error 
 	if point == "" {
 		return errors.New("sqlitestore: advance: the recovery point is empty")
 	}
-	return k.fenced(ctx, "advance", advance, a, sql.Named("point", point))
+	return k.fenced(ctx, "advance", k.sql.advance, a, sql.Named("point", point))
 }
 
 // findUnfinished reads the partial index idempotency_keys_unfinished_idx.
@@ -72,7 +72,7 @@ func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinish
 	if limit <= 0 {
 		return nil, fmt.Errorf("sqlitestore: find unfinished: limit must be positive, got %d", limit)
 	}
-	rows, err := s.db.QueryContext(ctx, findUnfinished, sql.Named("now", micros(time.Now())), sql.Named("limit", limit))
+	rows, err := s.db.QueryContext(ctx, s.sql.findUnfinished, sql.Named("now", micros(time.Now())), sql.Named("limit", limit))
 	if err != nil {
 		return nil, fmt.Errorf("find unfinished: %w", translate(err))
 	}

@@ -26,7 +26,7 @@ func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef,
 	if limit <= 0 {
 		return nil, fmt.Errorf("sqlitestore: list completed: limit must be positive, got %d", limit)
 	}
-	rows, err := s.db.QueryContext(ctx, listCompleted, sql.Named("code", code),
+	rows, err := s.db.QueryContext(ctx, s.sql.listCompleted, sql.Named("code", code),
 		sql.Named("scope", after.Scope), sql.Named("key", after.Key), sql.Named("limit", limit))
 	if err != nil {
 		return nil, fmt.Errorf("list completed: %w", translate(err))
@@ -56,7 +56,7 @@ UPDATE idempotency_keys
 // Release marks the COMPLETED record a's token holds FAILED, so that the
 // next retry runs afresh (see store.KeyResolver).
 func (s *Store) Release(ctx context.Context, a store.Attempt) error {
-	return s.fenced(ctx, "release", release, a)
+	return s.fenced(ctx, "release", s.sql.release, a)
 }
 
 const replaceResponse = `
@@ -72,5 +72,5 @@ func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store
 	if err != nil {
 		return fmt.Errorf("replace response: %w", err)
 	}
-	return s.fenced(ctx, "replace response", replaceResponse, a, args...)
+	return s.fenced(ctx, "replace response", s.sql.replaceResponse, a, args...)
 }

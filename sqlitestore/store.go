@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -35,9 +36,27 @@ var _ store.Store = (*Store)(nil)
 // processes) still exclude each other through SQLite's lock, but find it
 // free only by polling.
 func New(db *sql.DB) *Store {
-	s := &Store{db: db, gate: make(chan struct{}, 1)}
-	s.keys = keys{s: storeSession{s}}
+	s, _ := NewWithOptions(db, Options{}) // the default table is valid
 	return s
+}
+
+// Options configures a Store.
+type Options struct {
+	// Table is the key table's name, a plain identifier. Default:
+	// "idempotency_keys". MigrateTable creates it.
+	Table string
+}
+
+// NewWithOptions is New configured by opts. It fails when opts.Table is
+// not an identifier.
+func NewWithOptions(db *sql.DB, opts Options) (*Store, error) {
+	table, err := keytable.Check(opts.Table)
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: %w", err)
+	}
+	s := &Store{db: db, gate: make(chan struct{}, 1)}
+	s.keys = keys{s: storeSession{s}, sql: newStatements(table)}
+	return s, nil
 }
 
 // storeSession runs each of the Store's key operations on its own: a read
@@ -73,7 +92,7 @@ func (s *Store) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, erro
 		wait = DefaultMaxWait
 	}
 	t := s.newTx(wait)
-	return &Tx{w: t, keys: keys{s: t}}, nil
+	return &Tx{w: t, keys: keys{s: t, sql: s.sql}}, nil
 }
 
 // Tx is a transaction of the store. The handler reaches it through DB.

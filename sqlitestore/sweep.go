@@ -49,7 +49,7 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", err)
 	}
-	deleted, err := deleteBatch(ctx, c, time.Now(), limit)
+	deleted, err := deleteBatch(ctx, c, s.sql.deleteExpired, time.Now(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", t.explain(err))
 	}
@@ -59,8 +59,8 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 	return deleted, nil
 }
 
-func deleteBatch(ctx context.Context, c *sql.Conn, now time.Time, limit int) ([]store.KeyRef, error) {
-	rows, err := c.QueryContext(ctx, deleteExpired, sql.Named("now", micros(now)), sql.Named("limit", limit))
+func deleteBatch(ctx context.Context, c *sql.Conn, query string, now time.Time, limit int) ([]store.KeyRef, error) {
+	rows, err := c.QueryContext(ctx, query, sql.Named("now", micros(now)), sql.Named("limit", limit))
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,9 @@ type Set struct {
 	Table string // where the applied versions are recorded
 	FS    fs.FS  // the embedded files
 	Dir   string // the folder of FS holding NNN_name.sql
+	// Rewrite, when set, rewrites each migration's SQL: a store writes its
+	// configured key table's name in.
+	Rewrite func(sql string) string
 }
 
 // Migrations loads the set's files (see Load).
@@ -23,6 +26,11 @@ func (s Set) Migrations() ([]Migration, error) {
 	ms, err := Load(sub)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	if s.Rewrite != nil {
+		for i := range ms {
+			ms[i].SQL = s.Rewrite(ms[i].SQL)
+		}
 	}
 	return ms, nil
 }

@@ -76,6 +76,9 @@ type Set struct {
 	Table string // where the applied versions are recorded
 	FS    fs.FS  // the embedded files
 	Dir   string // the folder of FS holding NNN_name.sql
+	// Rewrite, when set, rewrites each migration's SQL before it runs or
+	// prints (a store writes its configured table name in).
+	Rewrite func(sql string) string
 }
 
 // Apply applies the set's pending migrations and returns the versions it

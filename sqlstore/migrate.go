@@ -1,0 +1,151 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/internal/migrate"
+)
+
+//go:embed migrations
+var migrationFiles embed.FS
+
+// migrateSQL is how a dialect applies migrations.
+type migrateSQL struct {
+	lock, unlock string // a session lock on the migrations table's name, $1 or ?
+	tableSQL     string // creates the migrations table, %s its name
+}
+
+var postgresMigrate = migrateSQL{
+	lock:   `SELECT pg_advisory_lock(hashtext($1))`,
+	unlock: `SELECT pg_advisory_unlock(hashtext($1))`,
+	tableSQL: `CREATE TABLE IF NOT EXISTS %s (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`,
+}
+
+var mysqlMigrate = migrateSQL{
+	lock:   `SELECT GET_LOCK(CONCAT('idem.migrate.', ?), 60)`,
+	unlock: `DO RELEASE_LOCK(CONCAT('idem.migrate.', ?))`,
+	tableSQL: `CREATE TABLE IF NOT EXISTS %s (
+    version    INT          PRIMARY KEY,
+    name       VARCHAR(255) NOT NULL,
+    applied_at DATETIME(6)  NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) ENGINE = InnoDB`,
+}
+
+// MigrationsTable is the table that records which migrations of the key
+// table are applied: idem_migrations for DefaultTable (pgstore's too, so
+// both stores can share one schema), else the table's name with
+// _migrations.
+func MigrationsTable(table string) string { return keytable.Migrations(table) }
+
+// migrations loads opts' dialect's migrations, written for opts' table.
+func migrations(opts Options) (Dialect, string, []migrate.Migration, error) {
+	d := opts.Dialect.orDefault()
+	table, err := keytable.Check(opts.Table)
+	if err != nil {
+		return d, "", nil, fmt.Errorf("sqlstore: %w", err)
+	}
+	ms, err := migrate.Set{Name: "sqlstore", FS: migrationFiles, Dir: d.migrations,
+		Rewrite: func(sql string) string { return keytable.Rewrite(sql, table) }}.Migrations()
+	if err != nil {
+		return d, "", nil, err
+	}
+	return d, table, ms, nil
+}
+
+// Migrate creates or upgrades the key table opts name, with opts' dialect.
+// Processes starting together apply each migration once: they take a lock
+// on the database first. It returns the versions it applied. In MySQL a
+// migration's DDL commits on its own; each is written to be rerun safely.
+func Migrate(ctx context.Context, db *sql.DB, opts Options) ([]int, error) {
+	d, table, ms, err := migrations(opts)
+	if err != nil {
+		return nil, err
+	}
+	mt := MigrationsTable(table)
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, d.migrate.lock, mt); err != nil {
+		return nil, fmt.Errorf("sqlstore: migrate: lock: %w", err)
+	}
+	defer func() { _, _ = c.ExecContext(context.WithoutCancel(ctx), d.migrate.unlock, mt) }()
+	if _, err := c.ExecContext(ctx, fmt.Sprintf(d.migrate.tableSQL, mt)); err != nil {
+		return nil, fmt.Errorf("sqlstore: migrate: %w", err)
+	}
+	var applied []int
+	for _, m := range ms {
+		done, err := applyOne(ctx, c, d, mt, m)
+		if err != nil {
+			return applied, fmt.Errorf("sqlstore: migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+		if done {
+			applied = append(applied, m.Version)
+		}
+	}
+	return applied, nil
+}
+
+func applyOne(ctx context.Context, c *sql.Conn, d Dialect, mt string, m migrate.Migration) (bool, error) {
+	var n int
+	q := fmt.Sprintf(`SELECT COUNT(*) FROM %s WHERE version = %s`, mt, d.placeholder(1))
+	if err := c.QueryRowContext(ctx, q, m.Version).Scan(&n); err != nil {
+		return false, err
+	}
+	if n > 0 {
+		return false, nil
+	}
+	tx, err := c.BeginTx(ctx, nil)
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	// One statement at a time: not every driver runs several in one call.
+	for _, s := range strings.Split(m.SQL, ";\n") {
+		if strings.TrimSpace(stripComments(s)) == "" {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, s); err != nil {
+			return false, err
+		}
+	}
+	ins := fmt.Sprintf(`INSERT INTO %s (version, name) VALUES (%s, %s)`, mt, d.placeholder(1), d.placeholder(2))
+	if _, err := tx.ExecContext(ctx, ins, m.Version, m.Name); err != nil {
+		return false, err
+	}
+	return true, tx.Commit()
+}
+
+// stripComments drops the -- comment lines of s.
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+			b.WriteString(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// MigrationSQL returns the migrations of the key table opts name as one
+// plain SQL script, for teams that apply schema changes with their own
+// tool.
+func MigrationSQL(opts Options) (string, error) {
+	d, table, ms, err := migrations(opts)
+	if err != nil {
+		return "", err
+	}
+	mt := MigrationsTable(table)
+	return fmt.Sprintf(d.migrate.tableSQL, mt) + ";\n\n" + migrate.Script(ms, mt), nil
+}

@@ -1,0 +1,93 @@
+package sqlstore
+
+// mysqlStatements are the store's statements for MySQL and MariaDB
+// (InnoDB). Times are DATETIME(6) in UTC from UTC_TIMESTAMP(6), which is
+// constant within a statement, as PostgreSQL's now() is within a
+// transaction. Placeholders are positional, so each statement lists the
+// order of its canonical arguments.
+func mysqlStatements(table string) statements {
+	const now = `UTC_TIMESTAMP(6)`
+	const record = `
+SELECT request_method, request_path, request_hash, fingerprint_version,
+       status, attempts, lock_token, locked_at, lock_expires_at,
+       lock_expires_at > ` + now + `,
+       response_code, response_headers, response_body, resource_type, resource_id,
+       created_at, expires_at, expires_at <= ` + now + `
+  FROM idempotency_keys
+ WHERE user_id = ? AND idempotency_key = ?`
+	// The claim is one insert; on a recorded key the no-op update changes
+	// nothing, so the driver reports 0 rows (1 for an insert). Unlike
+	// INSERT IGNORE it turns no other error into a warning.
+	const insert = `
+INSERT INTO idempotency_keys
+       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+VALUES (?, ?, ?, ?, ?, ?,
+        'PROCESSING', 1, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE user_id = user_id`
+	const insertCompleted = `
+INSERT INTO idempotency_keys
+       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at,
+        response_code, response_headers, response_body, resource_type, resource_id)
+VALUES (?, ?, ?, ?, ?, ?,
+        'COMPLETED', 1, ?, ` + now + `, ` + now + `, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND,
+        ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''))`
+	// MySQL assigns left to right, each assignment seeing the ones before:
+	// attempts and created_at read expires_at before it is extended.
+	const reacquire = `
+UPDATE idempotency_keys
+   SET attempts   = IF(expires_at <= ` + now + `, 1, attempts + 1),
+       created_at = IF(expires_at <= ` + now + `, ` + now + `, created_at),
+       expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND),
+       request_method = ?, request_path = ?, request_hash = ?, fingerprint_version = ?,
+       status = 'PROCESSING',
+       lock_token = ?, locked_at = ` + now + `, lock_expires_at = ` + now + ` + INTERVAL ? MICROSECOND,
+       response_code = NULL, response_headers = NULL, response_body = NULL,
+       resource_type = NULL, resource_id = NULL
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ?
+   AND (status = 'FAILED'
+        OR (status = 'PROCESSING' AND lock_expires_at <= ` + now + `)
+        OR (status = 'COMPLETED' AND expires_at <= ` + now + `))`
+	const complete = `
+UPDATE idempotency_keys
+   SET status = 'COMPLETED', lock_expires_at = ` + now + `,
+       response_code = ?, response_headers = ?, response_body = ?,
+       resource_type = NULLIF(?, ''), resource_id = NULLIF(?, '')
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	const fail = `
+UPDATE idempotency_keys
+   SET status = 'FAILED', lock_expires_at = ` + now + `
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	const renew = `
+UPDATE idempotency_keys
+   SET lock_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	const holds = `
+SELECT COUNT(*) FROM idempotency_keys
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	// A named lock per database and key table; names are at most 64
+	// characters, hence the hash.
+	const lockName = `CONCAT('idem.sweep.', SHA1(CONCAT(DATABASE(), '.idempotency_keys')))`
+	const sweepSelect = `
+SELECT user_id, idempotency_key FROM idempotency_keys
+ WHERE expires_at <= ` + now + `
+   AND (status <> 'PROCESSING' OR lock_expires_at <= ` + now + `)
+ ORDER BY expires_at
+ LIMIT ?
+   FOR UPDATE SKIP LOCKED`
+	return statements{
+		get:             stmt{sql: withTable(record, table)},
+		insert:          stmt{sql: withTable(insert, table)},
+		insertCompleted: stmt{sql: withTable(insertCompleted, table)},
+		reacquire:       stmt{sql: withTable(reacquire, table), order: []int{8, 2, 3, 4, 5, 6, 7, 0, 1, 9}},
+		complete:        stmt{sql: withTable(complete, table), order: []int{3, 4, 5, 6, 7, 0, 1, 2}},
+		fail:            stmt{sql: withTable(fail, table)},
+		renew:           stmt{sql: withTable(renew, table), order: []int{3, 0, 1, 2}},
+		holds:           stmt{sql: withTable(holds, table)},
+		sweepLock:       withTable(`SELECT GET_LOCK(`+lockName+`, 0) = 1`, table),
+		sweepUnlock:     withTable(`DO RELEASE_LOCK(`+lockName+`)`, table),
+		sweepSelect:     stmt{sql: withTable(sweepSelect, table)},
+		sweepDelete:     withTable(`DELETE FROM idempotency_keys WHERE `, table),
+	}
+}
