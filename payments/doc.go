@@ -2,7 +2,8 @@
 // a balance per currency, deposit money and convert it between currencies.
 //
 // Money is int64 minor units (cents; whole yen), never floating point;
-// conversions are exact (package money) and rounded half-even.
+// conversions are exact (package money) and rounded down, so none creates
+// value.
 //
 // Every movement is recorded as ledger entries: a deposit is one credit, a
 // transaction one debit and one credit. A balance is the sum of its entries;
