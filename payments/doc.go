@@ -29,9 +29,12 @@
 //     expired or been deleted, and a new request for a key past
 //     Config.KeyRetention whose record was taken afresh frees it inline
 //     (LedgerTx.ReleaseStaleKey).
-//   - the minute net: at most one live transaction per user, currency pair
-//     and amount in each UTC calendar minute.
+//   - the minute nets: at most one live transaction per user, currency pair
+//     and amount, and one deposit per user, currency and amount, in each
+//     UTC calendar minute. A calendar minute, not a sliding window: two
+//     identical movements a moment apart across a minute boundary both go
+//     in.
 //
-// A net that fires is ErrDuplicateKey or ErrDuplicateTransfer (both
-// ErrDuplicate), and nothing moves.
+// A net that fires is ErrDuplicateKey, ErrDuplicateTransfer or
+// ErrDuplicateDeposit (all ErrDuplicate), and nothing moves.
 package payments

@@ -212,7 +212,7 @@ func (s *Service) insertMovement(ctx context.Context, tx LedgerTx, kind Kind, us
 }
 
 // whichNet says which net refused a movement: the key net when the key is
-// already bound, else the minute net (deposits have no other).
+// already bound, else the kind's minute net.
 func whichNet(ctx context.Context, tx LedgerTx, kind Kind, userID, key string) error {
 	if key != "" {
 		bound, err := tx.KeyBound(ctx, kind, userID, key)
@@ -224,7 +224,7 @@ func whichNet(ctx context.Context, tx LedgerTx, kind Kind, userID, key string) e
 		}
 	}
 	if kind == KindDeposit {
-		return ErrDuplicate
+		return ErrDuplicateDeposit
 	}
 	return ErrDuplicateTransfer
 }

@@ -129,6 +129,9 @@ func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, payments.ErrDuplicateTransfer):
 		writeProblem(w, ProblemDuplicate, http.StatusConflict,
 			"An identical transaction (same currencies and amount) was made in the same minute; nothing was moved. If you mean to repeat it, wait for the next minute.")
+	case errors.Is(err, payments.ErrDuplicateDeposit):
+		writeProblem(w, ProblemDuplicateDeposit, http.StatusConflict,
+			"An identical deposit (same currency and amount) was made in the same minute; nothing was moved. If you mean to repeat it, wait for the next minute.")
 	case errors.Is(err, payments.ErrDuplicate):
 		writeProblem(w, ProblemDuplicate, http.StatusConflict, "A unique constraint refused this request as a duplicate; nothing was moved.")
 	case errors.Is(err, payments.ErrNotFound):

@@ -111,7 +111,7 @@ func TestSpecNamesEveryProblem(t *testing.T) {
 	_, text := readSpec(t)
 	for _, p := range []api.ProblemType{
 		api.ProblemUnauthorized, api.ProblemInvalidRequest, api.ProblemUnsupportedMediaType,
-		api.ProblemInsufficientFunds, api.ProblemBalanceLimit, api.ProblemDuplicate, api.ProblemNotFound,
+		api.ProblemInsufficientFunds, api.ProblemBalanceLimit, api.ProblemDuplicate, api.ProblemDuplicateDeposit, api.ProblemNotFound,
 		api.ProblemInternal, api.ProblemUnavailable,
 	} {
 		require.Contains(t, text, "`"+string(p)+"`", p)

@@ -19,6 +19,7 @@ const (
 	ProblemInsufficientFunds    ProblemType = "insufficient-funds"     // 402, stored: the source balance is too small
 	ProblemBalanceLimit         ProblemType = "balance-limit"          // 400, stored: a credit would pass the balance limit
 	ProblemDuplicate            ProblemType = "duplicate-transaction"  // 409, stored, no Retry-After: a net on the business tables fired
+	ProblemDuplicateDeposit     ProblemType = "duplicate-deposit"      // 409, stored, no Retry-After: the deposits' minute net fired
 	ProblemNotFound             ProblemType = "not-found"              // 404
 	ProblemMethodNotAllowed     ProblemType = "method-not-allowed"     // 405
 	ProblemInternal             ProblemType = "internal-error"         // 500, not stored: retry with the same key
@@ -32,6 +33,7 @@ var problemTitles = map[ProblemType]string{
 	ProblemInsufficientFunds:    "Insufficient funds",
 	ProblemBalanceLimit:         "Balance limit exceeded",
 	ProblemDuplicate:            "Duplicate transaction",
+	ProblemDuplicateDeposit:     "Duplicate deposit",
 	ProblemNotFound:             "Not found",
 	ProblemMethodNotAllowed:     "Method not allowed",
 	ProblemInternal:             "Internal error",

@@ -36,6 +36,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"KeyNet", testKeyNet},
 		{"StaleKeyBinding", testStaleKeyBinding},
 		{"MinuteNet", testMinuteNet},
+		{"DepositMinuteNet", testDepositMinuteNet},
 		{"AmbientTransaction", testAmbientTransaction},
 		{"ConcurrentOppositeTransfers", testConcurrentOpposite},
 		{"ReleaseKeys", testReleaseKeys},

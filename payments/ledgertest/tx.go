@@ -129,7 +129,7 @@ func testReleaseKeys(t *testing.T, h Harness) {
 	for i, key := range []string{"gone", "kept"} {
 		_, err := s.Convert(ctx, alice, key, payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: int64(100 + i)})
 		require.NoError(t, err)
-		_, err = s.Deposit(ctx, alice, key, payments.DepositRequest{Currency: "USD", Amount: 1})
+		_, err = s.Deposit(ctx, alice, key, payments.DepositRequest{Currency: "USD", Amount: int64(10 + i)})
 		require.NoError(t, err)
 	}
 	_, err := s.Convert(ctx, bob, "gone", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: 100})

@@ -82,28 +82,26 @@ func pow10(n int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(
 // checkConversion converts amount along p and checks, exactly: the credit
 // is at most the debit times the applied rate, less than one minor unit
 // below it (the rounding is down, by less than a unit), and at most the
-// debit's worth at the published rates.
-func checkConversion(t *testing.T, p pair, amount int64, worth, credit *big.Rat) int64 {
+// debit's worth at the published rates. Each bound is a fraction n/d,
+// compared as credit × d ≤ amount × n in integers; x and y are scratch.
+func checkConversion(t *testing.T, p pair, amount int64, x, y *big.Int) {
 	got, err := money.Convert(amount, p.from, p.to, p.rate)
 	if err != nil {
 		t.Fatalf("%d %s→%s: %v", amount, p.from.Code, p.to.Code, err)
 	}
-	credit.SetInt64(got)
-	worth.SetInt64(amount)
-	worth.Mul(worth, p.applied)
-	if credit.Cmp(worth) > 0 {
-		t.Fatalf("%d %s→%s at %s credits %d, more than %s", amount, p.from.Code, p.to.Code, p.rate, got, worth.FloatString(6))
+	above := func(credit int64, bound *big.Rat) bool {
+		x.SetInt64(credit).Mul(x, bound.Denom())
+		y.SetInt64(amount).Mul(y, bound.Num())
+		return x.Cmp(y) > 0
 	}
-	if credit.Add(credit, big.NewRat(1, 1)).Cmp(worth) <= 0 {
-		t.Fatalf("%d %s→%s at %s credits %d, a whole unit below %s", amount, p.from.Code, p.to.Code, p.rate, got, worth.FloatString(6))
+	switch {
+	case above(got, p.applied):
+		t.Fatalf("%d %s→%s at %s credits %d, more than the debit times the rate", amount, p.from.Code, p.to.Code, p.rate, got)
+	case !above(got+1, p.applied):
+		t.Fatalf("%d %s→%s at %s credits %d, a whole unit or more below the debit times the rate", amount, p.from.Code, p.to.Code, p.rate, got)
+	case above(got, p.exact):
+		t.Fatalf("%d %s→%s credits %d, more than the debit is worth at the published rates", amount, p.from.Code, p.to.Code, got)
 	}
-	credit.SetInt64(got)
-	worth.SetInt64(amount)
-	worth.Mul(worth, p.exact)
-	if credit.Cmp(worth) > 0 {
-		t.Fatalf("%d %s→%s credits %d, more than the debit's worth %s at the published rates", amount, p.from.Code, p.to.Code, got, worth.FloatString(6))
-	}
-	return got
 }
 
 // TestConvertNeverCreditsMore checks every pair of every table for every
@@ -115,9 +113,9 @@ func TestConvertNeverCreditsMore(t *testing.T) {
 		for _, p := range pairs(t, tab) {
 			t.Run(name+p.from.Code+p.to.Code, func(t *testing.T) {
 				t.Parallel()
-				worth, credit := new(big.Rat), new(big.Rat)
+				x, y := new(big.Int), new(big.Int)
 				for amount := int64(1); amount <= 10_000; amount++ {
-					checkConversion(t, p, amount, worth, credit)
+					checkConversion(t, p, amount, x, y)
 				}
 				rng := seeded(t)
 				for range 2_000 {
@@ -125,7 +123,7 @@ func TestConvertNeverCreditsMore(t *testing.T) {
 					if _, err := money.Convert(amount, p.from, p.to, p.rate); err != nil {
 						continue // too large for int64 in the target currency
 					}
-					checkConversion(t, p, amount, worth, credit)
+					checkConversion(t, p, amount, x, y)
 				}
 			})
 		}
