@@ -37,6 +37,11 @@ type serveFlags struct {
 	sweepInterval   time.Duration
 	replayCacheMB   int64
 	deferClaim      bool
+	bodyTimeout     time.Duration
+	bodyMemoryMB    int64
+	userRequests    int
+	maxIdleConns    int
+	idleTimeout     time.Duration
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -54,6 +59,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request body may take to arrive; a slower one gets 408 and nothing is stored")
+	fs.Int64Var(&f.bodyMemoryMB, "body-memory-mb", api.DefaultBodyMemory>>20, "megabytes of request bodies in flight at once (each counted at its Content-Length); past it,\n503 with Retry-After and nothing is stored")
+	fs.IntVar(&f.userRequests, "requests-per-user", api.DefaultRequestsPerUser, "how many requests that move money one user may have in flight; past it, 429 with Retry-After")
+	fs.IntVar(&f.maxIdleConns, "max-idle-conns", 1000, "how many idle keep-alive connections to keep open; one more going idle is closed")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
 	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
 	if err != nil {
 		return err
@@ -61,13 +71,22 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout}} {
+	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
+		{"body-timeout", f.bodyTimeout}, {"idle-timeout", f.idleTimeout}} {
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
 		}
 	}
 	if f.replayCacheMB < 0 {
 		return usageError("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
+	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-user", int64(f.userRequests)}, {"max-idle-conns", int64(f.maxIdleConns)}} {
+		if n.v <= 0 {
+			return usageError("serve: --%s must be positive, got %d", n.name, n.v)
+		}
 	}
 	if f.sweepInterval < 0 {
 		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
@@ -111,7 +130,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	apiHandler, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: logger})
+	apiHandler, err := api.New(api.Config{Service: svc, Idempotency: mw, Logger: logger, Limits: api.Limits{
+		BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests,
+	}})
 	if err != nil {
 		return err
 	}
@@ -161,7 +182,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		Handler:           accessLog(logger, handler),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       f.idleTimeout,
+		ConnState:         newIdleBound(f.maxIdleConns).connState,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)

@@ -4,7 +4,7 @@
 //
 // A request passes, in order: authentication (401 before anything else, so
 // an unauthenticated request never reaches the key table), the media type
-// check of a POST (415), the idem middleware (key, body size, fingerprint,
+// check of a POST (415), the bounds of Limits (429, 503, 408), the idem middleware (key, body size, fingerprint,
 // claim or replay) and the handler, which reaches the database only through
 // the Ledger and so inside the request's ambient transaction.
 package api
@@ -30,6 +30,9 @@ type Config struct {
 	// Logger receives the errors behind 500 and 503 responses, never a
 	// request or response body. Default slog.Default().
 	Logger *slog.Logger
+	// Limits bound the bodies and requests in flight on the routes that
+	// move money. Its zero value is the defaults (see Limits).
+	Limits Limits
 }
 
 // Idempotency is what the API needs of the idem middleware; *idem.Middleware
@@ -54,8 +57,14 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: cfg.Idempotency.Config().Header}
-	once := func(f http.HandlerFunc) http.Handler { return requireJSON(cfg.Idempotency.Require(f)) }
+	limits, err := cfg.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	icfg := cfg.Idempotency.Config()
+	h := &handlers{svc: cfg.Service, log: cfg.Logger, keyHeader: icfg.Header}
+	lim := newLimiter(limits, icfg)
+	once := func(f http.HandlerFunc) http.Handler { return requireJSON(lim.wrap(cfg.Idempotency.Require(f))) }
 
 	v1 := http.NewServeMux()
 	route(v1, "/v1/deposits", map[string]http.Handler{"POST": once(h.createDeposit)})

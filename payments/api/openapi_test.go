@@ -112,7 +112,7 @@ func TestSpecNamesEveryProblem(t *testing.T) {
 	for _, p := range []api.ProblemType{
 		api.ProblemUnauthorized, api.ProblemInvalidRequest, api.ProblemUnsupportedMediaType,
 		api.ProblemInsufficientFunds, api.ProblemBalanceLimit, api.ProblemDuplicate, api.ProblemDuplicateDeposit, api.ProblemNotFound,
-		api.ProblemInternal, api.ProblemUnavailable,
+		api.ProblemInternal, api.ProblemUnavailable, api.ProblemBodyTimeout, api.ProblemOverloaded, api.ProblemTooManyRequests,
 	} {
 		require.Contains(t, text, "`"+string(p)+"`", p)
 	}

@@ -24,6 +24,12 @@ const (
 	ProblemMethodNotAllowed     ProblemType = "method-not-allowed"     // 405
 	ProblemInternal             ProblemType = "internal-error"         // 500, not stored: retry with the same key
 	ProblemUnavailable          ProblemType = "unavailable"            // 503: the database does not answer
+	ProblemBodyTimeout          ProblemType = "body-timeout"           // 408: the body did not arrive within Limits.BodyTimeout
+	ProblemOverloaded           ProblemType = "overloaded"             // 503 with Retry-After: the bodies in flight are at Limits.BodyMemory
+	ProblemTooManyRequests      ProblemType = "too-many-requests"      // 429 with Retry-After: the user is at Limits.RequestsPerUser
+	// ProblemBodyInvalid is the idem middleware's type, for a body that
+	// could not be read before it reached the middleware.
+	ProblemBodyInvalid = ProblemType(idem.ProblemBodyInvalid)
 )
 
 var problemTitles = map[ProblemType]string{
@@ -38,6 +44,10 @@ var problemTitles = map[ProblemType]string{
 	ProblemMethodNotAllowed:     "Method not allowed",
 	ProblemInternal:             "Internal error",
 	ProblemUnavailable:          "Service unavailable",
+	ProblemBodyTimeout:          "Request body timeout",
+	ProblemOverloaded:           "Overloaded",
+	ProblemTooManyRequests:      "Too many requests",
+	ProblemBodyInvalid:          "Request body invalid",
 }
 
 // Problem is an RFC 9457 problem details object.
@@ -60,8 +70,8 @@ type ProblemField struct {
 // TypeURI returns the full type URI of a problem type.
 func TypeURI(t ProblemType) string { return idem.DefaultProblemTypeBase + string(t) }
 
-// writeProblem sends a problem response. None of the API's problems asks
-// for a retry, so none carries Retry-After.
+// writeProblem sends a problem response, without Retry-After: only the
+// bounds of Limits ask for a retry later (retryLater).
 func writeProblem(w http.ResponseWriter, t ProblemType, status int, detail string, fields ...ProblemField) {
 	write(w, status, "application/problem+json",
 		Problem{Type: TypeURI(t), Title: problemTitles[t], Status: status, Detail: detail, Errors: fields})
