@@ -45,8 +45,9 @@ $DATABASE_URL, else the SQLite file paymentsd.db in the working directory.
 
 // exitError carries an exit code: 2 for a usage error, 1 for anything else.
 type exitError struct {
-	code int
-	err  error
+	code   int
+	err    error
+	logged bool // already printed by the command's logger, in its format
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -54,6 +55,15 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func usageError(format string, args ...any) error {
 	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// logged marks err as printed already, keeping its exit code.
+func logged(err error) error {
+	code := 1
+	if e, ok := errors.AsType[*exitError](err); ok {
+		code = e.code
+	}
+	return &exitError{code: code, err: err, logged: true}
 }
 
 func main() {
@@ -65,7 +75,9 @@ func main() {
 	}
 	code := 1
 	if e, ok := errors.AsType[*exitError](err); ok {
-		code = e.code
+		if code = e.code; e.logged {
+			os.Exit(code)
+		}
 	}
 	// One line, whatever the error says: a driver's message may span several.
 	fmt.Fprintln(os.Stderr, "paymentsd: "+strings.Join(strings.Fields(err.Error()), " "))

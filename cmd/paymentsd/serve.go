@@ -42,6 +42,10 @@ type serveFlags struct {
 	userRequests    int
 	maxIdleConns    int
 	idleTimeout     time.Duration
+	metricsAddr     string
+	logFormat       string
+	idemMode        idem.Mode // parsed from mode
+	dbURL           string    // db, else $DATABASE_URL, else the default
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -55,7 +59,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.mode, "idempotency-mode", "atomic", "how a request holds its key: atomic (one transaction; the handlers only touch the database) or leased")
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
-	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level logged: debug, info, warn or error")
+	fs.Var(levelFlag{&f.logLevel}, "log-level", "the least level logged: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "the format of every line logged: text (key=value) or json (one object a line)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve GET /metrics (Prometheus), never on --addr; \"\" turns it off")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
@@ -91,19 +97,47 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if f.sweepInterval < 0 {
 		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
 	}
-	mode, err := idem.ParseMode(f.mode)
-	if err != nil {
+	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
 		return usageError("serve: --idempotency-mode %q: want atomic or leased", f.mode)
 	}
+	f.dbURL = resolveDB(*f.db, getenv)
+	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	// From here on every line is the logger's, the last one too.
+	if err := serveOn(ctx, f, logger, stdout); err != nil {
+		logger.Error("paymentsd stopped", "err", err)
+		return logged(err)
+	}
+	return nil
+}
+
+// serveOn reads the rates, binds the listeners, opens and migrates the
+// database, and serves until ctx ends. The listeners come before the
+// database: a port already in use fails before the database is touched.
+func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.Writer) error {
 	rates := money.DefaultTable()
 	if f.rates != "" {
+		var err error
 		if rates, err = readRates(f.rates); err != nil {
 			return err
 		}
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
+	}
+	defer ln.Close() // Serve closes it too; this covers the returns before Serve
+	var mln net.Listener
+	if f.metricsAddr != "" {
+		if mln, err = net.Listen("tcp", f.metricsAddr); err != nil {
+			return fmt.Errorf("listen on %s (--metrics-addr): %w", f.metricsAddr, err)
+		}
+		defer mln.Close()
+	}
 
-	b, err := openBackend(ctx, resolveDB(*f.db, getenv))
+	b, err := openBackend(ctx, f.dbURL)
 	if err != nil {
 		return err
 	}
@@ -122,7 +156,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	mw, err := idem.New(b.store, idem.Config{
-		Mode: mode, TTL: f.ttl, LockTimeout: f.lockTimeout, WaitTimeout: f.waitTimeout,
+		Mode: f.idemMode, TTL: f.ttl, LockTimeout: f.lockTimeout, WaitTimeout: f.waitTimeout,
 		DeferClaim: f.deferClaim, ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
 		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
 		TraceFunc:   m.Trace,
@@ -136,10 +170,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
-	// /metrics holds counts and latencies, never a key, a user or a body.
-	handler := http.NewServeMux()
-	handler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	handler.Handle("/", apiHandler)
 
 	// The sweeper runs until shutdown begins; the database closes after it.
 	sweepDone := make(chan struct{})
@@ -158,36 +188,50 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		}()
 	}
 
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
-	defer ln.Close() // Serve closes it too; this covers the returns before Serve
 	base := "http://" + ln.Addr().String()
-	// The demo user is made once the address is known, so its key (shown
-	// only once) is never lost to a port already in use, and its curl line
+	// The demo user is made once the address is known, so its curl line
 	// names the real address.
+	has, err := svc.HasUsers(ctx)
+	if err != nil {
+		return err
+	}
 	var demoKey string
-	if b.kind == "sqlite" {
-		if demoKey, err = demoUser(ctx, svc); err != nil {
+	if !has && b.kind == "sqlite" {
+		if _, demoKey, err = svc.CreateUser(ctx); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "paymentsd: listening on %s (store %s, mode %s)\n", base, b.kind, mode)
-	if demoKey != "" {
+	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String()}
+	if mln != nil {
+		attrs = append(attrs, "metrics", "http://"+mln.Addr().String()+"/metrics")
+	}
+	logger.Info("listening", attrs...)
+	switch {
+	case demoKey != "":
 		printDemo(stdout, base, demoKey, b.display)
+	case !has:
+		logger.Warn("the database has no users: create one with 'paymentsd users create" + dbArg(b.display) + "'")
 	}
 
+	errc := make(chan error, 2)
 	srv := &http.Server{
-		Handler:           accessLog(logger, handler),
+		Handler:           accessLog(logger, apiHandler),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       f.idleTimeout,
 		ConnState:         newIdleBound(f.maxIdleConns).connState,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if mln != nil {
+		// /metrics holds counts and latencies, never a key, a user or a
+		// body; still, it is served only here, never on the API's listener.
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -197,9 +241,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	// Drain: stop accepting, let every in-flight request finish (and its
 	// key complete), then close the database.
 	logger.Info("shutting down: draining in-flight requests", "timeout", f.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := srv.Shutdown(dctx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("shutdown: in-flight requests did not finish within %v", f.shutdownTimeout)
 	}
@@ -220,30 +264,24 @@ func readRates(path string) (*money.Table, error) {
 	return t, nil
 }
 
-// demoUser makes a user on an empty embedded database, so a new user can
-// try the API at once. It returns the user's API key, or "" when the
-// database already has users.
-func demoUser(ctx context.Context, svc *payments.Service) (string, error) {
-	has, err := svc.HasUsers(ctx)
-	if err != nil || has {
-		return "", err
-	}
-	_, key, err := svc.CreateUser(ctx)
-	return key, err
-}
-
 // printDemo prints lines that work when pasted into a shell: the comment
 // lines are shell comments.
 func printDemo(w io.Writer, base, apiKey, path string) {
-	more := "paymentsd users create"
-	if path != defaultDB {
-		more += " --db " + shellQuote(path)
-	}
+	more := "paymentsd users create" + dbArg(path)
 	fmt.Fprintf(w, `# paymentsd made a demo user. Its API key is shown only this once (more users: %s).
 # Paste these two lines into a shell to make a deposit; paste the curl line again to see it replayed.
 export API_KEY=%s
 curl -sS -i -X POST %s/v1/deposits -H "Authorization: Bearer $API_KEY" -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-deposit-1' -d '{"currency":"USD","amount":10000}'
 `, more, apiKey, base)
+}
+
+// dbArg is the --db argument that names db on a command line, "" for the
+// default database.
+func dbArg(db string) string {
+	if db == defaultDB {
+		return ""
+	}
+	return " --db " + shellQuote(db)
 }
 
 // accessLog logs one line per request: never a body, never a header that
