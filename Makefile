@@ -7,6 +7,7 @@
 #   make test PKGS=./internal/...          only some packages
 #   make test-short                        same, with -short
 #   make vet | make fmt
+#   make lint-openapi                      api/openapi.yaml against Redocly's recommended-strict rules (needs npm)
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
@@ -24,7 +25,7 @@ TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
-.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep
+.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -74,6 +75,23 @@ bench-sweep:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# api/openapi.yaml against Redocly's recommended-strict ruleset (redocly.yaml;
+# known exceptions, each with its reason, in .redocly.lint-ignore.yaml). The
+# pinned @redocly/cli is installed with npm into .cache/redocly when missing;
+# npm's log is printed only when the install fails.
+REDOCLY_VERSION ?= 2.77.0
+REDOCLY_DIR     ?= .cache/redocly
+REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
+lint-openapi:
+	@if [ ! -x "$(REDOCLY)" ]; then \
+	  log=$$(mktemp); \
+	  if ! npm install --prefix "$(REDOCLY_DIR)" --no-audit --no-fund "@redocly/cli@$(REDOCLY_VERSION)" >"$$log" 2>&1; then \
+	    cat "$$log" >&2; rm -f "$$log"; exit 1; \
+	  fi; \
+	  rm -f "$$log"; \
+	fi
+	$(REDOCLY) lint --config redocly.yaml
 
 # Go sources: tracked and untracked-but-not-ignored files of the git checkout;
 # outside git (tarball, or git refusing a checkout owned by another user) all

@@ -211,9 +211,15 @@ func (s *server) stop(t *testing.T) {
 // runCLI runs paymentsd to completion and returns its output and exit code.
 func runCLI(t *testing.T, environ []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIIn(t, "", environ, args...)
+}
+
+// runCLIIn is runCLI in the working directory dir ("" for the test's).
+func runCLIIn(t *testing.T, dir string, environ []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd := exec.Command(binary, args...)
-	cmd.Env = environ
+	cmd.Dir, cmd.Env = dir, environ
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	if ee, ok := err.(*exec.ExitError); ok {

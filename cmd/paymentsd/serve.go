@@ -70,7 +70,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.IntVar(&f.userRequests, "requests-per-user", api.DefaultRequestsPerUser, "how many requests that move money one user may have in flight; past it, 429 with Retry-After")
 	fs.IntVar(&f.maxIdleConns, "max-idle-conns", 1000, "how many idle keep-alive connections to keep open; one more going idle is closed")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
-	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
+	err := parseFlags(fs, args, stdout, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
 		return usageError("serve: --idempotency-mode %q: want atomic or leased", f.mode)
 	}
-	f.dbURL = resolveDB(*f.db, getenv)
+	if f.dbURL, err = resolveDB(*f.db, getenv); err != nil {
+		return err
+	}
 	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -259,7 +261,8 @@ func readRates(path string) (*money.Table, error) {
 	defer fh.Close()
 	t, err := money.ReadTable(fh)
 	if err != nil {
-		return nil, fmt.Errorf("rates %s: %w", path, err)
+		// One line, without package money's prefix on each of its reasons.
+		return nil, fmt.Errorf("rates %s: %s", path, strings.ReplaceAll(strings.ReplaceAll(err.Error(), "money: ", ""), "\n", "; "))
 	}
 	return t, nil
 }
