@@ -13,6 +13,7 @@
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
 #   make bench-growth                      the benchmark with 10 million keys against an empty table
+#   make bench-memory                      paymentsd's peak memory under hostile uploads (results/bench/memory.md)
 #   make bench-sweep                       paymentsd's latency while 'paymentsd keys sweep' deletes 1 million of
 #                                          10 million keys (results/bench-sweep; about 10 minutes, up to 16 GB of disk)
 #   DATABASE_URL=postgres://... make test  use an existing server
@@ -25,7 +26,7 @@ TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
-.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep lint-openapi
+.PHONY: test test-short vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-memory bench-sweep lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -65,6 +66,11 @@ bench:
 
 bench-growth:
 	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -growth $(BENCHFLAGS)
+
+# paymentsd's peak resident memory (VmHWM) under hostile uploads: 1 MiB
+# bodies, stalled bodies, idle keep-alive connections (results/bench/memory.md).
+bench-memory:
+	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -memory $(BENCHFLAGS)
 
 # The sweep under load (docs/operations.md): paymentsd serving an open-loop
 # load while 'paymentsd keys sweep' deletes the expired million of 10

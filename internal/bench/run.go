@@ -72,6 +72,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Sweep {
 		return r.sweep(ctx)
 	}
+	if cfg.Memory {
+		return r.memory(ctx)
+	}
 	return r.main(ctx)
 }
 

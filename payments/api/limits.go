@@ -74,7 +74,11 @@ type limiter struct {
 }
 
 func newLimiter(l Limits, cfg idem.Config) *limiter {
-	return &limiter{limits: l, maxBody: cfg.MaxRequestBytes, keyHeader: cfg.Header, perUser: map[string]int{}}
+	maxBody := cfg.MaxRequestBytes
+	if maxBody <= 0 { // a Config not built by idem.New: its default
+		maxBody = idem.DefaultMaxRequestBytes
+	}
+	return &limiter{limits: l, maxBody: maxBody, keyHeader: cfg.Header, perUser: map[string]int{}}
 }
 
 // wrap bounds next, a route that moves money, behind authentication.
