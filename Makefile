@@ -7,6 +7,7 @@
 #   make test PKGS=./pgstore/...           only some packages
 #   make test-short                        same, with -short
 #   make vet | make fmt
+#   make lint-openapi                      api/openapi.yaml against Redocly's recommended-strict rules (needs npm)
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
 #   make test-rabbitmq                     the RabbitMQ adapter's tests, against AMQP_URL
@@ -18,6 +19,7 @@
 #                                          (docs/model.md; installs spin with apt-get when missing)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
 #   make bench-growth                      the benchmark with 10 million keys against an empty table
+#   make bench-memory                      paymentsd's peak memory under hostile uploads (results/bench/memory.md)
 #   make bench-sweep                       paymentsd's latency while 'paymentsd keys sweep' deletes 1 million of
 #                                          10 million keys (results/bench-sweep; about 10 minutes, up to 16 GB of disk)
 #   DATABASE_URL=postgres://... make test  use an existing server
@@ -36,7 +38,7 @@ TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
-.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-sweep model
+.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -97,6 +99,11 @@ bench:
 bench-growth:
 	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -growth $(BENCHFLAGS)
 
+# paymentsd's peak resident memory (VmHWM) under hostile uploads: 1 MiB
+# bodies, stalled bodies, idle keep-alive connections (results/bench/memory.md).
+bench-memory:
+	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -memory $(BENCHFLAGS)
+
 # The sweep under load (docs/operations.md): paymentsd serving an open-loop
 # load while 'paymentsd keys sweep' deletes the expired million of 10
 # million keys, in windows alternating with windows where it is stopped.
@@ -106,6 +113,23 @@ bench-sweep:
 
 vet:
 	$(GO) vet $(PKGS) $(RABBITMQ_PKGS)
+
+# api/openapi.yaml against Redocly's recommended-strict ruleset (redocly.yaml;
+# known exceptions, each with its reason, in .redocly.lint-ignore.yaml). The
+# pinned @redocly/cli is installed with npm into .cache/redocly when missing;
+# npm's log is printed only when the install fails.
+REDOCLY_VERSION ?= 2.77.0
+REDOCLY_DIR     ?= .cache/redocly
+REDOCLY          = $(REDOCLY_DIR)/node_modules/.bin/redocly
+lint-openapi:
+	@if [ ! -x "$(REDOCLY)" ]; then \
+	  log=$$(mktemp); \
+	  if ! npm install --prefix "$(REDOCLY_DIR)" --no-audit --no-fund "@redocly/cli@$(REDOCLY_VERSION)" >"$$log" 2>&1; then \
+	    cat "$$log" >&2; rm -f "$$log"; exit 1; \
+	  fi; \
+	  rm -f "$$log"; \
+	fi
+	$(REDOCLY) lint --config redocly.yaml
 
 # Go sources: tracked and untracked-but-not-ignored files of the git checkout;
 # outside git (tarball, or git refusing a checkout owned by another user) all

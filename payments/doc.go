@@ -2,7 +2,8 @@
 // a balance per currency, deposit money and convert it between currencies.
 //
 // Money is int64 minor units (cents; whole yen), never floating point;
-// conversions are exact (package money) and rounded half-even.
+// conversions are exact (package money) and rounded down, so none creates
+// value.
 //
 // Every movement is recorded as ledger entries: a deposit is one credit, a
 // transaction one debit and one credit. A balance is the sum of its entries;
@@ -24,9 +25,12 @@
 // reads the key store. A key past its retention is free for a new request,
 // however and whenever its record was swept.
 //
-// The business net of its own is the minute net: at most one live
-// transaction per user, currency pair and amount in each UTC calendar
-// minute, so a path that forgot the middleware (or a retry with a fresh
-// key) still cannot repeat a conversion at once. When it fires the error is
-// ErrDuplicateTransfer (an ErrDuplicate), and nothing moves.
+// The business nets of their own are the minute nets: at most one live
+// transaction per user, currency pair and amount, and one deposit per user,
+// currency and amount, in each UTC calendar minute, so a path that forgot
+// the middleware (or a retry with a fresh key) still cannot repeat a
+// movement at once. A calendar minute, not a sliding window: two identical
+// movements a moment apart across a minute boundary both go in. A net that
+// fires is ErrDuplicateTransfer or ErrDuplicateDeposit (both ErrDuplicate),
+// and nothing moves.
 package payments

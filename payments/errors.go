@@ -19,6 +19,9 @@ var (
 	// ErrDuplicateTransfer: the minute net fired. The user made a live
 	// transaction with the same currencies and amount in the same UTC minute.
 	ErrDuplicateTransfer = fmt.Errorf("%w: an identical transaction was made in the same minute", ErrDuplicate)
+	// ErrDuplicateDeposit: the deposits' minute net fired. The user made a
+	// deposit of the same currency and amount in the same UTC minute.
+	ErrDuplicateDeposit = fmt.Errorf("%w: an identical deposit was made in the same minute", ErrDuplicate)
 )
 
 // InsufficientFundsError says a transaction needs more than its source

@@ -72,7 +72,7 @@ func (s *Service) Deposit(ctx context.Context, userID, key string, req DepositRe
 			return err
 		}
 		if !inserted {
-			return ErrDuplicate
+			return ErrDuplicateDeposit
 		}
 		d.CreatedAt = created
 		bal, err := tx.LockBalance(ctx, userID, d.Currency)

@@ -143,16 +143,16 @@ func testTransaction(t *testing.T, s *server) {
 	require.Equal(t, string(first.body), string(got.body))
 	require.Equal(t, map[string]int64{"USD": 9000, "EUR": 920}, u.balances(t))
 
-	// Half-even rounding, into and out of a currency without decimals:
-	// 3.33 USD × 151.5 = 504.495 JPY → 504; 505 JPY × 0.0066006601 = 3.3333 USD → 333 cents.
+	// Rounding down, into and out of a currency without decimals:
+	// 3.33 USD × 151.5 = 504.495 JPY → 504; 504 JPY × 0.00660066 = 3.3267 USD → 332 cents.
 	yen := u.post(t, "/v1/transactions", newKey(), `{"source_currency":"USD","target_currency":"JPY","amount":333}`)
 	require.Equal(t, http.StatusCreated, yen.status, "%s", yen)
 	require.Equal(t, float64(504), yen.json(t)["converted_amount"])
 	back := u.post(t, "/v1/transactions", newKey(), `{"source_currency":"JPY","target_currency":"USD","amount":504}`)
 	require.Equal(t, http.StatusCreated, back.status, "%s", back)
-	require.Equal(t, "0.0066006601", back.json(t)["rate"])
-	require.Equal(t, float64(333), back.json(t)["converted_amount"]) // 504 × 0.0066006601 × 100 = 332.67 → 333
-	require.Equal(t, map[string]int64{"USD": 9000, "EUR": 920, "JPY": 0}, u.balances(t))
+	require.Equal(t, "0.00660066", back.json(t)["rate"])
+	require.Equal(t, float64(332), back.json(t)["converted_amount"]) // never back above the 333 cents
+	require.Equal(t, map[string]int64{"USD": 8999, "EUR": 920, "JPY": 0}, u.balances(t))
 	require.Equal(t, u.balances(t), u.entrySums(t))
 
 	// Someone else's transaction, a deposit's id, an unknown id, not an id: 404.
@@ -240,7 +240,7 @@ func testInsufficientFunds(t *testing.T, s *server) {
 	require.Equal(t, string(first.body), string(again.body))
 	ok := u.post(t, "/v1/transactions", newKey(), body)
 	require.Equal(t, http.StatusCreated, ok.status, "%s", ok)
-	require.Equal(t, map[string]int64{"USD": 0, "GBP": 396}, u.balances(t)) // 5.01 × 0.79 = 3.9579 → 396
+	require.Equal(t, map[string]int64{"USD": 0, "GBP": 395}, u.balances(t)) // 5.01 × 0.79 = 3.9579 → 395, rounded down
 	// A currency never held.
 	r := u.post(t, "/v1/transactions", newKey(), `{"source_currency":"BRL","target_currency":"MXN","amount":1}`)
 	require.Equal(t, http.StatusPaymentRequired, r.status, "%s", r)
@@ -300,6 +300,7 @@ func testBadInput(t *testing.T, s *server) {
 	u := s.newUser(t)
 	u.deposit(t, "USD", 1000)
 	stored := u.storedKeys(t)
+	var euros int64 // the deposits that show a key is free, each of its own amount (the minute net)
 	big := `{"currency":"USD","amount":100,"pad":"` + strings.Repeat("x", 1<<20) + `"}`
 	for _, c := range []struct {
 		name, body, ctype string
@@ -327,7 +328,8 @@ func testBadInput(t *testing.T, s *server) {
 			require.Equal(t, c.problem, r.problemType(t), c.name)
 			// Nothing was stored: the key is still free.
 			if path == "/v1/deposits" {
-				ok := u.post(t, path, key, `{"currency":"EUR","amount":1}`)
+				euros++
+				ok := u.post(t, path, key, fmt.Sprintf(`{"currency":"EUR","amount":%d}`, euros))
 				require.Equal(t, http.StatusCreated, ok.status, "%s: %s", c.name, ok)
 				require.False(t, ok.replayed())
 				stored++
@@ -338,7 +340,7 @@ func testBadInput(t *testing.T, s *server) {
 	r := do(t, s, u, http.MethodPost, "/v1/deposits", `{"currency":"USD","amount":100}`, "Idempotency-Key", newKey(), "Content-Type", "")
 	require.Equal(t, http.StatusUnsupportedMediaType, r.status, "%s", r)
 	require.Equal(t, stored, u.storedKeys(t))
-	require.Equal(t, map[string]int64{"USD": 1000, "EUR": 9}, u.balances(t))
+	require.Equal(t, map[string]int64{"USD": 1000, "EUR": 45}, u.balances(t)) // 1 + 2 + … + 9
 }
 
 func testMinuteNet(t *testing.T, s *server) {
@@ -356,7 +358,7 @@ func testMinuteNet(t *testing.T, s *server) {
 	require.Equal(t, http.StatusConflict, dup.status, "%s", dup)
 	require.Equal(t, "duplicate-transaction", dup.problemType(t))
 	require.Empty(t, dup.header.Get("Retry-After"), "final, not try again")
-	require.Equal(t, map[string]int64{"USD": 9223, "EUR": 715}, u.balances(t), "moved once")
+	require.Equal(t, map[string]int64{"USD": 9223, "EUR": 714}, u.balances(t), "moved once") // 777 × 0.92 = 714.84 → 714
 	// The 409 is the key's final answer.
 	again := u.post(t, "/v1/transactions", key, body)
 	require.True(t, again.replayed())

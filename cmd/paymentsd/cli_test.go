@@ -49,7 +49,7 @@ func TestMigrate(t *testing.T) {
 			db := newDB(t, store)
 			out, errOut, code := runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
-			require.Contains(t, out, "applied migrations: idempotency keys [1 2], wallet [1 2 3]")
+			require.Contains(t, out, "applied migrations: idempotency keys [1 2], wallet [1 2 3 4]")
 			require.Contains(t, out, "("+store+" ")
 			out, errOut, code = runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
@@ -82,14 +82,18 @@ func TestCommandLineErrors(t *testing.T) {
 		code int
 		says string
 	}{
-		{"UnknownFlag", []string{"serve", "--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{"UnknownFlagDefaultCommand", []string{"--bogus"}, 2, "flag provided but not defined: -bogus"},
-		{"BadDuration", []string{"serve", "--idempotency-ttl", "soon"}, 2, "idempotency-ttl"},
+		{"UnknownFlag", []string{"serve", "--bogus"}, 2, "flag provided but not defined: --bogus"},
+		{"UnknownFlagDefaultCommand", []string{"--bogus"}, 2, "flag provided but not defined: --bogus"},
+		{"BadDuration", []string{"serve", "--idempotency-ttl", "2days"}, 2, `invalid value "2days" for flag --idempotency-ttl: parse error (want a duration such as 30s, 15m or 48h)`},
+		{"BadLogLevel", []string{"serve", "--log-level", "verbose"}, 2, "--log-level: want debug, info, warn or error"},
+		{"BadLogFormat", []string{"serve", "--log-format", "xml"}, 2, `--log-format "xml": want text or json`},
 		{"NegativeTTL", []string{"serve", "--idempotency-ttl", "-1h", "--db", missingDir}, 2, "--idempotency-ttl must be positive"},
 		{"BadMode", []string{"serve", "--idempotency-mode", "eager"}, 2, "want atomic or leased"},
 		{"ExtraArgument", []string{"migrate", "now"}, 2, `unexpected argument "now"`},
 		{"UnknownCommand", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
-		{"UsersWithoutCreate", []string{"users"}, 2, "usage: paymentsd users create"},
+		{"UsersWithoutCreate", []string{"users"}, 2, "users: a subcommand is required"},
+		{"KeysWithoutSubcommand", []string{"keys"}, 2, "keys: a subcommand is required"},
+		{"UnknownKeysSubcommand", []string{"keys", "list"}, 2, `keys: unknown subcommand "list"`},
 		{"UnreachablePostgresServe", []string{"serve", "--db", "postgres://postgres@127.0.0.1:1/postgres"}, 1, "connect to PostgreSQL at postgres://postgres@127.0.0.1:1/postgres"},
 		{"UnreachablePostgresMigrate", []string{"migrate", "--db", "postgres://postgres@127.0.0.1:1/postgres"}, 1, "connect to PostgreSQL"},
 		{"UnreachablePostgresUsers", []string{"users", "create", "--db", "postgres://postgres@127.0.0.1:1/postgres"}, 1, "connect to PostgreSQL"},
@@ -102,8 +106,16 @@ func TestCommandLineErrors(t *testing.T) {
 			require.Equal(t, c.code, code, "stderr: %s", errOut)
 			require.Empty(t, out)
 			require.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
-			require.True(t, strings.HasPrefix(errOut, "paymentsd: "), errOut)
+			if c.args[0] == "serve" && c.code == 1 {
+				// Past its flags, serve's logger prints the error.
+				require.True(t, strings.HasPrefix(errOut, "time="), errOut)
+				require.Contains(t, errOut, `level=ERROR msg="paymentsd stopped" err=`)
+			} else {
+				require.True(t, strings.HasPrefix(errOut, "paymentsd: "), errOut)
+			}
 			require.Contains(t, errOut, c.says)
+			require.NotContains(t, errOut, "slog:")
+			require.LessOrEqual(t, strings.Count(errOut, "dial error"), 1, "a dial error is printed once")
 		})
 	}
 	t.Run("Help", func(t *testing.T) {
@@ -111,10 +123,10 @@ func TestCommandLineErrors(t *testing.T) {
 		out, _, code := runCLI(t, env(), "help")
 		require.Zero(t, code)
 		require.Contains(t, out, "paymentsd users create")
-		_, errOut, code := runCLI(t, env(), "serve", "-h")
+		out, _, code = runCLI(t, env(), "serve", "-h")
 		require.Zero(t, code)
-		for _, flag := range []string{"-addr", "-db", "-idempotency-ttl", "-lock-timeout", "-idempotency-mode", "-rates"} {
-			require.Contains(t, errOut, flag)
+		for _, flag := range []string{"--addr", "--db", "--idempotency-ttl", "--lock-timeout", "--idempotency-mode", "--rates", "--metrics-addr", "--log-format"} {
+			require.Contains(t, out, flag)
 		}
 	})
 }

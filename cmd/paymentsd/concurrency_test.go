@@ -14,7 +14,8 @@ import (
 )
 
 // TestConcurrency runs the concurrent scenarios against one server per
-// store and mode.
+// store and mode, each with more requests in flight than a user may have by
+// default.
 func TestConcurrency(t *testing.T) {
 	t.Parallel()
 	each(t, func(t *testing.T, s *server) {
@@ -26,7 +27,7 @@ func TestConcurrency(t *testing.T) {
 			t.Parallel()
 			testMixedRun(t, s)
 		})
-	})
+	}, "--requests-per-user", "64") // one user races 32 requests at once
 }
 
 // testOneKey sends 32 identical requests with one key at once: the money

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,13 +68,13 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %v", display, err)
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
 	}
 	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %v", display, err)
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
 	}
 	return &backend{
 		kind: "postgres", display: display,
@@ -115,6 +116,19 @@ func describeMigrations(keys, wallet []int) string {
 		return "schema is up to date"
 	}
 	return fmt.Sprintf("applied migrations: idempotency keys %v, wallet %v", keys, wallet)
+}
+
+// distinctLines is err's text with each line once: pgx reports one line
+// per connection attempt, and with sslmode=prefer it tries each address
+// twice, with TLS and without, failing the same way.
+func distinctLines(err error) string {
+	var out []string
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !slices.Contains(out, line) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // redact hides the password of a database URL.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 
@@ -81,7 +80,7 @@ func grpcAuth(ops *api.Operations, logger *slog.Logger) grpc.UnaryServerIntercep
 
 // serveGRPC serves payments.v1.Payments, with reflection, on addr until
 // ctx ends; wait returns once the calls in flight have finished.
-func serveGRPC(ctx context.Context, addr string, mw *idem.Middleware, cfg api.Config, stderr io.Writer) (wait func(), err error) {
+func serveGRPC(ctx context.Context, addr string, mw *idem.Middleware, cfg api.Config, logger *slog.Logger) (wait func(), err error) {
 	ops, err := api.NewOperations(cfg)
 	if err != nil {
 		return nil, err
@@ -104,6 +103,6 @@ func serveGRPC(ctx context.Context, addr string, mw *idem.Middleware, cfg api.Co
 		<-ctx.Done()
 		srv.GracefulStop()
 	}()
-	fmt.Fprintf(stderr, "paymentsd: grpc listening on %s\n", ln.Addr())
+	logger.Info("grpc listening", "addr", ln.Addr().String())
 	return func() { <-done }, nil
 }

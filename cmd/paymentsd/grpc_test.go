@@ -17,7 +17,7 @@ import (
 	"github.com/idem-dev/idem/internal/require"
 )
 
-var grpcListening = regexp.MustCompile(`paymentsd: grpc listening on (\S+)`)
+var grpcListening = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)
 
 // rawCodec hands the client a response's bytes as they came on the wire.
 type rawCodec struct{}

@@ -123,17 +123,20 @@ func (s *syncBuffer) String() string {
 
 // server is a running paymentsd.
 type server struct {
-	url    string
-	db     string
-	store  string
-	cmd    *exec.Cmd
-	stdout *syncBuffer
-	stderr *syncBuffer
-	exited chan struct{} // closed when the process has exited
-	err    error         // the process's exit, once exited is closed
+	url     string
+	metrics string // the URL of /metrics, on a listener of its own
+	db      string
+	store   string
+	cmd     *exec.Cmd
+	stdout  *syncBuffer
+	stderr  *syncBuffer
+	exited  chan struct{} // closed when the process has exited
+	err     error         // the process's exit, once exited is closed
 }
 
-var listening = regexp.MustCompile(`paymentsd: listening on (http://\S+) \(store (\w+), mode (\w+)\)`)
+// listening matches serve's listening line, in text or JSON.
+var listening = regexp.MustCompile(`msg=listening url=(http://\S+) store=(\w+) mode=(\w+) metrics=(\S+)` +
+	`|"msg":"listening","url":"(http://[^"]+)","store":"(\w+)","mode":"(\w+)","metrics":"([^"]+)"`)
 
 // startServer starts `paymentsd serve --addr 127.0.0.1:0 --db db args…`
 // and waits for its listening line. It stops the server when the test
@@ -144,9 +147,10 @@ func startServer(t *testing.T, db string, args ...string) *server {
 }
 
 // startIn starts paymentsd with args in dir (the test's working directory
-// when "") and environment.
+// when "") and environment, its /metrics on a free port.
 func startIn(t *testing.T, dir string, environ []string, args ...string) *server {
 	t.Helper()
+	args = append(args, "--metrics-addr", "127.0.0.1:0")
 	s := &server{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
 	for i, a := range args {
 		if a == "--db" && i+1 < len(args) {
@@ -170,7 +174,10 @@ func startIn(t *testing.T, dir string, environ []string, args ...string) *server
 	deadline := time.After(patience)
 	for {
 		if m := listening.FindStringSubmatch(s.stderr.String()); m != nil {
-			s.url, s.store = m[1], m[2]
+			if m[1] == "" {
+				m = m[4:] // the JSON form's groups
+			}
+			s.url, s.store, s.metrics = m[1], m[2], m[4]
 			return s
 		}
 		select {
@@ -204,9 +211,15 @@ func (s *server) stop(t *testing.T) {
 // runCLI runs paymentsd to completion and returns its output and exit code.
 func runCLI(t *testing.T, environ []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIIn(t, "", environ, args...)
+}
+
+// runCLIIn is runCLI in the working directory dir ("" for the test's).
+func runCLIIn(t *testing.T, dir string, environ []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errb bytes.Buffer
 	cmd := exec.Command(binary, args...)
-	cmd.Env = environ
+	cmd.Dir, cmd.Env = dir, environ
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	if ee, ok := err.(*exec.ExitError); ok {

@@ -13,21 +13,6 @@ import (
 	"github.com/idem-dev/idem/sweeper"
 )
 
-// keysCmd dispatches "paymentsd keys show|sweep": the support engineer's
-// view of one idempotency record, and a one-shot sweep.
-func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
-	if len(args) == 0 {
-		return usageError("usage: paymentsd keys show --user-id ID --key KEY | paymentsd keys sweep [--db URL]")
-	}
-	switch args[0] {
-	case "show":
-		return keysShow(ctx, args[1:], stdout, stderr, getenv)
-	case "sweep":
-		return keysSweep(ctx, args[1:], stdout, stderr, getenv)
-	}
-	return usageError("unknown keys command %q (want show or sweep)", args[0])
-}
-
 // keyState is what keys show prints: the record's state, never its
 // request or response body.
 type keyState struct {
@@ -51,7 +36,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	db := dbFlag(fs)
 	userID := fs.String("user-id", "", "the user the key belongs to (required)")
 	key := fs.String("key", "", "the Idempotency-Key, unquoted (required)")
-	if err := parseFlags(fs, args, stderr, "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON.\nIt never prints a request or response body."); err != nil {
+	if err := parseFlags(fs, args, stdout, "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON.\nIt never prints a request or response body."); err != nil {
 		return err
 	}
 	if *userID == "" || *key == "" {
@@ -91,7 +76,7 @@ func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	db := dbFlag(fs)
 	batch := fs.Int("batch-size", sweeper.DefaultBatchSize, "the most records one batch deletes, in one short transaction")
 	pause := fs.Duration("pause", sweeper.DefaultPause, "the wait between two batches")
-	if err := parseFlags(fs, args, stderr, "paymentsd keys sweep [--db URL]\n\nDeletes every idempotency record past its retention, in bounded batches, once, and prints {\"deleted\":N}."); err != nil {
+	if err := parseFlags(fs, args, stdout, "paymentsd keys sweep [--db URL] [--batch-size N] [--pause DURATION]\n\nDeletes every idempotency record past its retention, in bounded batches, once, and prints {\"deleted\":N}."); err != nil {
 		return err
 	}
 	b, err := openMigrated(ctx, *db, getenv)
@@ -124,7 +109,11 @@ func newSweeper(b *backend, cfg sweeper.Config) (*sweeper.Sweeper, error) {
 
 // openMigrated opens the database and applies pending migrations.
 func openMigrated(ctx context.Context, db string, getenv func(string) string) (*backend, error) {
-	b, err := openBackend(ctx, resolveDB(db, getenv))
+	url, err := resolveDB(db, getenv)
+	if err != nil {
+		return nil, err
+	}
+	b, err := openBackend(ctx, url)
 	if err != nil {
 		return nil, err
 	}

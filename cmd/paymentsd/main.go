@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -39,14 +40,33 @@ Usage:
   paymentsd keys sweep [flags]    delete the idempotency records past their retention, once
   paymentsd help                  show this help
 
-Run 'paymentsd <command> -h' for a command's flags. The database is --db, else
-$DATABASE_URL, else the SQLite file paymentsd.db in the working directory.
+Run 'paymentsd <command> --help' for a command's flags. The database is --db (a
+postgres:// or postgresql:// URL, or a SQLite file path), else $DATABASE_URL,
+else the SQLite file paymentsd.db in the working directory.
+`
+
+const usersUsage = `Usage: paymentsd users <subcommand> [flags]
+
+Subcommands:
+  create    create a user; print {"user_id","api_key"} as JSON (the key is shown only once)
+
+Run 'paymentsd users create --help' for its flags.
+`
+
+const keysUsage = `Usage: paymentsd keys <subcommand> [flags]
+
+Subcommands:
+  show      print an idempotency record's state (--user-id, --key); never a body
+  sweep     delete the idempotency records past their retention, once; print {"deleted":N}
+
+Run 'paymentsd keys show --help' or 'paymentsd keys sweep --help' for their flags.
 `
 
 // exitError carries an exit code: 2 for a usage error, 1 for anything else.
 type exitError struct {
-	code int
-	err  error
+	code   int
+	err    error
+	logged bool // already printed by the command's logger, in its format
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -54,6 +74,15 @@ func (e *exitError) Unwrap() error { return e.err }
 
 func usageError(format string, args ...any) error {
 	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// logged marks err as printed already, keeping its exit code.
+func logged(err error) error {
+	code := 1
+	if e, ok := errors.AsType[*exitError](err); ok {
+		code = e.code
+	}
+	return &exitError{code: code, err: err, logged: true}
 }
 
 func main() {
@@ -65,7 +94,9 @@ func main() {
 	}
 	code := 1
 	if e, ok := errors.AsType[*exitError](err); ok {
-		code = e.code
+		if code = e.code; e.logged {
+			os.Exit(code)
+		}
 	}
 	// One line, whatever the error says: a driver's message may span several.
 	fmt.Fprintln(os.Stderr, "paymentsd: "+strings.Join(strings.Fields(err.Error()), " "))
@@ -74,6 +105,10 @@ func main() {
 
 // run dispatches a command line. ctx ends on SIGINT or SIGTERM.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, usage)
+		return errHelp
+	}
 	cmd := "serve"
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, args = args[0], args[1:]
@@ -84,53 +119,56 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	case "migrate":
 		return migrateCmd(ctx, args, stdout, stderr, getenv)
 	case "users":
-		if len(args) == 0 || args[0] != "create" {
-			return usageError("usage: paymentsd users create [--db URL]")
-		}
-		return usersCreate(ctx, args[1:], stdout, stderr, getenv)
+		return group("users", args, stdout, usersUsage, map[string]func([]string) error{
+			"create": func(args []string) error { return usersCreate(ctx, args, stdout, stderr, getenv) },
+		})
 	case "keys":
-		return keysCmd(ctx, args, stdout, stderr, getenv)
-	case "help":
-		fmt.Fprint(stdout, usage)
-		return nil
+		return group("keys", args, stdout, keysUsage, map[string]func([]string) error{
+			"show":  func(args []string) error { return keysShow(ctx, args, stdout, stderr, getenv) },
+			"sweep": func(args []string) error { return keysSweep(ctx, args, stdout, stderr, getenv) },
+		})
 	}
-	return usageError("unknown command %q (run 'paymentsd help')", cmd)
-}
-
-// errHelp: -h was asked for and the usage printed; exit 0.
-var errHelp = errors.New("help shown")
-
-// parseFlags parses a command's flags. A bad flag is one line naming it;
-// -h prints the command's usage.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer, synopsis string) error {
-	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(stderr, "Usage: %s\n\nFlags:\n", synopsis)
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		return errHelp
-	case err != nil:
-		return usageError("%s: %v (run 'paymentsd %s -h' for usage)", fs.Name(), err, fs.Name())
-	case fs.NArg() > 0:
-		return usageError("%s: unexpected argument %q (run 'paymentsd %s -h' for usage)", fs.Name(), fs.Arg(0), fs.Name())
-	}
-	return nil
+	return usageError("unknown command %q (run 'paymentsd --help')", cmd)
 }
 
 // dbFlag adds --db to fs. Its value, when not given, is $DATABASE_URL, else
 // the SQLite default.
 func dbFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "the database: a SQLite file path, or a postgres:// URL for PostgreSQL\n(default $DATABASE_URL, else "+defaultDB+" in the working directory)")
+	return fs.String("db", "", "the database: a postgres:// or postgresql:// URL for PostgreSQL, or a SQLite file path\n(default $DATABASE_URL, else "+defaultDB+" in the working directory)")
 }
 
-func resolveDB(flagValue string, getenv func(string) string) string {
-	if flagValue != "" {
-		return flagValue
+// resolveDB returns the database a command uses: --db, else $DATABASE_URL,
+// else the SQLite default. A value that is neither a PostgreSQL URL nor a
+// file path is a usage error, before anything is opened or created.
+func resolveDB(flagValue string, getenv func(string) string) (string, error) {
+	db, from := flagValue, "--db"
+	if db == "" {
+		db, from = getenv("DATABASE_URL"), "$DATABASE_URL"
 	}
-	if u := getenv("DATABASE_URL"); u != "" {
-		return u
+	if db == "" {
+		return defaultDB, nil
 	}
-	return defaultDB
+	if isPostgresURL(db) {
+		return db, nil
+	}
+	if conninfo.MatchString(db) {
+		return "", usageError("%s %q is a key=value connection string; give a URL, such as postgres://user@host:5432/dbname", from, redactConninfo(db))
+	}
+	if m := scheme.FindStringSubmatch(db); m != nil {
+		return "", usageError("%s: %s URLs are not supported; give a postgres:// or postgresql:// URL, or a SQLite file path", from, m[1])
+	}
+	return db, nil
 }
+
+var (
+	// conninfo matches a libpq key=value connection string ("host=x dbname=y").
+	conninfo = regexp.MustCompile(`^\s*[a-z_]+\s*=`)
+	// scheme matches a URL or URI scheme of two letters or more (not a
+	// Windows drive letter).
+	scheme = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]+):`)
+	// password matches the password of a key=value connection string.
+	password = regexp.MustCompile(`(password\s*=\s*)('[^']*'|\S+)`)
+)
+
+// redactConninfo hides the password of a key=value connection string.
+func redactConninfo(s string) string { return password.ReplaceAllString(s, "${1}xxxxx") }

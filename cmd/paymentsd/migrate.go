@@ -13,10 +13,14 @@ import (
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	db := dbFlag(fs)
-	if err := parseFlags(fs, args, stderr, "paymentsd migrate [--db URL]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
+	if err := parseFlags(fs, args, stdout, "paymentsd migrate [--db URL]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
 		return err
 	}
-	b, err := openBackend(ctx, resolveDB(*db, getenv))
+	url, err := resolveDB(*db, getenv)
+	if err != nil {
+		return err
+	}
+	b, err := openBackend(ctx, url)
 	if err != nil {
 		return err
 	}

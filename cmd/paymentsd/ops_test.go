@@ -102,7 +102,7 @@ func sweepInServe(t *testing.T, s *server) {
 
 func scrape(t *testing.T, s *server) string {
 	t.Helper()
-	resp, err := http.Get(s.url + "/metrics")
+	resp, err := http.Get(s.metrics)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

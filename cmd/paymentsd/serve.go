@@ -49,6 +49,17 @@ type serveFlags struct {
 	amqpURL         string
 	queueWorkers    int
 	grpcAddr        string
+	bodyTimeout     time.Duration
+	bodyMemoryMB    int64
+	userRequests    int
+	maxIdleConns    int
+	idleTimeout     time.Duration
+	metricsAddr     string
+	logFormat       string
+	idemMode        idem.Mode     // parsed from mode
+	dbURL           string        // db, else $DATABASE_URL, else the default
+	bank            payments.Bank // from bankURL; nil: payouts refused
+	bankSecret      []byte        // the secret provider keys are derived with
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
@@ -62,7 +73,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.mode, "idempotency-mode", "atomic", "how a request holds its key: atomic (one transaction; the handlers only touch the database) or leased")
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
-	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "the least level logged: debug, info, warn or error")
+	fs.Var(levelFlag{&f.logLevel}, "log-level", "the least level logged: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "the format of every line logged: text (key=value) or json (one object a line)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve GET /metrics (Prometheus), never on --addr; \"\" turns it off")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
@@ -75,7 +88,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.amqpURL, "amqp-url", "", "also consume payment commands from RabbitMQ at this URL (amqp://user:password@host:5672/) (docs/queues.md)")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve payments.v1.Payments over gRPC on this address, e.g. 127.0.0.1:9090 (docs/grpc.md)")
 	fs.IntVar(&f.queueWorkers, "queue-workers", 8, "commands processed at once per broker")
-	err := parseFlags(fs, args, stderr, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users create (see 'paymentsd help').")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request body may take to arrive; a slower one gets 408 and nothing is stored")
+	fs.Int64Var(&f.bodyMemoryMB, "body-memory-mb", api.DefaultBodyMemory>>20, "megabytes of request bodies in flight at once (each counted at its Content-Length); past it,\n503 with Retry-After and nothing is stored")
+	fs.IntVar(&f.userRequests, "requests-per-user", api.DefaultRequestsPerUser, "how many requests that move money one user may have in flight; past it, 429 with Retry-After")
+	fs.IntVar(&f.maxIdleConns, "max-idle-conns", 1000, "how many idle keep-alive connections to keep open; one more going idle is closed")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
+	err := parseFlags(fs, args, stdout, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
 	if err != nil {
 		return err
 	}
@@ -83,7 +101,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		name string
 		v    time.Duration
 	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
-		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}} {
+		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}, {"body-timeout", f.bodyTimeout}, {"idle-timeout", f.idleTimeout}} {
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
 		}
@@ -94,31 +112,65 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if f.replayCacheMB < 0 {
 		return usageError("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
 	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-user", int64(f.userRequests)}, {"max-idle-conns", int64(f.maxIdleConns)}} {
+		if n.v <= 0 {
+			return usageError("serve: --%s must be positive, got %d", n.name, n.v)
+		}
+	}
 	if f.sweepInterval < 0 {
 		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
 	}
-	mode, err := idem.ParseMode(f.mode)
-	if err != nil {
+	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
 		return usageError("serve: --idempotency-mode %q: want atomic or leased", f.mode)
 	}
+	if f.dbURL, err = resolveDB(*f.db, getenv); err != nil {
+		return err
+	}
+	if f.bankURL != "" {
+		if f.bank, f.bankSecret, err = openBank(f, getenv); err != nil {
+			return err
+		}
+	}
+	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	// From here on every line is the logger's, the last one too.
+	if err := serveOn(ctx, f, logger, stdout); err != nil {
+		logger.Error("paymentsd stopped", "err", err)
+		return logged(err)
+	}
+	return nil
+}
+
+// serveOn reads the rates, binds the listeners, opens and migrates the
+// database, and serves until ctx ends. The listeners come before the
+// database: a port already in use fails before the database is touched.
+func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.Writer) error {
 	rates := money.DefaultTable()
 	if f.rates != "" {
+		var err error
 		if rates, err = readRates(f.rates); err != nil {
 			return err
 		}
 	}
-	var (
-		bank   payments.Bank
-		secret []byte
-	)
-	if f.bankURL != "" {
-		if bank, secret, err = openBank(f, getenv); err != nil {
-			return err
-		}
+	ln, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", f.addr, err)
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
+	defer ln.Close() // Serve closes it too; this covers the returns before Serve
+	var mln net.Listener
+	if f.metricsAddr != "" {
+		if mln, err = net.Listen("tcp", f.metricsAddr); err != nil {
+			return fmt.Errorf("listen on %s (--metrics-addr): %w", f.metricsAddr, err)
+		}
+		defer mln.Close()
+	}
 
-	b, err := openBackend(ctx, resolveDB(*f.db, getenv))
+	b, err := openBackend(ctx, f.dbURL)
 	if err != nil {
 		return err
 	}
@@ -145,10 +197,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	cfg := idem.Config{
-		Mode: mode, TTL: f.ttl, LeaseDuration: f.lockTimeout, WaitTimeout: f.waitTimeout,
+		Mode: f.idemMode, TTL: f.ttl, LeaseDuration: f.lockTimeout, WaitTimeout: f.waitTimeout,
 		DeferClaim: f.deferClaim, ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
 		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
-		TraceFunc:   m.Trace, ProviderKeySecret: secret,
+		TraceFunc:   m.Trace, ProviderKeySecret: f.bankSecret,
 	}
 	observeSweep := m.ObserveSweep
 	if f.otlpEndpoint != "" {
@@ -174,7 +226,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: bank}
+	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Limits: api.Limits{
+		BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests,
+	}}
 	apiHandler, err := api.New(apiCfg)
 	if err != nil {
 		return err
@@ -184,16 +238,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return err
 	}
 	if f.grpcAddr != "" {
-		wait, err := serveGRPC(ctx, f.grpcAddr, mw, doors, stderr)
+		wait, err := serveGRPC(ctx, f.grpcAddr, mw, doors, logger)
 		if err != nil {
 			return err
 		}
 		stopConsumers = append(stopConsumers, wait)
 	}
-	// /metrics holds counts and latencies, never a key, a user or a body.
-	handler := http.NewServeMux()
-	handler.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	handler.Handle("/", apiHandler)
 
 	// The sweeper runs until shutdown begins; the database closes after it.
 	sweepDone := make(chan struct{})
@@ -218,7 +268,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	completeDone := make(chan struct{})
 	cctx, stopCompleter := context.WithCancel(ctx)
 	defer func() { stopCompleter(); <-completeDone }()
-	if bank == nil {
+	if f.bank == nil {
 		close(completeDone)
 	} else {
 		finder, ok := b.store.(store.UnfinishedFinder)
@@ -240,35 +290,50 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		}()
 	}
 
-	ln, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", f.addr, err)
-	}
-	defer ln.Close() // Serve closes it too; this covers the returns before Serve
 	base := "http://" + ln.Addr().String()
-	// The demo user is made once the address is known, so its key (shown
-	// only once) is never lost to a port already in use, and its curl line
+	// The demo user is made once the address is known, so its curl line
 	// names the real address.
+	has, err := svc.HasUsers(ctx)
+	if err != nil {
+		return err
+	}
 	var demoKey string
-	if b.kind == "sqlite" {
-		if demoKey, err = demoUser(ctx, svc); err != nil {
+	if !has && b.kind == "sqlite" {
+		if _, demoKey, err = svc.CreateUser(ctx); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "paymentsd: listening on %s (store %s, mode %s)\n", base, b.kind, mode)
-	if demoKey != "" {
+	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String()}
+	if mln != nil {
+		attrs = append(attrs, "metrics", "http://"+mln.Addr().String()+"/metrics")
+	}
+	logger.Info("listening", attrs...)
+	switch {
+	case demoKey != "":
 		printDemo(stdout, base, demoKey, b.display)
+	case !has:
+		logger.Warn("the database has no users: create one with 'paymentsd users create" + dbArg(b.display) + "'")
 	}
 
+	errc := make(chan error, 2)
 	srv := &http.Server{
-		Handler:           accessLog(logger, handler),
+		Handler:           accessLog(logger, apiHandler),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       f.idleTimeout,
+		ConnState:         newIdleBound(f.maxIdleConns).connState,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	if mln != nil {
+		// /metrics holds counts and latencies, never a key, a user or a
+		// body; still, it is served only here, never on the API's listener.
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Close()
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -278,9 +343,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	// Drain: stop accepting, let every in-flight request finish (and its
 	// key complete), then close the database.
 	logger.Info("shutting down: draining in-flight requests", "timeout", f.shutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := srv.Shutdown(dctx); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("shutdown: in-flight requests did not finish within %v", f.shutdownTimeout)
 	}
@@ -316,35 +381,30 @@ func readRates(path string) (*money.Table, error) {
 	defer fh.Close()
 	t, err := money.ReadTable(fh)
 	if err != nil {
-		return nil, fmt.Errorf("rates %s: %w", path, err)
+		// One line, without package money's prefix on each of its reasons.
+		return nil, fmt.Errorf("rates %s: %s", path, strings.ReplaceAll(strings.ReplaceAll(err.Error(), "money: ", ""), "\n", "; "))
 	}
 	return t, nil
-}
-
-// demoUser makes a user on an empty embedded database, so a new user can
-// try the API at once. It returns the user's API key, or "" when the
-// database already has users.
-func demoUser(ctx context.Context, svc *payments.Service) (string, error) {
-	has, err := svc.HasUsers(ctx)
-	if err != nil || has {
-		return "", err
-	}
-	_, key, err := svc.CreateUser(ctx)
-	return key, err
 }
 
 // printDemo prints lines that work when pasted into a shell: the comment
 // lines are shell comments.
 func printDemo(w io.Writer, base, apiKey, path string) {
-	more := "paymentsd users create"
-	if path != defaultDB {
-		more += " --db " + shellQuote(path)
-	}
+	more := "paymentsd users create" + dbArg(path)
 	fmt.Fprintf(w, `# paymentsd made a demo user. Its API key is shown only this once (more users: %s).
 # Paste these two lines into a shell to make a deposit; paste the curl line again to see it replayed.
 export API_KEY=%s
 curl -sS -i -X POST %s/v1/deposits -H "Authorization: Bearer $API_KEY" -H 'Content-Type: application/json' -H 'Idempotency-Key: demo-deposit-1' -d '{"currency":"USD","amount":10000}'
 `, more, apiKey, base)
+}
+
+// dbArg is the --db argument that names db on a command line, "" for the
+// default database.
+func dbArg(db string) string {
+	if db == defaultDB {
+		return ""
+	}
+	return " --db " + shellQuote(db)
 }
 
 // accessLog logs one line per request: never a body, never a header that

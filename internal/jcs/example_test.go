@@ -36,5 +36,5 @@ func ExampleCanonicalize() {
 	// {"amount":10.5,"currency":"EUR","payee":"Zürich €"}
 	// true
 	// {"amount":9007199254740993}
-	// true 12 jcs: duplicate member name "amount" at offset 12
+	// true 12 duplicate member name "amount" at offset 12
 }

@@ -17,14 +17,15 @@ const maxDepth = 1000
 // switches from a linear scan to a map, keeping huge objects O(n).
 const dupMapThreshold = 16
 
-// SyntaxError reports why data is not canonicalisable.
+// SyntaxError reports why data is not canonicalisable. Its text names no
+// package: the idem middleware puts it in its 400's detail, for clients.
 type SyntaxError struct {
 	Offset int    // byte offset in the input where the problem was detected
 	Msg    string // short lower-case reason
 }
 
 func (e *SyntaxError) Error() string {
-	return "jcs: " + e.Msg + " at offset " + strconv.Itoa(e.Offset)
+	return e.Msg + " at offset " + strconv.Itoa(e.Offset)
 }
 
 // Canonicalize returns the RFC 8785 canonical form of one JSON text, with the

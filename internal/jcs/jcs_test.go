@@ -199,7 +199,7 @@ func TestCanonicalizeMaxDepthAccepted(t *testing.T) {
 func TestSyntaxErrorError(t *testing.T) {
 	t.Parallel()
 	_, err := Canonicalize([]byte(`{"x":0,"a":1,"a":2}`))
-	require.EqualError(t, err, `jcs: duplicate member name "a" at offset 13`)
+	require.EqualError(t, err, `duplicate member name "a" at offset 13`)
 	var se *SyntaxError
 	require.True(t, errors.As(err, &se))
 	require.Equal(t, &SyntaxError{Offset: 13, Msg: `duplicate member name "a"`}, se)

@@ -21,8 +21,10 @@ type Migration struct {
 
 var fileName = regexp.MustCompile(`^(\d+)_([a-z0-9_]+)\.sql$`)
 
-// Load reads every NNN_name.sql file at the root of fsys. Versions must
-// run 1, 2, 3… without gaps or repeats.
+// Load reads every NNN_name.sql file at the root of fsys, in version order.
+// Versions start at 1 and never repeat. A gap is allowed: each version is
+// applied once whatever was applied before it, so two branches can number
+// their migrations 002 and 003 independently and land in either order.
 func Load(fsys fs.FS) ([]Migration, error) {
 	entries, err := fs.ReadDir(fsys, ".")
 	if err != nil {
@@ -43,8 +45,11 @@ func Load(fsys fs.FS) ([]Migration, error) {
 	}
 	sort.Slice(ms, func(i, j int) bool { return ms[i].Version < ms[j].Version })
 	for i, m := range ms {
-		if m.Version != i+1 {
-			return nil, fmt.Errorf("migration %03d_%s: want version %d", m.Version, m.Name, i+1)
+		switch {
+		case m.Version < 1:
+			return nil, fmt.Errorf("migration %03d_%s: versions start at 1", m.Version, m.Name)
+		case i > 0 && m.Version == ms[i-1].Version:
+			return nil, fmt.Errorf("migration %03d_%s: version %d is taken by %03d_%s", m.Version, m.Name, m.Version, ms[i-1].Version, ms[i-1].Name)
 		}
 	}
 	return ms, nil

@@ -336,16 +336,20 @@ func JSONEq(t T, expected, actual string, msgAndArgs ...any) {
 	}
 }
 
-func Regexp(t T, rx, s any, msgAndArgs ...any) {
-	t.Helper()
-	var re *regexp.Regexp
+// compiled is rx as a regexp: one already, or a pattern; nil otherwise.
+func compiled(rx any) *regexp.Regexp {
 	switch r := rx.(type) {
 	case *regexp.Regexp:
-		re = r
+		return r
 	case string:
-		re = regexp.MustCompile(r)
+		return regexp.MustCompile(r)
 	}
-	if re == nil || !re.MatchString(fmt.Sprint(s)) {
+	return nil
+}
+
+func Regexp(t T, rx, s any, msgAndArgs ...any) {
+	t.Helper()
+	if re := compiled(rx); re == nil || !re.MatchString(fmt.Sprint(s)) {
 		fail(t, fmt.Sprintf("%q does not match %v", s, rx), msgAndArgs)
 	}
 }
@@ -479,5 +483,21 @@ func InDelta(t T, expected, actual any, delta float64, msgAndArgs ...any) {
 	y, ok2 := number(actual)
 	if !ok1 || !ok2 || x-y > delta || y-x > delta {
 		fail(t, fmt.Sprintf("%v and %v differ by more than %v", expected, actual, delta), msgAndArgs)
+	}
+}
+
+// NotRegexp asserts that s does not match rx.
+func NotRegexp(t T, rx, s any, msgAndArgs ...any) {
+	t.Helper()
+	if re := compiled(rx); re == nil || re.MatchString(fmt.Sprint(s)) {
+		fail(t, fmt.Sprintf("%q matches %v", s, rx), msgAndArgs)
+	}
+}
+
+// NoFileExists asserts that nothing exists at path.
+func NoFileExists(t T, path string, msgAndArgs ...any) {
+	t.Helper()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		fail(t, fmt.Sprintf("%s exists (or cannot be checked: %v)", path, err), msgAndArgs)
 	}
 }

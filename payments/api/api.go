@@ -4,7 +4,7 @@
 //
 // A request passes, in order: authentication (401 before anything else, so
 // an unauthenticated request never reaches the key table), the media type
-// check of a POST (415), the idem middleware (key, body size, fingerprint,
+// check of a POST (415), the bounds of Limits (429, 503, 408), the idem middleware (key, body size, fingerprint,
 // claim or replay) and the handler, which reaches the database only through
 // the Ledger and so inside the request's ambient transaction.
 package api
@@ -34,6 +34,9 @@ type Config struct {
 	// are refused with 503 payouts-unavailable. Payouts run in leased mode
 	// whatever the middleware's mode, and need its ProviderKeySecret.
 	Bank payments.Bank
+	// Limits bound the bodies and requests in flight on the routes that
+	// move money. Its zero value is the defaults (see Limits).
+	Limits Limits
 }
 
 // Idempotency is what the API needs of the idem middleware; *idem.Middleware
@@ -53,7 +56,12 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	once := func(f http.HandlerFunc) http.Handler { return requireJSON(cfg.Idempotency.Require(f)) }
+	limits, err := cfg.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	lim := newLimiter(limits, cfg.Idempotency.Config())
+	once := func(f http.HandlerFunc) http.Handler { return requireJSON(lim.wrap(cfg.Idempotency.Require(f))) }
 	// A payout calls the bank outside the database: it holds its key with
 	// a lease, and its phases need leased mode (idem.Advance).
 	payouts := cfg.Idempotency
@@ -66,7 +74,7 @@ func New(cfg Config) (http.Handler, error) {
 	route(v1, "/v1/deposits/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getDeposit)})
 	route(v1, "/v1/transactions", map[string]http.Handler{"POST": once(h.createTransaction)})
 	route(v1, "/v1/transactions/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getTransaction)})
-	route(v1, "/v1/payouts", map[string]http.Handler{"POST": requireJSON(payouts.Require(http.HandlerFunc(h.createPayout)))})
+	route(v1, "/v1/payouts", map[string]http.Handler{"POST": requireJSON(lim.wrap(payouts.Require(http.HandlerFunc(h.createPayout))))})
 	route(v1, "/v1/payouts/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getPayout)})
 	route(v1, "/v1/balances", map[string]http.Handler{"GET": http.HandlerFunc(h.balances)})
 	route(v1, "/v1/rates", map[string]http.Handler{"GET": http.HandlerFunc(h.rates)})

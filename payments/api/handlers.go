@@ -1,10 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -21,8 +21,20 @@ func (h *handlers) key(r *http.Request) string {
 	return idem.KeyFromContext(r.Context())
 }
 
+// readBody reads the request's body into one buffer of its length (the
+// middleware has set ContentLength to what it read), not the doubling
+// buffers of io.ReadAll: bodies of up to 1 MiB are held while in flight.
+func readBody(r *http.Request) ([]byte, error) {
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(r.Body)
+	return buf.Bytes(), err
+}
+
 func (h *handlers) createDeposit(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("read body: %w", err))
 		return
@@ -42,7 +54,7 @@ func (h *handlers) createDeposit(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *handlers) createTransaction(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
+	body, err := readBody(r)
 	if err != nil {
 		h.fail(w, r, fmt.Errorf("read body: %w", err))
 		return
@@ -127,6 +139,9 @@ func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, payments.ErrDuplicateTransfer):
 		writeProblem(w, ProblemDuplicate, http.StatusConflict,
 			"An identical transaction (same currencies and amount) was made in the same minute; nothing was moved. If you mean to repeat it, wait for the next minute.")
+	case errors.Is(err, payments.ErrDuplicateDeposit):
+		writeProblem(w, ProblemDuplicateDeposit, http.StatusConflict,
+			"An identical deposit (same currency and amount) was made in the same minute; nothing was moved. If you mean to repeat it, wait for the next minute.")
 	case errors.Is(err, payments.ErrDuplicate):
 		writeProblem(w, ProblemDuplicate, http.StatusConflict, "A unique constraint refused this request as a duplicate; nothing was moved.")
 	case errors.Is(err, payments.ErrNotFound):

@@ -111,8 +111,8 @@ func TestSpecNamesEveryProblem(t *testing.T) {
 	_, text := readSpec(t)
 	for _, p := range []api.ProblemType{
 		api.ProblemUnauthorized, api.ProblemInvalidRequest, api.ProblemUnsupportedMediaType,
-		api.ProblemInsufficientFunds, api.ProblemBalanceLimit, api.ProblemDuplicate, api.ProblemNotFound,
-		api.ProblemInternal, api.ProblemUnavailable,
+		api.ProblemInsufficientFunds, api.ProblemBalanceLimit, api.ProblemDuplicate, api.ProblemDuplicateDeposit, api.ProblemNotFound,
+		api.ProblemInternal, api.ProblemUnavailable, api.ProblemBodyTimeout, api.ProblemOverloaded, api.ProblemTooManyRequests,
 	} {
 		require.Contains(t, text, "`"+string(p)+"`", p)
 	}

@@ -19,11 +19,18 @@ const (
 	ProblemInsufficientFunds    ProblemType = "insufficient-funds"     // 402, stored: the source balance is too small
 	ProblemBalanceLimit         ProblemType = "balance-limit"          // 400, stored: a credit would pass the balance limit
 	ProblemDuplicate            ProblemType = "duplicate-transaction"  // 409, stored, no Retry-After: a net on the business tables fired
+	ProblemDuplicateDeposit     ProblemType = "duplicate-deposit"      // 409, stored, no Retry-After: the deposits' minute net fired
 	ProblemNotFound             ProblemType = "not-found"              // 404
 	ProblemMethodNotAllowed     ProblemType = "method-not-allowed"     // 405
 	ProblemInternal             ProblemType = "internal-error"         // 500, not stored: retry with the same key
 	ProblemUnavailable          ProblemType = "unavailable"            // 503: the database does not answer
 	ProblemPayoutsUnavailable   ProblemType = "payouts-unavailable"    // 503, not stored: no bank configured (--bank-url)
+	ProblemBodyTimeout          ProblemType = "body-timeout"           // 408: the body did not arrive within Limits.BodyTimeout
+	ProblemOverloaded           ProblemType = "overloaded"             // 503 with Retry-After: the bodies in flight are at Limits.BodyMemory
+	ProblemTooManyRequests      ProblemType = "too-many-requests"      // 429 with Retry-After: the user is at Limits.RequestsPerUser
+	// ProblemBodyInvalid is the idem middleware's type, for a body that
+	// could not be read before it reached the middleware.
+	ProblemBodyInvalid = ProblemType(idem.ProblemBodyInvalid)
 )
 
 var problemTitles = map[ProblemType]string{
@@ -33,11 +40,16 @@ var problemTitles = map[ProblemType]string{
 	ProblemInsufficientFunds:    "Insufficient funds",
 	ProblemBalanceLimit:         "Balance limit exceeded",
 	ProblemDuplicate:            "Duplicate transaction",
+	ProblemDuplicateDeposit:     "Duplicate deposit",
 	ProblemNotFound:             "Not found",
 	ProblemMethodNotAllowed:     "Method not allowed",
 	ProblemInternal:             "Internal error",
 	ProblemUnavailable:          "Service unavailable",
 	ProblemPayoutsUnavailable:   "Payouts unavailable",
+	ProblemBodyTimeout:          "Request body timeout",
+	ProblemOverloaded:           "Overloaded",
+	ProblemTooManyRequests:      "Too many requests",
+	ProblemBodyInvalid:          "Request body invalid",
 }
 
 // Problem is an RFC 9457 problem details object.
@@ -60,8 +72,8 @@ type ProblemField struct {
 // TypeURI returns the full type URI of a problem type.
 func TypeURI(t ProblemType) string { return idem.DefaultProblemTypeBase + string(t) }
 
-// writeProblem sends a problem response. None of the API's problems asks
-// for a retry, so none carries Retry-After.
+// writeProblem sends a problem response, without Retry-After: only the
+// bounds of Limits ask for a retry later (retryLater).
 func writeProblem(w http.ResponseWriter, t ProblemType, status int, detail string, fields ...ProblemField) {
 	write(w, status, "application/problem+json",
 		Problem{Type: TypeURI(t), Title: problemTitles[t], Status: status, Detail: detail, Errors: fields})

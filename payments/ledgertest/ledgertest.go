@@ -35,6 +35,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"BalanceLimit", testBalanceLimit},
 		{"KeyBindsNothing", testKeyBindsNothing},
 		{"MinuteNet", testMinuteNet},
+		{"DepositMinuteNet", testDepositMinuteNet},
 		{"AmbientTransaction", testAmbientTransaction},
 		{"ConcurrentOppositeTransfers", testConcurrentOpposite},
 	}

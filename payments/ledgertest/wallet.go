@@ -86,11 +86,11 @@ func testConvert(t *testing.T, h Harness) {
 	back, err := s.Convert(ctx, user, "", payments.TransferRequest{SourceCurrency: "EUR", TargetCurrency: "USD", Amount: 920})
 	require.NoError(t, err)
 	require.Equal(t, "1.0869565217", back.Rate)
-	require.Equal(t, int64(1000), back.ConvertedAmount) // 9.20 × 1.0869565217 = 9.99999999964 → 10.00
+	require.Equal(t, int64(999), back.ConvertedAmount) // 9.20 × 1.0869565217 = 9.99999999964 → 9.99: never back above the start
 	yen, err := s.Convert(ctx, user, "", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "JPY", Amount: 333})
 	require.NoError(t, err)
 	require.Equal(t, int64(504), yen.ConvertedAmount) // 3.33 × 151.5 = 504.495 → 504
-	requireBalances(t, s, user, map[string]int64{"USD": 9667, "EUR": 0, "JPY": 504})
+	requireBalances(t, s, user, map[string]int64{"USD": 9666, "EUR": 0, "JPY": 504})
 
 	got, err := s.GetTransaction(ctx, user, yen.ID)
 	require.NoError(t, err)

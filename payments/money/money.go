@@ -1,6 +1,6 @@
 // Package money is exact arithmetic for amounts of money: integer minor
-// units, decimal exchange rates, and conversion rounded half-even. Nothing in
-// it uses floating point.
+// units, decimal exchange rates, and conversion rounded down, so no
+// conversion creates value. Nothing in it uses floating point.
 package money
 
 import (
@@ -35,32 +35,22 @@ func pow10(n int) *big.Int {
 	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
 }
 
-// roundHalfEven rounds a non-negative rational to the nearest integer, ties
-// to the even neighbour (banker's rounding), so rounding errors do not drift
-// one way over many conversions.
-func roundHalfEven(x *big.Rat) *big.Int {
+// floor rounds a non-negative rational down to an integer.
+func floor(x *big.Rat) *big.Int {
 	if x.Sign() < 0 {
-		panic("money: roundHalfEven of a negative number")
+		panic("money: floor of a negative number")
 	}
-	q, r := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
-	twice := new(big.Int).Lsh(r, 1)
-	switch twice.Cmp(x.Denom()) {
-	case 1:
-		q.Add(q, big.NewInt(1))
-	case 0:
-		if q.Bit(0) == 1 {
-			q.Add(q, big.NewInt(1))
-		}
-	}
-	return q
+	return new(big.Int).Quo(x.Num(), x.Denom())
 }
 
 // Convert converts amount minor units of from into minor units of to at
 // rate (units of to per one major unit of from):
 //
-//	amount ÷ 10^from.Decimals × rate × 10^to.Decimals, rounded half-even.
+//	amount ÷ 10^from.Decimals × rate × 10^to.Decimals, rounded down.
 //
-// It fails when the result does not fit in an int64.
+// Rounding down means a conversion never credits more than the debited
+// amount is worth at rate: the fraction of a minor unit stays with the
+// house. It fails when the result does not fit in an int64.
 func Convert(amount int64, from, to Currency, rate Rate) (int64, error) {
 	if amount < 0 {
 		return 0, fmt.Errorf("money: cannot convert a negative amount %d", amount)
@@ -68,7 +58,7 @@ func Convert(amount int64, from, to Currency, rate Rate) (int64, error) {
 	x := new(big.Rat).SetInt64(amount)
 	x.Mul(x, rate.rat())
 	x.Mul(x, new(big.Rat).SetFrac(pow10(to.Decimals), pow10(from.Decimals)))
-	n := roundHalfEven(x)
+	n := floor(x)
 	if !n.IsInt64() {
 		return 0, fmt.Errorf("money: %d %s at %s is too large to convert to %s", amount, from.Code, rate, to.Code)
 	}

@@ -27,19 +27,18 @@ func TestConvert(t *testing.T) {
 	}{
 		{"Simple", 1000, usd, eur, "0.92", 920},
 		{"CentsToYen", 1000, usd, jpy, "151.5", 1515},
-		{"YenToCents", 1515, jpy, usd, "0.0066006601", 1000},
+		{"YenToCents", 1515, jpy, usd, "0.00660066", 999}, // 999.99999 → 999
 		{"ThreeDecimals", 100, usd, kwd, "0.307", 307},
-		// Ties go to the even neighbour.
-		{"TieDownToEven", 1, usd, eur, "2.5", 2}, // 2.5 → 2
-		{"TieUpToEven", 3, usd, eur, "0.5", 2},   // 1.5 → 2
-		{"TieUpToEven2", 1, usd, eur, "3.5", 4},  // 3.5 → 4
-		{"BelowHalf", 1, usd, eur, "0.4999", 0},  // 0.4999 → 0
-		{"AboveHalf", 1, usd, eur, "0.5001", 1},  // 0.5001 → 1
-		{"YenTie", 1, jpy, usd, "0.005", 0},      // 0.5 cent → 0
-		{"YenTieOdd", 3, jpy, usd, "0.005", 2},   // 1.5 cents → 2
+		// Every fraction of a minor unit is rounded down: the house keeps it.
+		{"HalfDown", 1, usd, eur, "2.5", 2},             // 2.5 → 2
+		{"OneAndAHalf", 3, usd, eur, "0.5", 1},          // 1.5 → 1
+		{"NearlyOne", 1, usd, eur, "0.9999", 0},         // 0.9999 → 0
+		{"JustAboveOne", 1, usd, eur, "1.0001", 1},      // 1.0001 → 1
+		{"YenToHalfCent", 1, jpy, usd, "0.005", 0},      // 0.5 cent → 0
+		{"YenAlmostTwoCents", 3, jpy, usd, "0.0066", 1}, // 1.98 cents → 1
 		{"Max", money.MaxAmount, usd, eur, "1", money.MaxAmount},
 		{"Zero", 0, usd, eur, "0.92", 0},
-		{"ExactLongRate", 123456789, usd, eur, "0.1234567891", 15241579},
+		{"ExactLongRate", 123456789, usd, eur, "0.1234567891", 15241578}, // 15241578.77 → 15241578
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -87,8 +86,8 @@ func TestDefaultTable(t *testing.T) {
 		{"USD", "EUR", "0.92"},
 		{"EUR", "USD", "1.0869565217"}, // 1/0.92 = 1.08695652173913…
 		{"USD", "JPY", "151.5"},
-		{"JPY", "USD", "0.0066006601"}, // 1/151.5 = 0.00660066006600…
-		{"EUR", "GBP", "0.8586956522"}, // 0.79/0.92 = 0.85869565217391…
+		{"JPY", "USD", "0.00660066"},   // 1/151.5 = 0.00660066006600…, rounded down
+		{"EUR", "GBP", "0.8586956521"}, // 0.79/0.92 = 0.85869565217391…, rounded down
 		{"ARS", "JPY", "0.174137931"},
 		{"USD", "USD", "1"},
 	} {
@@ -109,7 +108,7 @@ func TestReadTable(t *testing.T) {
 	require.Equal(t, 4, x.Decimals)
 	r, err := tab.Rate("USD", "EUR")
 	require.NoError(t, err)
-	require.Equal(t, "0.9090909091", r.String())
+	require.Equal(t, "0.909090909", r.String()) // 1/1.1, rounded down
 	spec := tab.Spec()
 	require.Equal(t, map[string]string{"EUR": "1", "USD": "1.1", "XTS": "2"}, spec.Rates)
 	require.Equal(t, map[string]int{"EUR": 2, "USD": 2, "XTS": 4}, spec.Decimals)

@@ -57,10 +57,10 @@ func canonical(s string) string {
 	return strings.TrimSuffix(strings.TrimRight(s, "0"), ".")
 }
 
-// rateAt rounds x half-even to scale decimals.
+// rateAt rounds x down to scale decimals.
 func rateAt(x *big.Rat, scale int) (Rate, error) {
 	p := pow10(scale)
-	n := roundHalfEven(new(big.Rat).Mul(x, new(big.Rat).SetInt(p)))
+	n := floor(new(big.Rat).Mul(x, new(big.Rat).SetInt(p)))
 	if n.Sign() == 0 {
 		return Rate{}, errors.New("money: rate rounds to zero")
 	}

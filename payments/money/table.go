@@ -12,8 +12,10 @@ import (
 	"strings"
 )
 
-// CrossScale is the number of decimals a cross rate is rounded to, half-even.
-// The rounded rate is the one a conversion applies and reports.
+// CrossScale is the number of decimals a cross rate is rounded down to. The
+// rounded rate is the one a conversion applies and reports; rounding it down
+// keeps the applied rate at or below the exact ratio of the table's rates,
+// so no sequence of conversions raises a user's value at those rates.
 const CrossScale = 10
 
 // isoDecimals are the minor-unit exponents of common ISO 4217 currencies, so
@@ -40,7 +42,7 @@ var defaultRates = map[string]string{
 
 // Table is a set of supported currencies and their rates against one base
 // currency. Cross rates are derived from it: from → to is
-// perBase(to) ÷ perBase(from), rounded half-even to CrossScale decimals.
+// perBase(to) ÷ perBase(from), rounded down to CrossScale decimals.
 // A Table is immutable and safe for concurrent use.
 type Table struct {
 	base       string
@@ -162,7 +164,7 @@ func (t *Table) Currency(code string) (Currency, bool) {
 }
 
 // Rate returns the cross rate from → to: units of to per one major unit of
-// from, rounded half-even to CrossScale decimals. It is exactly 1 for equal
+// from, rounded down to CrossScale decimals. It is exactly 1 for equal
 // currencies.
 func (t *Table) Rate(from, to string) (Rate, error) {
 	f, ok := t.perBase[from]

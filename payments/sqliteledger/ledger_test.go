@@ -51,6 +51,7 @@ func TestMigrate(t *testing.T) {
 	script, err := sqliteledger.MigrationSQL()
 	require.NoError(t, err)
 	require.Contains(t, script, "CREATE UNIQUE INDEX transactions_minute_net")
+	require.Contains(t, script, "CREATE UNIQUE INDEX deposits_minute_net")
 	other, err := sqlitestore.Open(filepath.Join(t.TempDir(), "script.db"))
 	require.NoError(t, err)
 	defer other.Close()

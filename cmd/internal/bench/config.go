@@ -83,7 +83,10 @@ type Config struct {
 	// SweepBaseline without it. SweepRate is the load's requests a second.
 	// Defaults 10 000 000 rows, 1 000 000 expired, 400 req/s, 5s windows,
 	// 30s of baseline.
-	Sweep         bool
+	Sweep bool
+	// Memory runs the memory table instead of the main run (memory.go):
+	// paymentsd's peak resident memory under hostile uploads.
+	Memory        bool
 	SweepRows     int
 	SweepExpired  int
 	SweepRate     int

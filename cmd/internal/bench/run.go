@@ -78,6 +78,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Sweep {
 		return r.sweep(ctx)
 	}
+	if cfg.Memory {
+		return r.memory(ctx)
+	}
 	return r.main(ctx)
 }
 
@@ -112,7 +115,7 @@ func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *data
 	s, err := startServer(ctx, name, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
 		// Logging at warn: one line per request would cost paymentsd CPU
 		// that the bare server does not spend.
-		return append([]string{r.cfg.Paymentsd, "serve", "--addr", addr, "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}, extra...)
+		return append([]string{r.cfg.Paymentsd, "serve", "--addr", addr, "--metrics-addr=", "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}, extra...)
 	})
 	if err == nil {
 		r.servers = append(r.servers, s)

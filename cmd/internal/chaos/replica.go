@@ -16,8 +16,8 @@ import (
 )
 
 // listening matches paymentsd's start line on stderr:
-// "paymentsd: listening on http://127.0.0.1:41234 (store postgres, mode atomic)".
-var listening = regexp.MustCompile(`listening on (http://[^\s]+)`)
+// "time=… level=INFO msg=listening url=http://127.0.0.1:41234 store=postgres mode=atomic".
+var listening = regexp.MustCompile(`msg=listening url=(http://[^\s]+)`)
 
 // Replica is one slot of the paymentsd fleet: a process that is killed and
 // started again, on a new port each time.

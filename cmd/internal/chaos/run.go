@@ -125,7 +125,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	defer links.Close()
 	serve := func(dbURL, ttl string) []string {
-		return []string{"serve", "--addr", "127.0.0.1:0", "--db", dbURL, "--idempotency-mode", m.mode,
+		return []string{"serve", "--addr", "127.0.0.1:0", "--metrics-addr=", "--db", dbURL, "--idempotency-mode", m.mode,
 			"--idempotency-ttl", ttl, "--lock-timeout", p.LeaseDuration.String()}
 	}
 	replicas := make([]*Replica, p.Replicas)

@@ -232,7 +232,10 @@ type transactionBody struct {
 // LateWorker is the caller who comes back hours later: it makes a few
 // deposits, waits until their keys' retention (a short TTL on a replica of
 // its own, the one place the harness shortens it) has passed, and retries
-// each with the same key.
+// each with the same key. The retry also waits for the next UTC minute: a
+// re-executed deposit in the minute of its first life would meet the
+// deposits' minute net (docs/paymentsd.md), which the short TTL, not the
+// service, makes possible.
 type LateWorker struct {
 	*Worker
 	ttl time.Duration
@@ -249,11 +252,14 @@ func (w *LateWorker) Run(ctx context.Context, deadline time.Time) {
 		firsts = append(firsts, op)
 		w.client.UntilFinal(ctx, op, deadline, false)
 	}
-	// "Hours later": past the key's retention, and past a sweep.
+	// "Hours later": past the key's retention, past a sweep, and in a
+	// later minute than the first lives.
+	now := time.Now()
+	later := max(w.ttl+2*time.Second, now.Truncate(time.Minute).Add(time.Minute+200*time.Millisecond).Sub(now))
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(w.ttl + 2*time.Second):
+	case <-time.After(later):
 	}
 	for _, first := range firsts {
 		again := &Op{User: first.User, Key: first.Key, Kind: first.Kind, Path: first.Path, Body: first.Body,

@@ -1,0 +1,70 @@
+package main_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/idem-dev/idem/internal/require"
+)
+
+// TestMetricsListener: /metrics is served on --metrics-addr only; on the
+// API's listener it is an unknown route.
+func TestMetricsListener(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newDB(t, "sqlite"))
+	require.True(t, strings.HasPrefix(s.metrics, "http://127.0.0.1:"), s.metrics)
+	require.Contains(t, scrape(t, s), "go_goroutines")
+	r := do(t, s, nil, http.MethodGet, "/metrics", "")
+	require.Equal(t, http.StatusNotFound, r.status, "%s", r)
+}
+
+// TestLogFormatJSON: with --log-format json every line serve prints on
+// stderr is a JSON object, the listening line and the last error included.
+func TestLogFormatJSON(t *testing.T) {
+	t.Parallel()
+	db := newDB(t, "sqlite")
+	s := startIn(t, "", env(), "serve", "--addr", "127.0.0.1:0", "--db", db, "--log-format", "json")
+	u := s.newUser(t)
+	require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", newKey(), `{"currency":"USD","amount":100}`).status)
+	// The same port again: the second process fails to bind, and says so
+	// in JSON too.
+	_, errOut, code := runCLI(t, env(), "serve", "--addr", strings.TrimPrefix(s.url, "http://"), "--db", db, "--log-format", "json", "--metrics-addr", "")
+	require.Equal(t, 1, code)
+	s.stop(t)
+	for _, out := range []string{s.stderr.String(), errOut} {
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		require.NotEmpty(t, lines)
+		for _, line := range lines {
+			var v map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &v), "not JSON: %q", line)
+			require.Contains(t, v, "msg")
+		}
+	}
+	require.Contains(t, s.stderr.String(), `"msg":"listening","url":"`+s.url+`"`)
+	require.Contains(t, errOut, "address already in use")
+}
+
+// TestUpperCaseID: both stores find a deposit and a transaction by their
+// id in upper case, the same as in lower case.
+func TestUpperCaseID(t *testing.T) {
+	t.Parallel()
+	for _, store := range stores {
+		t.Run(camel(store), func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, newDB(t, store))
+			u := s.newUser(t)
+			dep := u.post(t, "/v1/deposits", newKey(), `{"currency":"USD","amount":1000}`)
+			require.Equal(t, http.StatusCreated, dep.status)
+			tr := u.post(t, "/v1/transactions", newKey(), `{"source_currency":"USD","target_currency":"EUR","amount":100}`)
+			require.Equal(t, http.StatusCreated, tr.status)
+			for path, created := range map[string]reply{"/v1/deposits/": dep, "/v1/transactions/": tr} {
+				id := created.json(t)["id"].(string)
+				got := u.get(t, path+strings.ToUpper(id))
+				require.Equal(t, http.StatusOK, got.status, "%s%s: %s", path, strings.ToUpper(id), got)
+				require.Equal(t, string(created.body), string(got.body))
+			}
+		})
+	}
+}
