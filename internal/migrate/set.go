@@ -34,3 +34,27 @@ func (s Set) Migrations() ([]Migration, error) {
 	}
 	return ms, nil
 }
+
+// Apply loads the set and hands its migrations to applyAll, the store's
+// runner, naming the set in the error.
+func (s Set) Apply(applyAll func([]Migration) ([]int, error)) ([]int, error) {
+	ms, err := s.Migrations()
+	if err != nil {
+		return nil, err
+	}
+	applied, err := applyAll(ms)
+	if err != nil {
+		return applied, fmt.Errorf("%s: migrate: %w", s.Name, err)
+	}
+	return applied, nil
+}
+
+// SQL renders the set, after tableSQL (the statement creating its table of
+// applied versions), as one plain script.
+func (s Set) SQL(tableSQL string) (string, error) {
+	ms, err := s.Migrations()
+	if err != nil {
+		return "", err
+	}
+	return tableSQL + ";\n\n" + Script(ms, s.Table), nil
+}

@@ -135,23 +135,9 @@ type Set struct {
 // Apply applies the set's pending migrations and returns the versions it
 // applied.
 func (s Set) Apply(ctx context.Context, db *sql.DB) ([]int, error) {
-	ms, err := migrate.Set(s).Migrations()
-	if err != nil {
-		return nil, err
-	}
-	applied, err := apply(ctx, db, s.Table, ms)
-	if err != nil {
-		return applied, fmt.Errorf("%s: migrate: %w", s.Name, err)
-	}
-	return applied, nil
+	return migrate.Set(s).Apply(func(ms []migrate.Migration) ([]int, error) { return apply(ctx, db, s.Table, ms) })
 }
 
 // SQL renders the set, with its table of applied versions, as one plain
 // script.
-func (s Set) SQL() (string, error) {
-	ms, err := migrate.Set(s).Migrations()
-	if err != nil {
-		return "", err
-	}
-	return tableSQL(s.Table) + ";\n\n" + migrate.Script(ms, s.Table), nil
-}
+func (s Set) SQL() (string, error) { return migrate.Set(s).SQL(tableSQL(s.Table)) }
