@@ -230,10 +230,10 @@ func testKeyBindsNothing(t *testing.T, h Harness) {
 	for _, amount := range []int64{100, 200} {
 		_, err := s.Convert(ctx, user, "k", payments.TransferRequest{SourceCurrency: "USD", TargetCurrency: "EUR", Amount: amount})
 		require.NoError(t, err)
-		_, err = s.Deposit(ctx, user, "k", payments.DepositRequest{Currency: "GBP", Amount: 50})
+		_, err = s.Deposit(ctx, user, "k", payments.DepositRequest{Currency: "GBP", Amount: amount / 2})
 		require.NoError(t, err)
 	}
-	requireBalances(t, s, user, map[string]int64{"USD": 9700, "EUR": 92 + 184, "GBP": 100})
+	requireBalances(t, s, user, map[string]int64{"USD": 9700, "EUR": 92 + 184, "GBP": 150})
 }
 
 func testMinuteNet(t *testing.T, h Harness) {

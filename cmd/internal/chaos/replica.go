@@ -15,9 +15,10 @@ import (
 	"time"
 )
 
-// listening matches paymentsd's start line on stderr:
-// "time=… level=INFO msg=listening url=http://127.0.0.1:41234 store=postgres mode=atomic".
-var listening = regexp.MustCompile(`msg=listening url=(http://[^\s]+)`)
+// listening matches a replica's start line on stderr: paymentsd's
+// "time=… level=INFO msg=listening url=http://127.0.0.1:41234 store=postgres mode=atomic",
+// or idem-gateway's "listening on http://127.0.0.1:41234 (upstream …)".
+var listening = regexp.MustCompile(`(?:msg=listening url=|listening on )(http://[^\s]+)`)
 
 // Replica is one slot of the paymentsd fleet: a process that is killed and
 // started again, on a new port each time.
