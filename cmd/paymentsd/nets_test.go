@@ -33,10 +33,10 @@ func TestKeyAfterRetention(t *testing.T) {
 
 		for _, m := range []movements{expired, swept} {
 			for _, c := range []struct{ path, table, key, body string }{
-				// Another amount for the transaction, so that the minute net
-				// cannot fire; the deposit is the very same request again.
+				// Other amounts, so that the minute nets cannot fire: a key
+				// past retention binds nothing, whatever the body.
 				{"/v1/transactions", "transactions", m.txKey, `{"source_currency":"USD","target_currency":"EUR","amount":200}`},
-				{"/v1/deposits", "deposits", m.depKey, depositBody},
+				{"/v1/deposits", "deposits", m.depKey, `{"currency":"GBP","amount":150}`},
 			} {
 				fresh := m.u.post(t, c.path, c.key, c.body)
 				require.Equal(t, http.StatusCreated, fresh.status, "%s: %s", c.path, fresh)
@@ -48,7 +48,7 @@ func TestKeyAfterRetention(t *testing.T) {
 					`SELECT count(*) FROM %s WHERE user_id = '%s' AND idempotency_key = '%s'`, c.table, m.u.id, c.key)),
 					"both movements keep the key, as plain data")
 			}
-			want := map[string]int64{"USD": 10000 - 300, "EUR": 92 + 184, "GBP": 200}
+			want := map[string]int64{"USD": 10000 - 300, "EUR": 92 + 184, "GBP": 250}
 			require.Equal(t, want, m.u.balances(t), "both lives of each key moved money once")
 			require.Equal(t, want, m.u.entrySums(t))
 		}
