@@ -268,11 +268,18 @@ func payoutAfterKill(t *testing.T, store, point, faults, recovery string) {
 	pending := sendAsync(first, u, "/v1/payouts", payoutBody, key)
 	switch point {
 	case "before-call":
-		<-accepted
+		awaitStep(t, first, u, key, &pending, func() bool {
+			select {
+			case <-accepted:
+				return true
+			default:
+				return false
+			}
+		}, "the request reaches the bank")
 	case "during-call":
-		waitFor(t, func() bool { return strings.Contains(bank.stderr.String(), "fault=hang") }, "the bank holds the request")
+		awaitStep(t, first, u, key, &pending, func() bool { return strings.Contains(bank.stderr.String(), "fault=hang") }, "the bank holds the request")
 	case "after-bank":
-		waitFor(t, func() bool { return len(bank.transfers(t)) == 1 }, "the bank executes the transfer")
+		awaitStep(t, first, u, key, &pending, func() bool { return len(bank.transfers(t)) == 1 }, "the bank executes the transfer")
 	case "after-commit":
 		r := <-pending
 		require.Equal(t, http.StatusCreated, r.status, "%s", r)
@@ -333,4 +340,29 @@ func retryUntilFinal(t *testing.T, u *user, key, body string) reply {
 		return err == nil && r.status == http.StatusCreated
 	}, "a final answer to the retry; last: %s", &r)
 	return r
+}
+
+// awaitStep waits until the payout running on s has reached the step cond
+// tells. A request the server turned away before that step with an answer
+// that asks for a retry (a busy store or a bound on a loaded machine: 503,
+// 429, 409) is sent again with the same key, as a client would.
+func awaitStep(t *testing.T, s *server, u *user, key string, pending *chan reply, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
+	for !cond() {
+		select {
+		case r := <-*pending:
+			switch r.status {
+			case http.StatusServiceUnavailable, http.StatusTooManyRequests, http.StatusConflict:
+				*pending = sendAsync(s, u, "/v1/payouts", payoutBody, key)
+			default:
+				t.Fatalf("the payout ended before %s: %s", what, r)
+			}
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v: %s", patience, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
