@@ -56,10 +56,13 @@ func TestRun(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased",
-		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling"} {
+		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling",
+		"trivial bare", "trivial fresh-atomic", "trivial replay-atomic", "trivial replay-atomic (no cache)",
+		"trivial fresh-claim-first", "trivial replay-claim-first", "trivial replay-claim-first (no cache)",
+		"trivial fresh-leased", "trivial replay-leased", "trivial replay-leased (no cache)"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 10)
+	require.Len(t, rep.Ratios, 19)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)

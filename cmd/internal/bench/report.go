@@ -161,6 +161,19 @@ func (rep *Report) mainRatios() {
 	rep.ratio("fresh/bare, atomic, no replay cache", "fresh-atomic (no cache)", "bare", "", 0)
 	rep.ratio("replay/fresh, atomic, no replay cache", "replay-atomic (no cache)", "fresh-atomic (no cache)", "", 0)
 	rep.ratio("replay/fresh, leased, no replay cache", "replay-leased (no cache)", "fresh-leased (no cache)", "", 0)
+	rep.trivialRatios()
+	rep.baselineRatios()
+}
+
+// baselineRatios set each variant against its baseline's ("… (baseline)",
+// Config.Baseline): not slower. Within 5 % counts as not slower, the
+// spread of one variant's rounds on a shared machine.
+func (rep *Report) baselineRatios() {
+	for _, r := range rep.Rows {
+		if current, ok := strings.CutSuffix(r.Variant, " (baseline)"); ok {
+			rep.ratio(current+": this build / baseline", current, r.Variant, "≥ 0.95 (not slower)", 0.95)
+		}
+	}
 }
 
 func (rep *Report) growthRatios() {

@@ -21,6 +21,9 @@ type runner struct {
 	wl      *workload
 	cpu     *cpuMeter
 	servers []*server
+	// trivial and baseTrivial are the trivial server's binaries: this
+	// build's, and the baseline tree's ("" without one).
+	trivial, baseTrivial string
 }
 
 // Run runs the benchmark and writes its report into cfg.Out. A sweep run
@@ -55,9 +58,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer r.stopServers()
 	if cfg.Paymentsd == "" {
 		cfg.Logf("building paymentsd")
-		if r.cfg.Paymentsd, err = buildPaymentsd(ctx, work); err != nil {
+		if r.cfg.Paymentsd, err = buildPaymentsd(ctx, work, ""); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.buildBaseline(ctx); err != nil {
+		return nil, err
 	}
 	if len(cfg.Self) == 0 {
 		exe, err := os.Executable()
@@ -73,6 +79,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return r.sweep(ctx)
 	}
 	return r.main(ctx)
+}
+
+// buildBaseline builds paymentsd and the trivial server from the baseline
+// tree, when Config.Baseline names one (a directory, not a binary).
+func (r *runner) buildBaseline(ctx context.Context) error {
+	if r.cfg.Baseline == "" {
+		return nil
+	}
+	st, err := os.Stat(r.cfg.Baseline)
+	if err != nil {
+		return fmt.Errorf("bench: baseline: %w", err)
+	}
+	if !st.IsDir() {
+		return nil
+	}
+	tree := r.cfg.Baseline
+	r.cfg.Logf("building the baseline from %s", tree)
+	if r.cfg.Baseline, err = buildPaymentsd(ctx, r.work, tree); err != nil {
+		return err
+	}
+	r.baseTrivial, err = buildTrivial(ctx, r.work, tree)
+	return err
 }
 
 // dispose drops db's schema at the end of a run, or keeps it (Keep).
@@ -168,8 +196,16 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	if srv["bare"], err = r.startSelf(ctx, "bare", "bare", db); err != nil {
 		return nil, err
 	}
+	r.cfg.Logf("building the trivial server")
+	if r.trivial, err = buildTrivial(ctx, r.work, ""); err != nil {
+		return nil, err
+	}
+	trivial, err := r.startTrivial(ctx, "trivial", r.trivial, db, trivialWirings(true))
+	if err != nil {
+		return nil, err
+	}
 	cfg.Logf("seeding %d completed keys", cfg.ReplayKeys)
-	seeds, err := seed(ctx, srv["atomic"], db, r.wl, cfg.ReplayKeys, cfg.Concurrency)
+	seeds, err := seed(ctx, &variant{srv: srv["atomic"], db: db}, r.wl, cfg.ReplayKeys, cfg.Concurrency)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +226,11 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	defer ceiling.Close()
 	vs = append(vs, &variant{name: "bare", kind: kindBare, srv: srv["bare"], db: db},
 		&variant{name: "ceiling", kind: kindCeiling, db: db, pool: ceiling})
+	tvs, err := r.trivialVariants(ctx, trivial, db, "")
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, tvs...)
 	if cfg.Baseline != "" {
 		for _, mode := range []string{"atomic", "leased"} {
 			s, err := startServer(ctx, "baseline-"+mode, r.work, cfg.ServerProcs, nil, func(addr string) []string {
@@ -203,6 +244,17 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 				&variant{name: "fresh-" + mode + " (baseline)", kind: kindFresh, mode: mode, srv: s, db: db},
 				&variant{name: "replay-" + mode + " (baseline)", kind: kindReplay, mode: mode, srv: s, db: db, replay: pick})
 		}
+	}
+	if r.baseTrivial != "" {
+		base, err := r.startTrivial(ctx, "trivial-baseline", r.baseTrivial, db, trivialWirings(false))
+		if err != nil {
+			return nil, err
+		}
+		bvs, err := r.trivialVariants(ctx, base, db, " (baseline)")
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, bvs...)
 	}
 	if vs, err = r.only(vs); err != nil {
 		return nil, err
