@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ func TestRun(t *testing.T) {
 		names[r.Variant] = true
 		require.Positive(t, r.Requests, r.Variant)
 		require.Zero(t, r.Bad, "%s answered unexpectedly: %v", r.Variant, r.Outcomes)
+		if strings.HasPrefix(r.Variant, "trivial fresh") || r.Variant == "trivial bare" {
+			require.GreaterOrEqual(t, r.TripsPerReq, 1.0, "round trips of %s", r.Variant)
+		}
 		if r.Storm != nil {
 			require.Zero(t, r.Storm.DoubleEffects, r.Variant)
 			require.Zero(t, r.Storm.LostEffects, r.Variant)

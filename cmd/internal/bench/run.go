@@ -315,6 +315,9 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if err != nil {
 		return nil, err
 	}
+	if before.RoundTrips, err = roundTrips(ctx, v); err != nil {
+		return nil, err
+	}
 	serverPID := 0
 	if v.srv != nil {
 		serverPID = v.srv.cmd.Process.Pid
@@ -354,6 +357,9 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	time.Sleep(r.cfg.Settle)
 	after, err := readCounters(ctx, pool, r.pgss)
 	if err != nil {
+		return nil, err
+	}
+	if after.RoundTrips, err = roundTrips(ctx, v); err != nil {
 		return nil, err
 	}
 	s := newSample(v.name, round, t, r.cfg.Duration)

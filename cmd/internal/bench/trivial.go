@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -161,4 +163,26 @@ func (rep *Report) trivialRatios() {
 		rep.ratio("trivial replay/bare, "+mode, "trivial replay-"+mode, "trivial bare", "≥ 4", 4)
 		rep.ratio("trivial replay/bare, "+mode+", no replay cache", "trivial replay-"+mode+" (no cache)", "trivial bare", "≥ 2", 2)
 	}
+}
+
+// roundTrips reads how many round trips to PostgreSQL the trivial server
+// of s has made (its GET /roundtrips); -1 for another server.
+func roundTrips(ctx context.Context, v *variant) (int64, error) {
+	if !v.trivial {
+		return -1, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.srv.base+"/roundtrips", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("round trips of %s: %w", v.srv.name, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }

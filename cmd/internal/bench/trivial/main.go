@@ -33,9 +33,11 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
@@ -70,6 +72,8 @@ func run() error {
 		return err
 	}
 	cfg.MaxConns = poolConns
+	trips := &roundTrips{}
+	cfg.ConnConfig.Tracer = trips
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -93,6 +97,9 @@ func run() error {
 		mux := http.NewServeMux()
 		mux.Handle("POST /v1/things", h)
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+		mux.HandleFunc("GET /roundtrips", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = fmt.Fprint(w, trips.n.Load())
+		})
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		servers = append(servers, srv)
 		go func() {
@@ -124,6 +131,23 @@ func run() error {
 	}
 	return nil
 }
+
+// roundTrips counts what the process sends PostgreSQL, as GET /roundtrips
+// tells: each statement outside a batch, and each batch, is one round trip
+// (once the connection has prepared it).
+type roundTrips struct{ n atomic.Int64 }
+
+func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	c.n.Add(1)
+	return ctx
+}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // handler is the trivial handler in wiring.
 func handler(pool *pgxpool.Pool, wiring string) (http.Handler, error) {
