@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -256,7 +257,7 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 		}
 		vs = append(vs, bvs...)
 	}
-	if vs, err = r.only(vs); err != nil {
+	if vs, err = r.only(pairBaselines(vs)); err != nil {
 		return nil, err
 	}
 	machine.LoadBefore = loadAvg()
@@ -267,6 +268,26 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	machine.LoadAfter = loadAvg()
 	rep := newReport(cfg, machine, vs, samples)
 	return rep, rep.write(cfg.Out, "")
+}
+
+// pairBaselines moves each baseline variant ("X (baseline)") right behind
+// X, so that the two run back to back in every round: on a shared machine
+// whose load drifts over a round, variants far apart in it are measured on
+// different machines.
+func pairBaselines(vs []*variant) []*variant {
+	var out, base []*variant
+	for _, v := range vs {
+		if strings.HasSuffix(v.name, " (baseline)") {
+			base = append(base, v)
+		} else {
+			out = append(out, v)
+		}
+	}
+	for _, b := range base {
+		i := slices.IndexFunc(out, func(v *variant) bool { return v.name+" (baseline)" == b.name })
+		out = slices.Insert(out, i+1, b) // i = -1 (no counterpart): first
+	}
+	return out
 }
 
 // only keeps the variants Config.Variants names.
