@@ -20,62 +20,121 @@ import (
 //     so a hung handler cannot hold its key for ever; the lease runs out
 //     and a retry may take the key.
 //
-// stop ends the renewals, waits for the last one, and returns their count;
-// it may be called more than once.
+// It costs one timer while the handler runs, and a goroutine only while a
+// renewal runs: most handlers return before the first renewal is due.
+// stop ends the renewals, waits for the one running, if any, and returns
+// their count; it may be called more than once.
 //
 // model/key.pml (MODE_LEASED) models the renewals and the maximum life;
 // keep them in step.
 func (m *Middleware) keepLease(a store.Attempt, claimedAt time.Time, lost context.CancelCauseFunc) (stop func() int) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		wg       sync.WaitGroup
-		renewals int // written by the goroutine, read after wg.Wait
-	)
-	wg.Go(func() {
+	l := &lease{
+		m: m, a: a, lost: lost, ctx: ctx,
 		// The lease is good until the last successful renewal's send time
 		// plus its length: the database's clock started later, so this
 		// errs on the side of giving up early.
-		deadline := claimedAt.Add(m.cfg.LeaseDuration)
-		maxLife := time.NewTimer(time.Until(claimedAt.Add(m.cfg.MaxLeaseLife)))
-		defer maxLife.Stop()
-		t := time.NewTicker(m.cfg.LeaseDuration / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-maxLife.C:
-				lost(ErrLeaseMaxLife)
-				return
-			case <-t.C:
-			}
-			sent := time.Now()
-			if !sent.Before(deadline) {
-				lost(ErrLeaseExpired)
-				return
-			}
-			rctx, rcancel := context.WithDeadline(ctx, deadline)
-			err := m.store.Renew(rctx, a, m.cfg.LeaseDuration)
-			rcancel()
-			switch {
-			case err == nil:
-				renewals++
-				deadline = sent.Add(m.cfg.LeaseDuration)
-			case errors.Is(err, store.ErrLeaseLost):
-				lost(store.ErrLeaseLost)
-				return
-			}
-			// Other errors: the store is unreachable for now; the next
-			// tick tries again while the lease lasts.
-			if !time.Now().Before(deadline) {
-				lost(ErrLeaseExpired)
-				return
-			}
-		}
-	})
+		deadline: claimedAt.Add(m.cfg.LeaseDuration),
+		maxLife:  claimedAt.Add(m.cfg.MaxLeaseLife),
+		next:     time.Now().Add(m.cfg.LeaseDuration / 3),
+	}
+	l.mu.Lock()
+	l.timer = time.AfterFunc(l.untilDue(), l.fire)
+	l.mu.Unlock()
 	return sync.OnceValue(func() int {
+		l.mu.Lock()
+		l.stopped = true
+		l.timer.Stop()
+		l.mu.Unlock()
 		cancel()
-		wg.Wait()
-		return renewals
+		l.running.Wait()
+		return l.renewals
 	})
+}
+
+// lease is one claim's renewals (keepLease).
+type lease struct {
+	m        *Middleware
+	a        store.Attempt
+	lost     context.CancelCauseFunc
+	ctx      context.Context // cancelled by stop: ends a renewal under way
+	deadline time.Time       // the lease is good until then
+	maxLife  time.Time
+	next     time.Time // the next renewal is due then
+	renewals int       // written by fire, read after running.Wait
+
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
+	running sync.WaitGroup // a fire under way; Add only under mu, before stopped
+}
+
+// untilDue is how long until the timer must fire: the next renewal, or
+// the maximum life if that comes first.
+func (l *lease) untilDue() time.Duration {
+	if l.maxLife.Before(l.next) {
+		return time.Until(l.maxLife)
+	}
+	return time.Until(l.next)
+}
+
+// fire runs on the timer's goroutine: it ends the hold past its maximum
+// life or once the lease has lapsed, else renews and sets the timer again.
+func (l *lease) fire() {
+	l.mu.Lock()
+	if l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.running.Add(1)
+	l.mu.Unlock()
+	defer l.running.Done()
+	if l.ended() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.stopped {
+		l.timer.Reset(l.untilDue())
+	}
+}
+
+// ended renews the lease when it is due and reports whether the hold has
+// ended (lost has been called).
+func (l *lease) ended() bool {
+	now := time.Now()
+	if !now.Before(l.maxLife) {
+		l.lost(ErrLeaseMaxLife)
+		return true
+	}
+	if now.Before(l.next) {
+		return false // woken for the maximum life, which is not yet reached
+	}
+	// Due renewals missed while one ran are dropped, as a ticker drops
+	// ticks.
+	for period := l.m.cfg.LeaseDuration / 3; !l.next.After(now); {
+		l.next = l.next.Add(period)
+	}
+	if !now.Before(l.deadline) {
+		l.lost(ErrLeaseExpired)
+		return true
+	}
+	rctx, rcancel := context.WithDeadline(l.ctx, l.deadline)
+	err := l.m.store.Renew(rctx, l.a, l.m.cfg.LeaseDuration)
+	rcancel()
+	switch {
+	case err == nil:
+		l.renewals++
+		l.deadline = now.Add(l.m.cfg.LeaseDuration)
+	case errors.Is(err, store.ErrLeaseLost):
+		l.lost(store.ErrLeaseLost)
+		return true
+	}
+	// Other errors: the store is unreachable for now; the next renewal
+	// tries again while the lease lasts.
+	if !time.Now().Before(l.deadline) {
+		l.lost(ErrLeaseExpired)
+		return true
+	}
+	return false
 }

@@ -230,12 +230,20 @@ func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 // bounded runs a statement that may wait on a row another transaction
 // holds, with lock_timeout set to lockWait for that statement alone: the
 // three statements go in one batch (one round trip), and the handler's own
-// statements keep the session's setting.
+// statements keep the session's setting. Outside a request's transaction
+// the statement's own transaction ends the setting: nothing to restore.
 func (k keys) bounded(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	_, own := k.db.(autocommit)
 	b := &pgx.Batch{}
-	b.Queue(boundLockWait, lockTimeout(k.lockWait))
+	if own {
+		b.Queue(setLockWait, lockTimeout(k.lockWait))
+	} else {
+		b.Queue(boundLockWait, lockTimeout(k.lockWait))
+	}
 	b.Queue(sql, args...)
-	b.Queue(restoreLockWait)
+	if !own {
+		b.Queue(restoreLockWait)
+	}
 	br := k.db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
@@ -245,8 +253,10 @@ func (k keys) bounded(ctx context.Context, sql string, args ...any) (pgconn.Comm
 	if err != nil {
 		return tag, translate(err)
 	}
-	if _, err := br.Exec(); err != nil {
-		return tag, translate(err)
+	if !own {
+		if _, err := br.Exec(); err != nil {
+			return tag, translate(err)
+		}
 	}
 	return tag, translate(br.Close())
 }

@@ -46,7 +46,7 @@ func main() {
 	flag.IntVar(&cfg.ServerProcs, "server-procs", 2, "GOMAXPROCS of each server")
 	flag.IntVar(&cfg.ClientProcs, "client-procs", 2, "GOMAXPROCS of the generator")
 	flag.StringVar(&variants, "variants", "", "comma-separated variants to run (default all)")
-	flag.StringVar(&cfg.Baseline, "baseline", "", "another paymentsd binary whose fresh and replay variants run beside the current ones")
+	flag.StringVar(&cfg.Baseline, "baseline", "", "an earlier build whose fresh and replay variants run beside this one's: a source tree (e.g. a git worktree of an earlier commit; its paymentsd and the trivial handler are built against it) or a paymentsd binary")
 	flag.BoolVar(&cfg.SelfServer, "self-server", false, "serve the idempotent variants with the bench's own wiring of paymentsd (for -pprof)")
 	flag.StringVar(&cfg.PprofDir, "pprof", "", "save a CPU profile of each bench-wired server over the last round's windows here")
 	flag.BoolVar(&cfg.Keep, "keep", false, "keep the schema")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ func TestRun(t *testing.T) {
 		names[r.Variant] = true
 		require.Positive(t, r.Requests, r.Variant)
 		require.Zero(t, r.Bad, "%s answered unexpectedly: %v", r.Variant, r.Outcomes)
+		if strings.HasPrefix(r.Variant, "trivial fresh") || r.Variant == "trivial bare" {
+			require.GreaterOrEqual(t, r.TripsPerReq, 1.0, "round trips of %s", r.Variant)
+		}
 		if r.Storm != nil {
 			require.Zero(t, r.Storm.DoubleEffects, r.Variant)
 			require.Zero(t, r.Storm.LostEffects, r.Variant)
@@ -57,10 +61,13 @@ func TestRun(t *testing.T) {
 	}
 	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased",
 		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling",
-		"gateway-fresh", "gateway-replay", "upstream"} {
+		"gateway-fresh", "gateway-replay", "upstream",
+		"trivial bare", "trivial fresh-atomic", "trivial replay-atomic", "trivial replay-atomic (no cache)",
+		"trivial fresh-claim-first", "trivial replay-claim-first", "trivial replay-claim-first (no cache)",
+		"trivial fresh-leased", "trivial replay-leased", "trivial replay-leased (no cache)"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 13)
+	require.Len(t, rep.Ratios, 22)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)

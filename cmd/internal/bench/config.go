@@ -57,9 +57,13 @@ type Config struct {
 	// command.
 	Self    []string
 	SelfEnv []string
-	// Baseline, when set, is another paymentsd binary (an earlier build, say)
-	// measured beside the current one: its fresh and replay variants are
-	// added, named "… (baseline)".
+	// Baseline, when set, is an earlier build measured beside this one: a
+	// source tree (a worktree of an earlier commit, before or after the
+	// split into modules), whose paymentsd and trivial server (the
+	// repository's source, compiled against that tree's core) are built;
+	// or a paymentsd binary, then without the trivial handler. Its fresh
+	// and replay variants are added, named "… (baseline)", with the ratio
+	// of each of this build's to its own.
 	Baseline string
 	// SelfServer serves the idempotent variants with Self's wiring of
 	// paymentsd (the same handlers, store and middleware) instead of the

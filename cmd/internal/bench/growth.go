@@ -147,7 +147,7 @@ func (r *runner) growth(ctx context.Context) (*Report, error) {
 	// tables; and, in the big one, any of its keys.
 	seeds := map[string][]request{}
 	for _, table := range []string{"empty", "10M"} {
-		if seeds[table], err = seed(ctx, srv["atomic@"+table], dbs[table], r.wl, cfg.ReplayKeys, cfg.Concurrency); err != nil {
+		if seeds[table], err = seed(ctx, &variant{srv: srv["atomic@"+table], db: dbs[table]}, r.wl, cfg.ReplayKeys, cfg.Concurrency); err != nil {
 			return nil, err
 		}
 	}

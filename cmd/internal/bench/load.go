@@ -38,13 +38,18 @@ type variant struct {
 	db     *database     // where its data lives
 	pool   *pgxpool.Pool // the ceiling's own connections
 	replay func(r *rand.Rand) request
+	// trivial: the requests go to the trivial handler (trivial.go), not
+	// to the payments API.
+	trivial bool
 }
 
-// request is one POST /v1/transactions.
+// request is one POST /v1/transactions, or POST /v1/things to the
+// trivial handler, scoped by a header instead of an API key.
 type request struct {
-	user *user
-	key  string
-	body []byte
+	user    *user
+	key     string
+	body    []byte
+	trivial bool
 }
 
 // workload makes requests that never trip the minute net: each has an
@@ -63,6 +68,22 @@ func (w *workload) next(r *rand.Rand, db *database) (request, int64) {
 	n := w.amount.Add(1)
 	amount := 10_000 + n
 	return request{user: &db.users[r.IntN(len(db.users))], key: w.run + "-" + strconv.FormatInt(n, 10), body: transferBody(amount)}, amount
+}
+
+// nextTrivial returns a fresh request to the trivial handler.
+func (w *workload) nextTrivial(r *rand.Rand, db *database) request {
+	n := w.amount.Add(1)
+	body := []byte(`{"amount":` + strconv.FormatInt(10_000+n, 10) + `,"note":"bench"}`)
+	return request{user: &db.users[r.IntN(len(db.users))], key: w.run + "-" + strconv.FormatInt(n, 10), body: body, trivial: true}
+}
+
+// fresh returns a fresh request of the kind v sends.
+func (w *workload) fresh(r *rand.Rand, v *variant) request {
+	if v.trivial {
+		return w.nextTrivial(r, v.db)
+	}
+	rq, _ := w.next(r, v.db)
+	return rq
 }
 
 // outcome is one answer as the report counts it.
@@ -94,11 +115,19 @@ func newHTTPClient(conns int) *http.Client {
 }
 
 func send(ctx context.Context, c *http.Client, base string, rq request, keepBody bool) outcome {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/transactions", bytes.NewReader(rq.body))
+	path := "/v1/transactions"
+	if rq.trivial {
+		path = "/v1/things"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(rq.body))
 	if err != nil {
 		return outcome{err: err}
 	}
-	req.Header.Set("Authorization", "Bearer "+rq.user.apiKey)
+	if rq.trivial {
+		req.Header.Set(trivialScopeHeader, rq.user.id)
+	} else {
+		req.Header.Set("Authorization", "Bearer "+rq.user.apiKey)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", rq.key)
 	resp, err := c.Do(req)
@@ -196,7 +225,7 @@ func runHTTP(ctx context.Context, v *variant, wl *workload, conc int, w window) 
 		if v.kind == kindReplay {
 			rq = v.replay(r)
 		} else {
-			rq, _ = wl.next(r, v.db)
+			rq = wl.fresh(r, v)
 		}
 		t0 := time.Now()
 		o := send(ctx, c, v.srv.base, rq, false)
@@ -207,8 +236,10 @@ func runHTTP(ctx context.Context, v *variant, wl *workload, conc int, w window) 
 	})
 }
 
-// seed completes n keys through srv, with conc clients, and returns them.
-func seed(ctx context.Context, srv *server, db *database, wl *workload, n, conc int) ([]request, error) {
+// seed completes n keys through srv, with conc clients, and returns them:
+// fresh requests of the kind v sends; v names srv and its database.
+func seed(ctx context.Context, v *variant, wl *workload, n, conc int) ([]request, error) {
+	srv := v.srv
 	c := newHTTPClient(conc)
 	defer c.CloseIdleConnections()
 	// Seeding is set-up, not measurement: its requests retry with their
@@ -227,7 +258,7 @@ func seed(ctx context.Context, srv *server, db *database, wl *workload, n, conc 
 				if j >= n || ctx.Err() != nil {
 					return
 				}
-				rq, _ := wl.next(r, db)
+				rq := wl.fresh(r, v)
 				rq.key = "seed-" + rq.key
 				o := send(ctx, c, srv.base, rq, false)
 				if o.err != nil || o.status != http.StatusCreated {

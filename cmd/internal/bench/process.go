@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -58,37 +59,44 @@ type server struct {
 // startServer starts argv (with env added) and waits for its /healthz.
 // addrArg formats the listen address into the flags.
 func startServer(ctx context.Context, name, dir string, procs int, env []string, argv func(addr string) []string) (*server, error) {
-	port, err := freePort()
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	c, err := startChild(name, dir, argv(addr), append([]string{"GOMAXPROCS=" + strconv.Itoa(procs)}, env...), nil)
 	if err != nil {
 		return nil, err
 	}
 	s := &server{child: c, name: name, base: "http://" + addr}
+	if err := s.waitHealthy(ctx); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// waitHealthy waits for the server's /healthz to answer 200, for at most
+// a minute.
+func (s *server) waitHealthy(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
 		case err := <-s.done:
 			s.done <- err
-			return nil, fmt.Errorf("%s exited at start (%v): %s", name, err, tailFile(s.log, 10))
+			return fmt.Errorf("%s exited at start (%v): %s", s.name, err, tailFile(s.log, 10))
 		case <-ctx.Done():
-			s.stop()
-			return nil, ctx.Err()
+			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		resp, err := http.Get(s.base + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s, nil
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("%s did not become healthy in 60s: %s", name, tailFile(s.log, 10))
+			return fmt.Errorf("%s did not become healthy in 60s: %s", s.name, tailFile(s.log, 10))
 		}
 	}
 }
@@ -131,6 +139,15 @@ func (s *server) stop() {
 	}
 }
 
+// freeAddr is a free loopback address, host and port.
+func freeAddr() (string, error) {
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
+}
+
 func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -147,18 +164,36 @@ func tailFile(path string, n int) string {
 
 // buildCommand builds the repository's ./cmd/name (no -race) into dir.
 func buildCommand(ctx context.Context, dir, name string) (string, error) {
-	root, err := repoRoot()
-	if err != nil {
-		return "", err
-	}
 	out := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+name)
+	return out, goBuild(ctx, "", out, "./cmd/"+name)
+}
+
+// buildPaymentsd builds paymentsd (no -race) from the source tree at root
+// (the repository's when empty) into dir.
+func buildPaymentsd(ctx context.Context, dir, root string) (string, error) {
+	out := filepath.Join(dir, "paymentsd")
+	if root != "" {
+		out += "-baseline"
+	}
+	return out, goBuild(ctx, root, out, "./cmd/paymentsd")
+}
+
+// goBuild runs go build -o out with args in the source tree at root (the
+// repository's when empty), without cgo.
+func goBuild(ctx context.Context, root, out string, args ...string) error {
+	if root == "" {
+		var err error
+		if root, err = repoRoot(); err != nil {
+			return err
+		}
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", out}, args...)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/%s: %v\n%s", name, err, b)
+		return fmt.Errorf("go build %s in %s: %v\n%s", strings.Join(args, " "), root, err, b)
 	}
-	return out, nil
+	return nil
 }
 
 // repoRoot is the repository's top directory, the one holding go.work,

@@ -29,6 +29,7 @@ type Row struct {
 	P50, P99       float64 // ms, medians of the rounds' percentiles
 	Requests, Bad  int     // measured, all rounds
 	StmtsPerReq    float64 // medians; -1 when unknown
+	TripsPerReq    float64 // round trips to PostgreSQL; -1 when unknown
 	WALPerReq      float64
 	SyncsPerReq    float64
 	CPU            cpuTimes // CPU ms per request, medians
@@ -63,13 +64,14 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 			cfg.ServerProcs, cfg.ClientProcs)}
 	for _, v := range vs {
 		row := Row{Variant: v.name, Outcomes: map[string]int{}}
-		var rps, p50, p99, stmts, wal, syncs, cs, cp, cg []float64
+		var rps, p50, p99, stmts, trips, wal, syncs, cs, cp, cg []float64
 		for _, s := range samples {
 			if s.Variant != v.name {
 				continue
 			}
 			rps, p50, p99 = append(rps, s.RPS), append(p50, ms(s.P50)), append(p99, ms(s.P99))
 			stmts, wal, syncs = append(stmts, s.StmtsPerReq), append(wal, s.WALPerReq), append(syncs, s.SyncsPerReq)
+			trips = append(trips, s.TripsPerReq)
 			cs, cp, cg = append(cs, s.CPU.Server), append(cp, s.CPU.Postgres), append(cg, s.CPU.Generator)
 			row.Requests += s.Measured
 			row.Bad += s.Bad
@@ -89,6 +91,7 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 		row.RPS, row.P50, row.P99 = median(rps), median(p50), median(p99)
 		row.RPSMin, row.RPSMax = slices.Min(rps), slices.Max(rps)
 		row.StmtsPerReq, row.WALPerReq, row.SyncsPerReq = median(stmts), median(wal), median(syncs)
+		row.TripsPerReq = median(trips)
 		row.CPU = cpuTimes{Server: median(cs), Postgres: median(cp), Generator: median(cg)}
 		rep.Rows = append(rep.Rows, row)
 	}
@@ -164,6 +167,19 @@ func (rep *Report) mainRatios() {
 	rep.ratio("gateway fresh/upstream direct", "gateway-fresh", "upstream", "", 0)
 	rep.ratio("gateway replay/upstream direct", "gateway-replay", "upstream", "", 0)
 	rep.ratio("gateway replay/fresh", "gateway-replay", "gateway-fresh", "", 0)
+	rep.trivialRatios()
+	rep.baselineRatios()
+}
+
+// baselineRatios set each variant against its baseline's ("… (baseline)",
+// Config.Baseline): not slower. Within 5 % counts as not slower, the
+// spread of one variant's rounds on a shared machine.
+func (rep *Report) baselineRatios() {
+	for _, r := range rep.Rows {
+		if current, ok := strings.CutSuffix(r.Variant, " (baseline)"); ok {
+			rep.ratio(current+": this build / baseline", current, r.Variant, "≥ 0.95 (not slower)", 0.95)
+		}
+	}
 }
 
 func (rep *Report) growthRatios() {
@@ -235,16 +251,18 @@ func (rep *Report) Markdown(prefix string) string {
 		rep.Sweep.markdown(&b)
 		return b.String()
 	}
-	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
-	for _, r := range rep.Rows {
-		stmts := "–"
-		if r.StmtsPerReq >= 0 {
-			stmts = fmt.Sprintf("%.1f", r.StmtsPerReq)
+	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | round trips/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	known := func(x float64) string {
+		if x < 0 {
+			return "–"
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %d | %d | %s | %.0f | %.2f | %.2f, %.2f, %.2f |\n",
-			r.Variant, r.RPS, r.RPSMin, r.RPSMax, r.P50, r.P99, r.Requests, r.Bad, stmts, r.WALPerReq, r.SyncsPerReq,
-			r.CPU.Server, r.CPU.Postgres, r.CPU.Generator)
+		return fmt.Sprintf("%.1f", x)
+	}
+	for _, r := range rep.Rows {
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %d | %d | %s | %s | %.0f | %.2f | %.2f, %.2f, %.2f |\n",
+			r.Variant, r.RPS, r.RPSMin, r.RPSMax, r.P50, r.P99, r.Requests, r.Bad, known(r.StmtsPerReq), known(r.TripsPerReq),
+			r.WALPerReq, r.SyncsPerReq, r.CPU.Server, r.CPU.Postgres, r.CPU.Generator)
 	}
 	b.WriteString("\n| ratio (of the medians) | value | round by round | target | |\n| --- | ---: | ---: | --- | --- |\n")
 	for _, r := range rep.Ratios {

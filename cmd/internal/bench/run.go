@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -21,6 +22,9 @@ type runner struct {
 	wl      *workload
 	cpu     *cpuMeter
 	servers []*server
+	// trivial and baseTrivial are the trivial server's binaries: this
+	// build's, and the baseline tree's ("" without one).
+	trivial, baseTrivial string
 }
 
 // Run runs the benchmark and writes its report into cfg.Out. A sweep run
@@ -55,7 +59,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer r.stopServers()
 	if cfg.Paymentsd == "" {
 		cfg.Logf("building paymentsd")
-		if r.cfg.Paymentsd, err = buildCommand(ctx, work, "paymentsd"); err != nil {
+		if r.cfg.Paymentsd, err = buildPaymentsd(ctx, work, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -64,6 +68,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if r.cfg.Gateway, err = buildCommand(ctx, work, "idem-gateway"); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.buildBaseline(ctx); err != nil {
+		return nil, err
 	}
 	if len(cfg.Self) == 0 {
 		exe, err := os.Executable()
@@ -82,6 +89,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return r.memory(ctx)
 	}
 	return r.main(ctx)
+}
+
+// buildBaseline builds paymentsd and the trivial server from the baseline
+// tree, when Config.Baseline names one (a directory, not a binary).
+func (r *runner) buildBaseline(ctx context.Context) error {
+	if r.cfg.Baseline == "" {
+		return nil
+	}
+	st, err := os.Stat(r.cfg.Baseline)
+	if err != nil {
+		return fmt.Errorf("bench: baseline: %w", err)
+	}
+	if !st.IsDir() {
+		return nil
+	}
+	tree := r.cfg.Baseline
+	r.cfg.Logf("building the baseline from %s", tree)
+	if r.cfg.Baseline, err = buildPaymentsd(ctx, r.work, tree); err != nil {
+		return err
+	}
+	r.baseTrivial, err = buildTrivial(ctx, r.work, tree)
+	return err
 }
 
 // dispose drops db's schema at the end of a run, or keeps it (Keep).
@@ -194,13 +223,21 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	if srv["gateway"], err = r.startGateway(ctx, srv["upstream"], db); err != nil {
 		return nil, err
 	}
+	r.cfg.Logf("building the trivial server")
+	if r.trivial, err = buildTrivial(ctx, r.work, ""); err != nil {
+		return nil, err
+	}
+	trivial, err := r.startTrivial(ctx, "trivial", r.trivial, db, trivialWirings(true))
+	if err != nil {
+		return nil, err
+	}
 	cfg.Logf("seeding %d completed keys", cfg.ReplayKeys)
-	seeds, err := seed(ctx, srv["atomic"], db, r.wl, cfg.ReplayKeys, cfg.Concurrency)
+	seeds, err := seed(ctx, &variant{srv: srv["atomic"], db: db}, r.wl, cfg.ReplayKeys, cfg.Concurrency)
 	if err != nil {
 		return nil, err
 	}
 	pick := func(rnd *mrand.Rand) request { return seeds[rnd.IntN(len(seeds))] }
-	gwSeeds, err := seed(ctx, srv["gateway"], db, r.wl, cfg.ReplayKeys, cfg.Concurrency)
+	gwSeeds, err := seed(ctx, &variant{srv: srv["gateway"], db: db}, r.wl, cfg.ReplayKeys, cfg.Concurrency)
 	if err != nil {
 		return nil, err
 	}
@@ -226,6 +263,11 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 		&variant{name: "gateway-replay", kind: kindReplay, mode: "leased", srv: srv["gateway"], db: db,
 			replay: func(rnd *mrand.Rand) request { return gwSeeds[rnd.IntN(len(gwSeeds))] }},
 		&variant{name: "upstream", kind: kindBare, srv: srv["upstream"], db: db})
+	tvs, err := r.trivialVariants(ctx, trivial, db, "")
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, tvs...)
 	if cfg.Baseline != "" {
 		for _, mode := range []string{"atomic", "leased"} {
 			s, err := startServer(ctx, "baseline-"+mode, r.work, cfg.ServerProcs, nil, func(addr string) []string {
@@ -240,7 +282,18 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 				&variant{name: "replay-" + mode + " (baseline)", kind: kindReplay, mode: mode, srv: s, db: db, replay: pick})
 		}
 	}
-	if vs, err = r.only(vs); err != nil {
+	if r.baseTrivial != "" {
+		base, err := r.startTrivial(ctx, "trivial-baseline", r.baseTrivial, db, trivialWirings(false))
+		if err != nil {
+			return nil, err
+		}
+		bvs, err := r.trivialVariants(ctx, base, db, " (baseline)")
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, bvs...)
+	}
+	if vs, err = r.only(pairBaselines(vs)); err != nil {
 		return nil, err
 	}
 	machine.LoadBefore = loadAvg()
@@ -251,6 +304,26 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	machine.LoadAfter = loadAvg()
 	rep := newReport(cfg, machine, vs, samples)
 	return rep, rep.write(cfg.Out, "")
+}
+
+// pairBaselines moves each baseline variant ("X (baseline)") right behind
+// X, so that the two run back to back in every round: on a shared machine
+// whose load drifts over a round, variants far apart in it are measured on
+// different machines.
+func pairBaselines(vs []*variant) []*variant {
+	var out, base []*variant
+	for _, v := range vs {
+		if strings.HasSuffix(v.name, " (baseline)") {
+			base = append(base, v)
+		} else {
+			out = append(out, v)
+		}
+	}
+	for _, b := range base {
+		i := slices.IndexFunc(out, func(v *variant) bool { return v.name+" (baseline)" == b.name })
+		out = slices.Insert(out, i+1, b) // i = -1 (no counterpart): first
+	}
+	return out
 }
 
 // only keeps the variants Config.Variants names.
@@ -299,6 +372,9 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if err != nil {
 		return nil, err
 	}
+	if before.RoundTrips, err = roundTrips(ctx, v); err != nil {
+		return nil, err
+	}
 	serverPID := 0
 	if v.srv != nil {
 		serverPID = v.srv.cmd.Process.Pid
@@ -338,6 +414,9 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	time.Sleep(r.cfg.Settle)
 	after, err := readCounters(ctx, pool, r.pgss)
 	if err != nil {
+		return nil, err
+	}
+	if after.RoundTrips, err = roundTrips(ctx, v); err != nil {
 		return nil, err
 	}
 	s := newSample(v.name, round, t, r.cfg.Duration)

@@ -71,6 +71,9 @@ func newDatabase(ctx context.Context, baseURL, prefix string, users, conns int) 
 	if _, err := pgledger.Migrate(ctx, db.pool); err != nil {
 		return nil, err
 	}
+	if _, err := db.pool.Exec(ctx, createTrivial); err != nil {
+		return nil, fmt.Errorf("create the trivial handler's table: %w", err)
+	}
 	db.users = make([]user, users)
 	rows := make([][]any, 0, users)
 	keys := make([][]any, 0, users)
