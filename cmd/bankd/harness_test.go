@@ -4,7 +4,6 @@ package main_test
 // SQLite file of its own.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,11 +14,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -27,50 +26,14 @@ import (
 // when the tests have it.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "bankd-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "bankd")
-	args := []string{"build", "-o", binary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build bankd: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+func TestMain(m *testing.M) { os.Exit(proctest.Run(m, "bankd", &binary)) }
 
 // bank is a running bankd.
 type bank struct {
 	url    string
 	db     string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *proctest.Buffer
 	exited chan struct{} // closed when the process has exited
 	err    error         // the process's exit, once exited is closed
 }
@@ -89,7 +52,7 @@ func newDB(t *testing.T) string { return filepath.Join(t.TempDir(), "bank.db") }
 // fails if the race detector spoke.
 func startBank(t *testing.T, db string, args ...string) *bank {
 	t.Helper()
-	b := &bank{db: db, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	b := &bank{db: db, stderr: &proctest.Buffer{}, exited: make(chan struct{})}
 	b.cmd = exec.Command(binary, append([]string{"--addr", "127.0.0.1:0", "--db", db}, args...)...)
 	b.cmd.Stderr = b.stderr
 	require.NoError(t, b.cmd.Start())

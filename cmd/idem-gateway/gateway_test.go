@@ -14,30 +14,16 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "idem-gateway-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "idem-gateway")
-	if out, err := exec.Command("go", "build", "-race", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(proctest.Run(m, "idem-gateway", &binary)) }
 
 type upstream struct {
 	url     string
@@ -79,29 +65,12 @@ func (u *upstream) log(t *testing.T) []entry {
 	return es
 }
 
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var listening = regexp.MustCompile(`listening on (http://\S+) `)
 
 // startGateway starts idem-gateway in front of up and waits until it listens.
 func startGateway(t *testing.T, up *upstream, args ...string) string {
 	t.Helper()
-	stderr := &syncBuffer{}
+	stderr := &proctest.Buffer{}
 	cmd := exec.Command(binary, append([]string{"--listen", "127.0.0.1:0", "--upstream", up.url,
 		"--db", filepath.Join(t.TempDir(), "keys.db"), "--upstream-timeout", "500ms"}, args...)...)
 	cmd.Stderr = stderr

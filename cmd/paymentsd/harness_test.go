@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
 
@@ -47,24 +48,7 @@ func TestMain(m *testing.M) {
 	if !set {
 		_ = flag.Set("test.parallel", parallel)
 	}
-	dir, err := os.MkdirTemp("", "paymentsd-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "paymentsd")
-	args := []string{"build", "-o", binary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, ".")...)
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build paymentsd: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proctest.Run(m, "paymentsd", &binary))
 }
 
 // Stores and modes: every behaviour is checked on each pair.
@@ -103,24 +87,6 @@ func env(extra ...string) []string {
 	return append(out, extra...)
 }
 
-// syncBuffer is a bytes.Buffer that a process writes while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // server is a running paymentsd.
 type server struct {
 	url     string
@@ -128,8 +94,8 @@ type server struct {
 	db      string
 	store   string
 	cmd     *exec.Cmd
-	stdout  *syncBuffer
-	stderr  *syncBuffer
+	stdout  *proctest.Buffer
+	stderr  *proctest.Buffer
 	exited  chan struct{} // closed when the process has exited
 	err     error         // the process's exit, once exited is closed
 }
@@ -151,7 +117,7 @@ func startServer(t *testing.T, db string, args ...string) *server {
 func startIn(t *testing.T, dir string, environ []string, args ...string) *server {
 	t.Helper()
 	args = append(args, "--metrics-addr", "127.0.0.1:0")
-	s := &server{stdout: &syncBuffer{}, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	s := &server{stdout: &proctest.Buffer{}, stderr: &proctest.Buffer{}, exited: make(chan struct{})}
 	for i, a := range args {
 		if a == "--db" && i+1 < len(args) {
 			s.db = args[i+1]

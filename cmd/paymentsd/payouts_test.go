@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -46,7 +47,7 @@ func buildBankd(t *testing.T) string {
 type bankProc struct {
 	url    string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *proctest.Buffer
 	exited chan struct{}
 }
 
@@ -55,7 +56,7 @@ var bankListening = regexp.MustCompile(`(?m)^bankd: listening on (http://\S+)$`)
 // startBank starts bankd on the SQLite file db with extra flags.
 func startBank(t *testing.T, db string, args ...string) *bankProc {
 	t.Helper()
-	b := &bankProc{stderr: &syncBuffer{}, exited: make(chan struct{})}
+	b := &bankProc{stderr: &proctest.Buffer{}, exited: make(chan struct{})}
 	b.cmd = exec.Command(buildBankd(t), append([]string{"--addr", "127.0.0.1:0", "--db", db}, args...)...)
 	b.cmd.Stderr = b.stderr
 	require.NoError(t, b.cmd.Start())
