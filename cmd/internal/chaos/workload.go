@@ -231,11 +231,11 @@ type transactionBody struct {
 
 // LateWorker is the caller who comes back hours later: it makes a few
 // deposits, waits until their keys' retention (a short TTL on a replica of
-// its own, the one place the harness shortens it) has passed, and retries
-// each with the same key. The retry also waits for the next UTC minute: a
-// re-executed deposit in the minute of its first life would meet the
-// deposits' minute net (docs/paymentsd.md), which the short TTL, not the
-// service, makes possible.
+// its own, the one place the harness shortens it) has passed, and uses
+// each key again. The key's second life deposits another amount: the
+// same deposit again within a minute would meet the deposits' minute net
+// (docs/paymentsd.md), which only the short TTL, not the service, makes
+// possible; a key past retention binds nothing, whatever the body.
 type LateWorker struct {
 	*Worker
 	ttl time.Duration
@@ -244,26 +244,24 @@ type LateWorker struct {
 // Run makes the deposits, waits past the TTL, and retries them.
 func (w *LateWorker) Run(ctx context.Context, deadline time.Time) {
 	var firsts []*Op
+	amount := func(seq int) int64 { return 100*(10_000+int64(seq)) + int64(w.ID%100) }
 	for seq := range w.prof.LateOps {
 		op := &Op{User: w.User, Key: fmt.Sprintf("op-%d", seq), Kind: OpDeposit, Path: "/v1/deposits",
 			Late: true, Scenario: "late-first"}
-		op.Body = w.body(op.Path, "USD", "", 100*(10_000+int64(seq))+int64(w.ID%100))
+		op.Body = w.body(op.Path, "USD", "", amount(seq))
 		w.Ops = append(w.Ops, op)
 		firsts = append(firsts, op)
 		w.client.UntilFinal(ctx, op, deadline, false)
 	}
-	// "Hours later": past the key's retention, past a sweep, and in a
-	// later minute than the first lives.
-	now := time.Now()
-	later := max(w.ttl+2*time.Second, now.Truncate(time.Minute).Add(time.Minute+200*time.Millisecond).Sub(now))
+	// "Hours later": past the key's retention, and past a sweep.
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(later):
+	case <-time.After(w.ttl + 2*time.Second):
 	}
-	for _, first := range firsts {
-		again := &Op{User: first.User, Key: first.Key, Kind: first.Kind, Path: first.Path, Body: first.Body,
-			Late: true, Scenario: "late-retry"}
+	for seq, first := range firsts {
+		again := &Op{User: first.User, Key: first.Key, Kind: first.Kind, Path: first.Path,
+			Body: w.body(first.Path, "USD", "", amount(seq)+50), Late: true, Scenario: "late-retry"}
 		w.Ops = append(w.Ops, again)
 		w.stats.LateRetries.Add(1)
 		w.client.UntilFinal(ctx, again, deadline, true)
