@@ -3,7 +3,8 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"time"
+
+	"github.com/idem-dev/idem/internal/sqlrow"
 )
 
 // DBTX is what a repository needs of a database through database/sql:
@@ -90,24 +91,7 @@ func (a ambient) QueryContext(ctx context.Context, query string, args ...any) (*
 func (a ambient) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	tx, err := a.tx(ctx)
 	if err != nil {
-		return errRow(a.t.st.db, err)
+		return sqlrow.Err(a.t.st.db, err)
 	}
 	return tx.QueryRowContext(ctx, query, args...)
 }
-
-// errRow returns a *sql.Row whose Scan reports err. database/sql has no
-// constructor for one, but a query on a context that is already done fails
-// with the context's Err before it reaches the database.
-func errRow(db *sql.DB, err error) *sql.Row {
-	return db.QueryRowContext(failedContext{err}, "SELECT 1")
-}
-
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// failedContext is a context that is done, with err as its Err.
-type failedContext struct{ err error }
-
-func (failedContext) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (failedContext) Done() <-chan struct{}       { return closed }
-func (f failedContext) Err() error                { return f.err }
-func (failedContext) Value(any) any               { return nil }
