@@ -10,6 +10,9 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 //	}
+//
+// RunConsumer, given a business table besides (a [Business]), drives
+// package consumer on the store as a broker adapter does.
 package storetest
 
 import (
