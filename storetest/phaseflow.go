@@ -225,13 +225,13 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
 			return pk
 		}
-		a := derive(f.mw, "k1")
-		require.Equal(t, a, derive(f.mw, "k1"), "stable across attempts")
-		require.NotEqual(t, a, derive(f.mw, "k2"))
-		require.NotContains(t, a, "k1", "not the client's key")
+		a := derive(f.mw, "payout-7f3a9c")
+		require.Equal(t, a, derive(f.mw, "payout-7f3a9c"), "stable across attempts")
+		require.NotEqual(t, a, derive(f.mw, "payout-7f3a9d"))
+		require.NotContains(t, a, "payout-7f3a9c", "not the client's key")
 		other, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased, ProviderKeySecret: []byte("another secret, just as long")})
 		require.NoError(t, err)
-		require.NotEqual(t, a, derive(other, "k1"), "another secret, another key")
+		require.NotEqual(t, a, derive(other, "payout-7f3a9c"), "another secret, another key")
 
 		nosecret, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased})
 		require.NoError(t, err)
