@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -26,31 +27,37 @@ import (
 // server, traced and measured by the OpenTelemetry SDK into memory.
 type fixture struct {
 	url    string
+	pool   *pgxpool.Pool
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
 }
 
 func newFixture(t *testing.T, mode idem.Mode) *fixture {
+	return newFixtureWith(t, idem.Config{Mode: mode}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"p1"}`))
+	}))
+}
+
+// newFixtureWith serves h on POST /v1/payments behind the middleware in
+// cfg, telemetry plugged in.
+func newFixtureWith(t *testing.T, cfg idem.Config, h http.Handler) *fixture {
 	t.Helper()
 	pool := pgtest.Pool(t, 4)
 	_, err := pgstore.Migrate(context.Background(), pool)
 	require.NoError(t, err)
-	f := &fixture{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	f := &fixture{pool: pool, spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
 	tel, err := idemotel.New(idemotel.Opts{
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(f.spans)),
 		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader)),
 	})
 	require.NoError(t, err)
-	mw, err := idem.New(pgstore.New(pool), idem.Config{
-		Mode: mode, StartFunc: tel.Start, TraceFunc: tel.Trace, ObserveFunc: tel.Observe,
-	})
+	cfg.StartFunc, cfg.TraceFunc, cfg.ObserveFunc = tel.Start, tel.Trace, tel.Observe
+	mw, err := idem.New(pgstore.New(pool), cfg)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
-	mux.Handle("POST /v1/payments", mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id":"p1"}`))
-	})))
+	mux.Handle("POST /v1/payments", mw.Require(h))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r.WithContext(idem.WithScope(r.Context(), "alice")))
 	}))
@@ -61,14 +68,38 @@ func newFixture(t *testing.T, mode idem.Mode) *fixture {
 
 func (f *fixture) post(t *testing.T, key, body string) int {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, f.url+"/v1/payments", strings.NewReader(body))
+	code, err := f.send(key, body)
 	require.NoError(t, err)
+	return code
+}
+
+// postAsync posts from a goroutine of its own and delivers the status.
+func (f *fixture) postAsync(t *testing.T, key, body string) <-chan int {
+	t.Helper()
+	out := make(chan int, 1)
+	go func() {
+		code, err := f.send(key, body)
+		if err != nil {
+			t.Errorf("post %s: %v", key, err)
+		}
+		out <- code
+	}()
+	return out
+}
+
+func (f *fixture) send(key, body string) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, f.url+"/v1/payments", strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
+	if err != nil {
+		return 0, err
+	}
 	resp.Body.Close()
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 // requestSpans returns the ended idem.request spans. The middleware ends
@@ -176,15 +207,7 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, http.StatusCreated, f.post(t, "k1", `{"amount":1}`))
 	require.Equal(t, http.StatusCreated, f.post(t, "k1", `{"amount":1}`))
 
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, f.reader.Collect(context.Background(), &rm))
-	got := map[string]metricdata.Aggregation{}
-	for _, sm := range rm.ScopeMetrics {
-		require.Equal(t, idemotel.ScopeName, sm.Scope.Name)
-		for _, m := range sm.Metrics {
-			got[m.Name] = m.Data
-		}
-	}
+	got := collect(t, f.reader)
 	requests, ok := got["idem.requests"].(metricdata.Sum[int64])
 	require.True(t, ok, "idem.requests is an int64 sum")
 	byOutcome := map[string]int64{}
@@ -205,4 +228,19 @@ func TestMetrics(t *testing.T) {
 	require.True(t, seen["get"] && seen["begin"] && seen["commit"], "store operations timed: %v", seen)
 	_, ok = got["idem.request.duration"].(metricdata.Histogram[float64])
 	require.True(t, ok)
+}
+
+// collect reads reader's metrics, by name.
+func collect(t *testing.T, reader *sdkmetric.ManualReader) map[string]metricdata.Aggregation {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	got := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		require.Equal(t, idemotel.ScopeName, sm.Scope.Name)
+		for _, m := range sm.Metrics {
+			got[m.Name] = m.Data
+		}
+	}
+	return got
 }

@@ -6,6 +6,17 @@ require (
 	github.com/idem-dev/idem v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/pgstore v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/sqlitestore v0.0.0-00010101000000-000000000000
+	github.com/labstack/echo/v4 v4.16.5
+)
+
+require (
+	github.com/labstack/gommon v0.5.0 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fasttemplate v1.2.2 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 )
 
 require (

@@ -64,6 +64,7 @@ func recoverer(next http.Handler) http.Handler {
 }
 
 var adapters = map[string]adaptertest.Adapter{
+	"EchoV4": {Route: "POST /v1/payments/:id", Mount: mountEchoV4},
 	"ServeMux": {Route: "POST /v1/payments/{id}", Mount: func(t *testing.T, mw *idem.Middleware, answer func(*http.Request) adaptertest.Answer) http.Handler {
 		mux := http.NewServeMux()
 		mux.Handle("POST /v1/payments/{id}", mw.Require(handler(answer)))
