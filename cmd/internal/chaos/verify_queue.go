@@ -173,9 +173,13 @@ func checkCommand(v *Verdict, st *dbState, effects map[businessRow]bool, c *Comm
 }
 
 // hasEffect reports whether a business row of c's user is c's request: its
-// amount is the user's only one.
+// amount is the user's only one. A reused key's request is read by its path.
 func hasEffect(effects map[businessRow]bool, c *Command) bool {
-	sig, err := signature(c.Op)
+	kind := OpTransaction
+	if c.Path == "/v1/deposits" {
+		kind = OpDeposit
+	}
+	sig, err := signature(&Op{User: c.User, Kind: kind, Body: c.Body})
 	return err == nil && effects[sig]
 }
 
