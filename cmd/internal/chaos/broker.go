@@ -65,9 +65,10 @@ func (b *Broker) start() error {
 func (b *Broker) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(b.port) }
 
 // Restart shuts the broker down, every client connection with it, and
-// starts it again on the same files and port.
-func (b *Broker) Restart() error {
+// starts it again on the same files and port after down.
+func (b *Broker) Restart(down time.Duration) error {
 	b.stop()
+	time.Sleep(down)
 	return b.start()
 }
 

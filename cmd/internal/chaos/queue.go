@@ -153,7 +153,8 @@ func (q *Queue) Run(ctx, faults context.Context, stop, quiet time.Time) {
 }
 
 // restarts restarts the broker BrokerRestarts times while faults last,
-// evenly spaced and off the beat of the database restarts.
+// evenly spaced and off the beat of the database restarts, each time down
+// for BrokerDown.
 func (q *Queue) restarts(ctx context.Context) {
 	n := q.prof.BrokerRestarts
 	if n <= 0 {
@@ -169,7 +170,7 @@ func (q *Queue) restarts(ctx context.Context) {
 		}
 		next = every
 		start := time.Now()
-		if err := q.Broker.Restart(); err != nil {
+		if err := q.Broker.Restart(q.prof.BrokerDown); err != nil {
 			q.logf("restart the NATS server: %v", err)
 			continue
 		}
