@@ -127,7 +127,7 @@ func (q *Queue) Close() {
 }
 
 // Run publishes commands until stop, restarting the broker while faults
-// lasts, then lets every command still unanswered be published again (but
+// last, then lets every command still unanswered be published again (but
 // the fire-once ones) until quiet, and returns once every command has its
 // final answer, or at quiet.
 func (q *Queue) Run(ctx, faults context.Context, stop, quiet time.Time) {
