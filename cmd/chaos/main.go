@@ -11,7 +11,9 @@
 // caller who comes back after the key's retention send deposits and
 // conversions, while replicas are SIGKILLed and restarted, the links
 // between replicas and PostgreSQL are slowed, cut, reset and hung
-// (toxiproxy, in-process), and PostgreSQL itself is restarted. Then the
+// (toxiproxy, in-process), and PostgreSQL itself is restarted. Producers
+// publish payment commands to the same replicas over NATS JetStream (an
+// embedded server, restarted mid-run) with duplicates and retries. Then the
 // faults stop, every caller finishes its retries, and the invariants are
 // checked. It prints one table and exits 1 when a must-be-0 figure is not
 // 0. See docs/chaos.md.

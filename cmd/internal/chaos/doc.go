@@ -17,6 +17,9 @@
 //	sdk.go       the callers' retrying client and what it records
 //	workload.go  the callers: SDK, double taps, dropped connections, late retries
 //	race.go      the staged race of a request slowed past its lease and its retry
+//	broker.go    the embedded NATS server with JetStream, restarted mid-run
+//	queue.go     the queue phase: producers of commands over JetStream
+//	verify_queue.go  the queue phase's invariants
 //	verify.go    the invariants
 //	report.go    the counters and the table
 //	run.go       one mode from start to verdict

@@ -57,6 +57,21 @@ type Profile struct {
 	// retention of a replica of its own.
 	LateOps int
 	LateTTL time.Duration
+	// The queue phase (queue.go): QueueProducers users publish commands to
+	// the replicas over NATS JetStream, QueueLanes at a time each, while
+	// the faults last; 0 producers for none. QueueTimeout is how long one
+	// waits for an answer before publishing again; QueueQuiet, after the
+	// faults, bounds the wait for the last answers: past the broker's ack
+	// wait (30 s, paymentsd's), so that a fire-once command held by a
+	// killed replica is redelivered. BrokerRestarts restarts of the NATS
+	// server, spread over Duration, each down for BrokerDown: longer than
+	// QueueTimeout and a publish's wait for its acknowledgement (2 s)
+	// together, so that the producers' publishes again fail, are sent
+	// again, and may yet be stored twice.
+	QueueProducers, QueueLanes int
+	QueueTimeout, QueueQuiet   time.Duration
+	BrokerRestarts             int
+	BrokerDown                 time.Duration
 }
 
 // Profiles are the built-in profiles.
@@ -71,6 +86,8 @@ var Profiles = map[string]Profile{
 		KillEvery: Span{1500 * time.Millisecond, 3500 * time.Millisecond}, RestartAfter: Span{200 * time.Millisecond, 1500 * time.Millisecond},
 		FaultEvery: Span{500 * time.Millisecond, 1500 * time.Millisecond}, FaultFor: Span{300 * time.Millisecond, 2 * time.Second},
 		RaceEvery: 4 * time.Second, DBRestarts: 1, LateOps: 3, LateTTL: 3 * time.Second,
+		QueueProducers: 3, QueueLanes: 2, QueueTimeout: 3 * time.Second, QueueQuiet: 45 * time.Second,
+		BrokerRestarts: 1, BrokerDown: 5500 * time.Millisecond,
 	},
 	// long is the soak: 10 minutes per mode, tens of thousands of
 	// requests, dozens of kills.
@@ -83,6 +100,8 @@ var Profiles = map[string]Profile{
 		KillEvery: Span{5 * time.Second, 15 * time.Second}, RestartAfter: Span{200 * time.Millisecond, 3 * time.Second},
 		FaultEvery: Span{time.Second, 3 * time.Second}, FaultFor: Span{300 * time.Millisecond, 4 * time.Second},
 		RaceEvery: 30 * time.Second, DBRestarts: 5, LateOps: 10, LateTTL: 5 * time.Second,
+		QueueProducers: 4, QueueLanes: 2, QueueTimeout: 4 * time.Second, QueueQuiet: time.Minute,
+		BrokerRestarts: 5, BrokerDown: 6500 * time.Millisecond,
 	},
 }
 

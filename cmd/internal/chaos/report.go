@@ -32,6 +32,14 @@ type Stats struct {
 	Rechecks        atomic.Int64 // final answers asked for again after the faults
 	Races           atomic.Int64 // staged races of a request slowed past its lease and its retry
 	ConnFaults      [4]atomic.Int64
+	// The queue phase (queue.go).
+	QueuePublishes     atomic.Int64 // commands published, copies and retries included
+	QueuePublishErrors atomic.Int64 // publishes JetStream did not acknowledge, published again
+	QueueDuplicates    atomic.Int64 // deliberate copies of a publish
+	QueueRepublishes   atomic.Int64 // publishes again after no answer came in time
+	QueueAnswers       atomic.Int64 // answers published to the commands' reply subjects
+	QueueReplays       atomic.Int64 // of which replays
+	BrokerRestarts     atomic.Int64
 }
 
 // ConnFaultTotal is the number of connection faults of every kind.
@@ -58,12 +66,20 @@ type Verdict struct {
 	LiveLocks      int // must be 0: PROCESSING rows with a live lock after the lock timeout
 	LateReexecuted int // retries after the TTL that ran again
 	LateRefused    int // retries after the TTL that a business net refused (each also a wrong answer)
-	Details        []string
+	// The queue phase (verify_queue.go).
+	QueueCommands   int // commands: distinct (user, key, body)
+	QueueDouble     int // must be 0: a key with more than one effect, or an effect not exactly its amounts
+	QueueLost       int // must be 0: a command JetStream acknowledged that never took effect and has no final refusal
+	QueueUnanswered int // must be 0: a command without a final answer published
+	QueueDisagree   int // must be 0: an answer that differs from another, the stored record, the ledger, or the request
+	QueueOtherBody  int // must be 0: a key used again with another body that moved money or was not refused 422
+	Details         []string
 }
 
 // Invariants are the must-be-0 figures, in the order the table lists them.
 func (v *Verdict) Invariants() []int {
-	return []int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks}
+	return []int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks,
+		v.QueueDouble, v.QueueLost, v.QueueUnanswered, v.QueueDisagree, v.QueueOtherBody}
 }
 
 // Failed reports whether a must-be-0 figure is not 0.
@@ -183,6 +199,7 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 	row("another user's response (must be 0)", v(func(v *Verdict) int { return v.Foreign }))
 	row("balance mismatches (must be 0)", v(func(v *Verdict) int { return v.BalanceErrors }))
 	row("live locks after lock timeout (must be 0)", v(func(v *Verdict) int { return v.LiveLocks }))
+	queueRows(row, n, v)
 	row("elapsed", func(r *Result) string { return r.Elapsed.Round(time.Second).String() })
 	row("result", func(r *Result) string {
 		switch {
@@ -194,4 +211,24 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 		return "PASS"
 	})
 	_ = tw.Flush()
+}
+
+// queueRows are the queue phase's rows of the table.
+func queueRows(row func(string, func(*Result) string), n func(func(*Stats) int64) func(*Result) string, v func(func(*Verdict) int) func(*Result) string) {
+	row("queue: commands (a key and its body)", v(func(v *Verdict) int { return v.QueueCommands }))
+	row("  publishes / not acknowledged", func(r *Result) string {
+		return fmt.Sprintf("%d / %d", r.Stats.QueuePublishes.Load(), r.Stats.QueuePublishErrors.Load())
+	})
+	row("  copies sent / published again unanswered", func(r *Result) string {
+		return fmt.Sprintf("%d / %d", r.Stats.QueueDuplicates.Load(), r.Stats.QueueRepublishes.Load())
+	})
+	row("  answers / of them replays", func(r *Result) string {
+		return fmt.Sprintf("%d / %d", r.Stats.QueueAnswers.Load(), r.Stats.QueueReplays.Load())
+	})
+	row("  NATS server restarts", n(func(s *Stats) int64 { return s.BrokerRestarts.Load() }))
+	row("queue: double effects (must be 0)", v(func(v *Verdict) int { return v.QueueDouble }))
+	row("queue: lost commands (must be 0)", v(func(v *Verdict) int { return v.QueueLost }))
+	row("queue: commands never answered (must be 0)", v(func(v *Verdict) int { return v.QueueUnanswered }))
+	row("queue: answers unlike the record (must be 0)", v(func(v *Verdict) int { return v.QueueDisagree }))
+	row("queue: another body moved money (must be 0)", v(func(v *Verdict) int { return v.QueueOtherBody }))
 }

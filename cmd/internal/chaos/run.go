@@ -100,8 +100,9 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if _, err := m.paymentsd(ctx, "migrate", "--db", direct); err != nil {
 		return nil, err
 	}
-	// One user per caller, one for the late caller, one for the racer.
-	users := make([]*User, p.Workers+2)
+	// One user per caller, one for the late caller, one for the racer, one
+	// per queue producer.
+	users := make([]*User, p.Workers+2+p.QueueProducers)
 	for i := range users {
 		out, err := m.paymentsd(ctx, "users", "create", "--db", direct)
 		if err != nil {
@@ -119,6 +120,13 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	defer pool.Close()
 
+	queue, err := m.startQueue(ctx, users[p.Workers+2:])
+	if err != nil {
+		return nil, err
+	}
+	defer queue.Close()
+	users = users[:p.Workers+2]
+
 	links, err := NewLinks(m.cluster.Addr(), p.Replicas)
 	if err != nil {
 		return nil, err
@@ -130,7 +138,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	replicas := make([]*Replica, p.Replicas)
 	for i := range replicas {
-		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, serve(m.cluster.URL(links.Addr(i), m.db), "48h"))
+		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, append(serve(m.cluster.URL(links.Addr(i), m.db), "48h"), queue.Args()...))
 	}
 	// The caller who comes back after the retention has a replica of its
 	// own, with a short TTL: the only place the harness shortens it.
@@ -204,6 +212,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		callers.Go(func() { lateWorker.Run(ctx, deadline) })
 	}
 	callers.Go(func() { racer.Run(ctx, faults, deadline) })
+	callers.Go(func() { queue.Run(ctx, faults, stop, stop.Add(p.QueueQuiet)) })
 	inj := &Injector{Prof: p, Fleet: fleet, Links: links, Cluster: m.cluster, Stats: m.stats, Log: m.Log}
 	progress := m.progress(faults)
 	inj.Run(faults, life, m.seed)
@@ -252,6 +261,9 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	defer api.Close()
 	v, err := Verify(ctx, pool, api, users, ops)
 	if err != nil {
+		return nil, err
+	}
+	if err := queue.Verify(ctx, pool, v); err != nil {
 		return nil, err
 	}
 	if live > 0 {

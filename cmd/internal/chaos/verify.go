@@ -138,6 +138,7 @@ func Verify(ctx context.Context, db *pgxpool.Pool, api *Client, users []*User, o
 	if err != nil {
 		return nil, err
 	}
+	st = st.only(users)
 	v := &Verdict{Keys: len(ops)}
 	acks := map[string]ack{} // by resource id
 	for _, op := range ops {
