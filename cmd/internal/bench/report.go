@@ -35,7 +35,9 @@ type Row struct {
 	CPU            cpuTimes // CPU ms per request, medians
 	Peer           string   `json:",omitempty"` // the process CPU.Peer is of: bankd, nats-server
 	Outcomes       map[string]int
-	Effects        *effectCheck // summed over the rounds
+	// Effects is summed over the rounds; "Storm" in the JSON, as in the
+	// reports from before the doors, so that Rewrite reads those.
+	Effects *effectCheck `json:"Storm"`
 }
 
 // Ratio is a figure a target is stated in.

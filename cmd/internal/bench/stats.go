@@ -109,7 +109,7 @@ type sample struct {
 	// CPU is the CPU milliseconds per measured request of the server,
 	// the PostgreSQL cluster and the generator, over the measured window.
 	CPU     cpuTimes
-	Effects *effectCheck
+	Effects *effectCheck `json:"Storm"` // as Row.Effects
 	Top     []topStatement
 }
 
