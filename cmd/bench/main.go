@@ -6,7 +6,7 @@
 // writes a Markdown table and PNG charts into results/bench (the sweep
 // run: results/bench-sweep).
 //
-//	make bench                       # a throwaway durable cluster, the default run (about 6 minutes)
+//	make bench                       # a throwaway durable cluster, the default run (about 40 minutes)
 //	make bench-growth                # fresh and replay with 10 million keys against an empty table
 //	make bench-sweep                 # paymentsd's latency while 'paymentsd keys sweep' deletes 1M of 10M keys
 //	DATABASE_URL=postgres://… go run ./cmd/bench [flags]
