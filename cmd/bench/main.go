@@ -1,17 +1,19 @@
 // Command bench is the load generator behind make bench: it measures
 // paymentsd on PostgreSQL (fresh, replayed and stormed requests in both
 // idempotency modes) against the same handlers without idempotency and
-// against the bare SQL of a fresh request, and writes a Markdown table and
-// PNG charts into results/bench (the sweep run: results/bench-sweep).
+// against the bare SQL of a fresh request; deposits over gRPC and as
+// commands from NATS JetStream beside HTTP; payouts through bankd; and
+// writes a Markdown table and PNG charts into results/bench (the sweep
+// run: results/bench-sweep).
 //
-//	make bench                       # a throwaway durable cluster, the default run (about 6 minutes)
+//	make bench                       # a throwaway durable cluster, the default run (about 40 minutes)
 //	make bench-growth                # fresh and replay with 10 million keys against an empty table
 //	make bench-sweep                 # paymentsd's latency while 'paymentsd keys sweep' deletes 1M of 10M keys
 //	DATABASE_URL=postgres://… go run ./cmd/bench [flags]
 //
 // It runs from the repository (it builds ./cmd/paymentsd). The servers are
 // child processes; "bench serve" is the hidden command that runs the bare
-// server. See cmd/internal/bench for how a run goes.
+// server and the NATS server. See cmd/internal/bench for how a run goes.
 package main
 
 import (
@@ -43,6 +45,7 @@ func main() {
 	flag.IntVar(&cfg.StormClients, "storm", 8, "clients sending each key of a storm at once")
 	flag.IntVar(&cfg.Users, "users", 1000, "users the requests are spread over")
 	flag.IntVar(&cfg.ReplayKeys, "replay-keys", 2000, "completed keys the replay variants pick from")
+	flag.IntVar(&cfg.QueueWorkers, "queue-workers", 8, "paymentsd's --queue-workers for the queue variants")
 	flag.IntVar(&cfg.ServerProcs, "server-procs", 2, "GOMAXPROCS of each server")
 	flag.IntVar(&cfg.ClientProcs, "client-procs", 2, "GOMAXPROCS of the generator")
 	flag.StringVar(&variants, "variants", "", "comma-separated variants to run (default all)")

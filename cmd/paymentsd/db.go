@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idem-dev/idem/cmd/internal/roundtrip"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/pgledger"
 	"github.com/idem-dev/idem/payments/sqliteledger"
@@ -36,6 +37,9 @@ type backend struct {
 	display string // where it is, without a password
 	store   store.Store
 	ledger  payments.Ledger
+	// trips counts the round trips to PostgreSQL (nil for SQLite): the
+	// cost per request make bench reports, on /metrics.
+	trips *roundtrip.Counter
 	// migrate applies the key table's and the wallet's pending migrations
 	// and describes what it did.
 	migrate func(ctx context.Context) (string, error)
@@ -66,6 +70,8 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = connectTimeout
 	}
+	trips := &roundtrip.Counter{}
+	cfg.ConnConfig.Tracer = trips
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
@@ -77,7 +83,7 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
 	}
 	return &backend{
-		kind: "postgres", display: display,
+		kind: "postgres", display: display, trips: trips,
 		store: pgstore.New(pool), ledger: pgledger.New(pool),
 		migrate: func(ctx context.Context) (string, error) {
 			keys, err := pgstore.Migrate(ctx, pool)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -131,5 +133,15 @@ func TestMetrics(t *testing.T) {
 		}
 		require.NotContains(t, body, key, "no key in metrics")
 		require.NotContains(t, body, u.id, "no user in metrics")
+		// PostgreSQL's round trips are counted (make bench reads them).
+		trips := regexp.MustCompile(`(?m)^paymentsd_postgres_round_trips_total (\d+)$`).FindStringSubmatch(body)
+		if s.store != "postgres" {
+			require.Nil(t, trips, "round trips are PostgreSQL's")
+			return
+		}
+		require.NotNil(t, trips, "no round trips in metrics")
+		n, err := strconv.Atoi(trips[1])
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, n, 3, "at least a round trip per request")
 	})
 }

@@ -195,6 +195,12 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if b.trips != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "paymentsd_postgres_round_trips_total",
+			Help: "Round trips to PostgreSQL: each statement sent alone, and each pipelined batch, is one.",
+		}, func() float64 { return float64(b.trips.Count()) }))
+	}
 	m := metrics.New(reg)
 	cfg := idem.Config{
 		Mode: f.idemMode, TTL: f.ttl, LeaseDuration: f.lockTimeout, WaitTimeout: f.waitTimeout,

@@ -51,27 +51,69 @@ func TestRun(t *testing.T) {
 		if strings.HasPrefix(r.Variant, "trivial fresh") || r.Variant == "trivial bare" {
 			require.GreaterOrEqual(t, r.TripsPerReq, 1.0, "round trips of %s", r.Variant)
 		}
-		if r.Storm != nil {
-			require.Zero(t, r.Storm.DoubleEffects, r.Variant)
-			require.Zero(t, r.Storm.LostEffects, r.Variant)
-			require.Zero(t, r.Storm.NetFired, r.Variant)
-			require.Zero(t, r.Storm.BodyMismatch, r.Variant)
-			require.Equal(t, r.Storm.Keys, r.Storm.Executed, r.Variant)
+		if r.Effects != nil {
+			require.Zero(t, r.Effects.DoubleEffects, r.Variant)
+			require.Zero(t, r.Effects.LostEffects, r.Variant)
+			require.Zero(t, r.Effects.NetFired, r.Variant)
+			require.Zero(t, r.Effects.BodyMismatch, r.Variant)
+		}
+		if strings.HasPrefix(r.Variant, "storm-") {
+			require.Equal(t, r.Effects.Keys, r.Effects.Executed, r.Variant)
 		}
 	}
+	doors(t, rep)
 	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased",
 		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling",
 		"gateway-fresh", "gateway-replay", "upstream",
 		"trivial bare", "trivial fresh-atomic", "trivial replay-atomic", "trivial replay-atomic (no cache)",
 		"trivial fresh-claim-first", "trivial replay-claim-first", "trivial replay-claim-first (no cache)",
-		"trivial fresh-leased", "trivial replay-leased", "trivial replay-leased (no cache)"} {
+		"trivial fresh-leased", "trivial replay-leased", "trivial replay-leased (no cache)",
+		"deposit-fresh", "deposit-replay", "grpc deposit-fresh", "grpc deposit-replay",
+		"queue deposit-fresh", "queue deposit-duplicate", "payout-fresh", "payout-replay"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 22)
+	require.Len(t, rep.Ratios, 30)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)
 		require.Positive(t, st.Size(), f)
+	}
+}
+
+// doors checks the variants of the doors other than a conversion over
+// HTTP against real processes (paymentsd, bankd, a NATS server): every
+// fresh key took effect once (a ledger row, and one transfer at the bank
+// for a payout), every replay or duplicate was answered without running
+// the handler, and the costs per request are there.
+func doors(t *testing.T, rep *bench.Report) {
+	t.Helper()
+	for _, r := range rep.Rows {
+		fresh := strings.HasSuffix(r.Variant, "deposit-fresh") || r.Variant == "payout-fresh"
+		replay := strings.HasSuffix(r.Variant, "deposit-replay") || r.Variant == "queue deposit-duplicate" || r.Variant == "payout-replay"
+		if !fresh && !replay {
+			continue
+		}
+		e := r.Effects
+		require.NotNil(t, e, "%s: no effect check", r.Variant)
+		require.Positive(t, e.Keys, r.Variant)
+		if fresh {
+			require.Equal(t, e.Keys, e.Executed, "%s: every key executed once", r.Variant)
+			require.GreaterOrEqual(t, r.TripsPerReq, 2.0, "%s: authentication, then the work", r.Variant)
+			require.Positive(t, r.CPU.Postgres, r.Variant)
+		} else {
+			require.Zero(t, e.Executed, "%s: a replay never runs the handler", r.Variant)
+			require.Less(t, r.TripsPerReq, 3.0, "%s: a replay reads, at most", r.Variant)
+		}
+		require.Less(t, r.TripsPerReq, 20.0, r.Variant)
+		require.Positive(t, r.CPU.Server, r.Variant)
+		switch {
+		case r.Variant == "payout-fresh":
+			require.Equal(t, "bankd", r.Peer)
+			require.Positive(t, r.CPU.Peer, r.Variant)
+		case strings.HasPrefix(r.Variant, "queue"):
+			require.Equal(t, "nats-server", r.Peer)
+			require.Positive(t, r.CPU.Peer, r.Variant)
+		}
 	}
 }
 

@@ -65,11 +65,11 @@ func newCeilingPool(ctx context.Context, db *database, conc int) (*pgxpool.Pool,
 	return pool, nil
 }
 
-func runCeiling(ctx context.Context, pool *pgxpool.Pool, db *database, wl *workload, conc int, w window) (*tally, error) {
+func runCeiling(ctx context.Context, v *variant, wl *workload, conc int, w window) (*tally, error) {
 	return closedLoop(ctx, conc, w, func(r *rand.Rand, t *tally) error {
-		rq, amount := wl.next(r, db)
+		rq := wl.fresh(r, v)
 		t0 := time.Now()
-		err := ceilingRequest(ctx, pool, rq, amount)
+		err := ceilingRequest(ctx, v.pool, rq)
 		t1 := time.Now()
 		o := outcome{status: 201}
 		if err != nil {
@@ -80,7 +80,8 @@ func runCeiling(ctx context.Context, pool *pgxpool.Pool, db *database, wl *workl
 	})
 }
 
-func ceilingRequest(ctx context.Context, pool *pgxpool.Pool, rq request, amount int64) error {
+func ceilingRequest(ctx context.Context, pool *pgxpool.Pool, rq request) error {
+	amount := rq.amount
 	id := uuid.NewString()
 	token := uuid.NewString()
 	converted := amount * 92 / 100

@@ -35,7 +35,11 @@ type Config struct {
 	// ReplayKeys is how many completed keys the replay variants pick from.
 	// Default 2000.
 	ReplayKeys int
-	// ServerProcs is the GOMAXPROCS of each server process. Default 2.
+	// QueueWorkers is paymentsd's --queue-workers for the commands from
+	// NATS JetStream: commands processed at once. Default 8, paymentsd's.
+	QueueWorkers int
+	// ServerProcs is the GOMAXPROCS of each server process (the bank and
+	// the NATS server too). Default 2.
 	ServerProcs int
 	// ClientProcs is the GOMAXPROCS of the generator. Default 2.
 	ClientProcs int
@@ -114,6 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.StormClients, 8)
 	def(&c.Users, 1000)
 	def(&c.ReplayKeys, 2000)
+	def(&c.QueueWorkers, 8)
 	def(&c.ServerProcs, 2)
 	def(&c.ClientProcs, 2)
 	def(&c.GrowthRows, 10_000_000)

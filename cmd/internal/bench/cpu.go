@@ -16,16 +16,20 @@ import (
 // every Linux the benchmark runs on.
 const clockTicks = 100
 
-// cpuMeter reads the CPU time spent by the three parties of a segment: the
+// cpuMeter reads the CPU time spent by the parties of a segment: the
 // server process, the PostgreSQL cluster (the postmaster and all its
-// children) and the generator. Each is 0 where it cannot be read (not
-// Linux, or a server on another host).
+// children), the generator, and the peer the server works with (bankd,
+// the NATS server), if any. Each is 0 where it cannot be read (not Linux,
+// or a server on another host).
 type cpuMeter struct {
 	postmaster int
 }
 
 // cpuTimes are CPU seconds.
-type cpuTimes struct{ Server, Postgres, Generator float64 }
+type cpuTimes struct {
+	Server, Postgres, Generator float64
+	Peer                        float64 `json:",omitempty"`
+}
 
 func newCPUMeter(ctx context.Context, pool *pgxpool.Pool) *cpuMeter {
 	m := &cpuMeter{}
@@ -41,10 +45,13 @@ func newCPUMeter(ctx context.Context, pool *pgxpool.Pool) *cpuMeter {
 	return m
 }
 
-func (m *cpuMeter) read(serverPID int) cpuTimes {
+func (m *cpuMeter) read(serverPID, peerPID int) cpuTimes {
 	var t cpuTimes
 	if serverPID > 0 {
 		t.Server, _ = procCPU(serverPID)
+	}
+	if peerPID > 0 {
+		t.Peer, _ = procCPU(peerPID)
 	}
 	if m.postmaster > 0 {
 		entries, _ := os.ReadDir("/proc")
@@ -92,5 +99,10 @@ func procCPU(pid int) (cpu float64, ppid int) {
 }
 
 func (a cpuTimes) sub(b cpuTimes) cpuTimes {
-	return cpuTimes{Server: a.Server - b.Server, Postgres: a.Postgres - b.Postgres, Generator: a.Generator - b.Generator}
+	return cpuTimes{Server: a.Server - b.Server, Postgres: a.Postgres - b.Postgres, Generator: a.Generator - b.Generator, Peer: a.Peer - b.Peer}
+}
+
+// per divides each figure by n.
+func (a cpuTimes) per(n float64) cpuTimes {
+	return cpuTimes{Server: a.Server / n, Postgres: a.Postgres / n, Generator: a.Generator / n, Peer: a.Peer / n}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc/codes"
 
 	"github.com/idem-dev/idem/client"
 )
@@ -29,30 +30,53 @@ const (
 	kindCeiling             // the SQL of a fresh atomic request, through pgx, no HTTP
 )
 
+// op is what a request asks for.
+type op int
+
+const (
+	opTransaction op = iota // POST /v1/transactions, a conversion
+	opDeposit               // POST /v1/deposits
+	opPayout                // POST /v1/payouts, through the bank
+	opTrivial               // POST /v1/things to the trivial handler (trivial.go)
+)
+
+// door is how a variant's requests reach the server.
+type door int
+
+const (
+	doorHTTP  door = iota // keep-alive HTTP/1.1
+	doorGRPC              // payments.v1.Payments over one HTTP/2 connection
+	doorQueue             // commands through NATS JetStream, answered on a reply subject
+)
+
 // variant is one line of the report.
 type variant struct {
 	name   string
 	kind   kind
+	op     op
+	door   door
 	mode   string        // atomic or leased, for fresh, replay and storm
 	srv    *server       // nil for the ceiling
+	peer   *server       // the bank or the broker the server works with; its CPU is counted
 	db     *database     // where its data lives
 	pool   *pgxpool.Pool // the ceiling's own connections
 	replay func(r *rand.Rand) request
-	// trivial: the requests go to the trivial handler (trivial.go), not
-	// to the payments API.
-	trivial bool
+	// checked: every key sent is counted in the ledger (and at the bank)
+	// after each segment (effects.go).
+	checked bool
 }
 
-// request is one POST /v1/transactions, or POST /v1/things to the
-// trivial handler, scoped by a header instead of an API key.
+// request is one request of op, scoped by the user's API key (by a header
+// for the trivial handler).
 type request struct {
-	user    *user
-	key     string
-	body    []byte
-	trivial bool
+	op     op
+	user   *user
+	key    string
+	amount int64 // of its own: no two requests of a run share one
+	body   []byte
 }
 
-// workload makes requests that never trip the minute net: each has an
+// workload makes requests that never trip the minute nets: each has an
 // amount of its own.
 type workload struct {
 	run    string
@@ -63,45 +87,48 @@ func transferBody(amount int64) []byte {
 	return []byte(`{"source_currency":"USD","target_currency":"EUR","amount":` + strconv.FormatInt(amount, 10) + `}`)
 }
 
-// next returns a fresh request of a random user of db.
-func (w *workload) next(r *rand.Rand, db *database) (request, int64) {
-	n := w.amount.Add(1)
-	amount := 10_000 + n
-	return request{user: &db.users[r.IntN(len(db.users))], key: w.run + "-" + strconv.FormatInt(n, 10), body: transferBody(amount)}, amount
-}
-
-// nextTrivial returns a fresh request to the trivial handler.
-func (w *workload) nextTrivial(r *rand.Rand, db *database) request {
-	n := w.amount.Add(1)
-	body := []byte(`{"amount":` + strconv.FormatInt(10_000+n, 10) + `,"note":"bench"}`)
-	return request{user: &db.users[r.IntN(len(db.users))], key: w.run + "-" + strconv.FormatInt(n, 10), body: body, trivial: true}
-}
-
-// fresh returns a fresh request of the kind v sends.
+// fresh returns a fresh request of the op v sends, for a random user of
+// its database.
 func (w *workload) fresh(r *rand.Rand, v *variant) request {
-	if v.trivial {
-		return w.nextTrivial(r, v.db)
+	n := w.amount.Add(1)
+	rq := request{op: v.op, user: &v.db.users[r.IntN(len(v.db.users))], key: w.run + "-" + strconv.FormatInt(n, 10), amount: 10_000 + n}
+	a := strconv.FormatInt(rq.amount, 10)
+	switch v.op {
+	case opDeposit:
+		rq.body = []byte(`{"currency":"USD","amount":` + a + `}`)
+	case opPayout:
+		rq.body = []byte(`{"currency":"USD","amount":` + a + `,"destination":"acct-bench"}`)
+	case opTrivial:
+		rq.body = []byte(`{"amount":` + a + `,"note":"bench"}`)
+	default:
+		rq.body = transferBody(rq.amount)
 	}
-	rq, _ := w.next(r, v.db)
 	return rq
 }
 
+var opPaths = map[op]string{opTransaction: "/v1/transactions", opDeposit: "/v1/deposits", opPayout: "/v1/payouts", opTrivial: "/v1/things"}
+
 // outcome is one answer as the report counts it.
 type outcome struct {
-	status   int
+	status   int    // HTTP's, or the one a gRPC code stands for
+	code     string // a gRPC answer's code, which labels it
 	replayed bool
 	body     []byte
 	err      error
 }
 
 func (o outcome) label() string {
+	l := strconv.Itoa(o.status)
+	if o.code != "" {
+		l = o.code
+	}
 	switch {
 	case o.err != nil:
 		return "transport error"
 	case o.replayed:
-		return strconv.Itoa(o.status) + " replayed"
+		return l + " replayed"
 	}
-	return strconv.Itoa(o.status)
+	return l
 }
 
 func newHTTPClient(conns int) *http.Client {
@@ -114,16 +141,48 @@ func newHTTPClient(conns int) *http.Client {
 	}
 }
 
-func send(ctx context.Context, c *http.Client, base string, rq request, keepBody bool) outcome {
-	path := "/v1/transactions"
-	if rq.trivial {
-		path = "/v1/things"
+// sender sends requests through a variant's door.
+type sender interface {
+	send(ctx context.Context, rq request) outcome
+	close()
+}
+
+// newSender opens v's door for conc clients. A seeding sender's HTTP
+// requests retry with their keys.
+func newSender(v *variant, conc int, seeding bool) (sender, error) {
+	switch v.door {
+	case doorGRPC:
+		return newGRPCSender(v.srv)
+	case doorQueue:
+		return newQueueSender(v.peer)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(rq.body))
+	c := newHTTPClient(conc)
+	if seeding {
+		// Seeding is set-up, not measurement: its requests retry with
+		// their keys, so that a passing failure does not end the run. The
+		// measured requests never retry: a retry would hide the answer the
+		// table counts.
+		c.Transport = &client.Transport{Base: c.Transport}
+	}
+	return httpSender{c: c, base: v.srv.base}, nil
+}
+
+type httpSender struct {
+	c    *http.Client
+	base string
+}
+
+func (s httpSender) send(ctx context.Context, rq request) outcome {
+	return send(ctx, s.c, s.base, rq, false)
+}
+func (s httpSender) close() { s.c.CloseIdleConnections() }
+
+func send(ctx context.Context, c *http.Client, base string, rq request, keepBody bool) outcome {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+opPaths[rq.op], bytes.NewReader(rq.body))
 	if err != nil {
 		return outcome{err: err}
 	}
-	if rq.trivial {
+	if rq.op == opTrivial {
 		req.Header.Set(trivialScopeHeader, rq.user.id)
 	} else {
 		req.Header.Set("Authorization", "Bearer "+rq.user.apiKey)
@@ -157,8 +216,9 @@ func newWindow(warmup, d time.Duration) window {
 type tally struct {
 	lat      []time.Duration
 	outcomes map[string]int
-	bad      int // measured answers that are not what the variant expects
-	total    int // all requests, warm-up included
+	bad      int       // measured answers that are not what the variant expects
+	total    int       // all requests, warm-up included
+	sent     []sentKey // a storm's or a checked variant's requests, warm-up included
 }
 
 func newTally() *tally { return &tally{outcomes: map[string]int{}} }
@@ -184,6 +244,7 @@ func merge(ts []*tally) *tally {
 		}
 		m.bad += t.bad
 		m.total += t.total
+		m.sent = append(m.sent, t.sent...)
 	}
 	slices.Sort(m.lat)
 	return m
@@ -215,11 +276,25 @@ func closedLoop(ctx context.Context, n int, w window, op func(r *rand.Rand, t *t
 	return merge(ts), ctx.Err()
 }
 
-// runHTTP measures fresh, replay and bare: closed-loop clients, each
-// request answered before the client sends its next.
-func runHTTP(ctx context.Context, v *variant, wl *workload, conc int, w window) (*tally, error) {
-	c := newHTTPClient(conc)
-	defer c.CloseIdleConnections()
+// succeeded: the answer a request of v's door gets when it takes effect
+// (or replays one): 201, or OK over gRPC.
+func (v *variant) succeeded(o outcome) bool {
+	if v.door == doorGRPC {
+		return o.err == nil && o.code == codes.OK.String()
+	}
+	return o.err == nil && o.status == http.StatusCreated
+}
+
+// runRequests measures fresh, replay and bare through v's door:
+// closed-loop clients, each request answered before the client sends its
+// next. A checked variant's requests are kept in the tally, for
+// verifyEffects.
+func runRequests(ctx context.Context, v *variant, wl *workload, conc int, w window) (*tally, error) {
+	snd, err := newSender(v, conc, false)
+	if err != nil {
+		return nil, err
+	}
+	defer snd.close()
 	return closedLoop(ctx, conc, w, func(r *rand.Rand, t *tally) error {
 		var rq request
 		if v.kind == kindReplay {
@@ -228,24 +303,24 @@ func runHTTP(ctx context.Context, v *variant, wl *workload, conc int, w window) 
 			rq = wl.fresh(r, v)
 		}
 		t0 := time.Now()
-		o := send(ctx, c, v.srv.base, rq, false)
+		o := snd.send(ctx, rq)
 		t1 := time.Now()
-		ok := o.err == nil && o.status == http.StatusCreated && o.replayed == (v.kind == kindReplay)
-		t.add(w, t0, t1, o, ok)
+		t.add(w, t0, t1, o, v.succeeded(o) && o.replayed == (v.kind == kindReplay))
+		if v.checked {
+			t.sent = append(t.sent, sentKey{rq: rq, outcomes: []outcome{o}})
+		}
 		return nil
 	})
 }
 
-// seed completes n keys through srv, with conc clients, and returns them:
-// fresh requests of the kind v sends; v names srv and its database.
+// seed completes n keys through v's server and door, with conc clients,
+// and returns them: fresh requests of the op v sends.
 func seed(ctx context.Context, v *variant, wl *workload, n, conc int) ([]request, error) {
-	srv := v.srv
-	c := newHTTPClient(conc)
-	defer c.CloseIdleConnections()
-	// Seeding is set-up, not measurement: its requests retry with their
-	// keys, so that a passing failure does not end the run. The measured
-	// requests never retry: a retry would hide the answer the table counts.
-	c.Transport = &client.Transport{Base: c.Transport}
+	snd, err := newSender(v, conc, true)
+	if err != nil {
+		return nil, err
+	}
+	defer snd.close()
 	out := make([]request, n)
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -260,9 +335,8 @@ func seed(ctx context.Context, v *variant, wl *workload, n, conc int) ([]request
 				}
 				rq := wl.fresh(r, v)
 				rq.key = "seed-" + rq.key
-				o := send(ctx, c, srv.base, rq, false)
-				if o.err != nil || o.status != http.StatusCreated {
-					errs[i] = fmt.Errorf("seed request: status %d, %v", o.status, o.err)
+				if o := snd.send(ctx, rq); !v.succeeded(o) || o.replayed {
+					errs[i] = fmt.Errorf("seed request: %s, %v", o.label(), o.err)
 					return
 				}
 				out[j] = rq

@@ -74,7 +74,7 @@ func (l *openLoop) launch(ctx context.Context, c *http.Client, wg *sync.WaitGrou
 	if replay {
 		rq = preloadedRequest(l.db, l.lo+rnd.IntN(l.hi-l.lo))
 	} else {
-		rq, _ = l.wl.next(rnd, l.db)
+		rq = l.wl.fresh(rnd, &variant{db: l.db})
 	}
 	w := int(l.window.Load())
 	wg.Go(func() {

@@ -50,15 +50,27 @@ func startChild(name, dir string, argv, env []string, stdout io.Writer) (*child,
 // server is a child process serving HTTP on loopback.
 type server struct {
 	*child
-	name string
-	base string // http://127.0.0.1:PORT
+	name   string
+	base   string // http://127.0.0.1:PORT
+	health string // the path that answers 200 once it serves; default /healthz
 	// pprof is the address of its net/http/pprof, when it serves one.
 	pprof string
+	// trips reads its count of round trips to PostgreSQL; nil when it
+	// keeps none.
+	trips func(context.Context) (int64, error)
+	grpc  string // paymentsd's gRPC address, when it serves one
+	nats  string // a NATS server's client URL
 }
 
 // startServer starts argv (with env added) and waits for its /healthz.
-// addrArg formats the listen address into the flags.
+// argv formats the listen address into the flags.
 func startServer(ctx context.Context, name, dir string, procs int, env []string, argv func(addr string) []string) (*server, error) {
+	return startServerAt(ctx, name, dir, procs, env, "/healthz", argv)
+}
+
+// startServerAt is startServer for a server whose health is told by GET
+// health.
+func startServerAt(ctx context.Context, name, dir string, procs int, env []string, health string, argv func(addr string) []string) (*server, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -67,7 +79,7 @@ func startServer(ctx context.Context, name, dir string, procs int, env []string,
 	if err != nil {
 		return nil, err
 	}
-	s := &server{child: c, name: name, base: "http://" + addr}
+	s := &server{child: c, name: name, base: "http://" + addr, health: health}
 	if err := s.waitHealthy(ctx); err != nil {
 		s.stop()
 		return nil, err
@@ -75,9 +87,13 @@ func startServer(ctx context.Context, name, dir string, procs int, env []string,
 	return s, nil
 }
 
-// waitHealthy waits for the server's /healthz to answer 200, for at most
-// a minute.
+// waitHealthy waits for the server's health path to answer 200, for at
+// most a minute.
 func (s *server) waitHealthy(ctx context.Context) error {
+	health := s.health
+	if health == "" {
+		health = "/healthz"
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		select {
@@ -88,7 +104,7 @@ func (s *server) waitHealthy(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
-		resp, err := http.Get(s.base + "/healthz")
+		resp, err := http.Get(s.base + health)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

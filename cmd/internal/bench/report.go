@@ -33,8 +33,11 @@ type Row struct {
 	WALPerReq      float64
 	SyncsPerReq    float64
 	CPU            cpuTimes // CPU ms per request, medians
+	Peer           string   `json:",omitempty"` // the process CPU.Peer is of: bankd, nats-server
 	Outcomes       map[string]int
-	Storm          *stormCheck // summed over the rounds
+	// Effects is summed over the rounds; "Storm" in the JSON, as in the
+	// reports from before the doors, so that Rewrite reads those.
+	Effects *effectCheck `json:"Storm"`
 }
 
 // Ratio is a figure a target is stated in.
@@ -64,7 +67,7 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 			cfg.ServerProcs, cfg.ClientProcs)}
 	for _, v := range vs {
 		row := Row{Variant: v.name, Outcomes: map[string]int{}}
-		var rps, p50, p99, stmts, trips, wal, syncs, cs, cp, cg []float64
+		var rps, p50, p99, stmts, trips, wal, syncs, cs, cp, cg, co []float64
 		for _, s := range samples {
 			if s.Variant != v.name {
 				continue
@@ -72,17 +75,17 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 			rps, p50, p99 = append(rps, s.RPS), append(p50, ms(s.P50)), append(p99, ms(s.P99))
 			stmts, wal, syncs = append(stmts, s.StmtsPerReq), append(wal, s.WALPerReq), append(syncs, s.SyncsPerReq)
 			trips = append(trips, s.TripsPerReq)
-			cs, cp, cg = append(cs, s.CPU.Server), append(cp, s.CPU.Postgres), append(cg, s.CPU.Generator)
+			cs, cp, cg, co = append(cs, s.CPU.Server), append(cp, s.CPU.Postgres), append(cg, s.CPU.Generator), append(co, s.CPU.Peer)
 			row.Requests += s.Measured
 			row.Bad += s.Bad
 			for k, n := range s.Outcomes {
 				row.Outcomes[k] += n
 			}
-			if s.Storm != nil {
-				if row.Storm == nil {
-					row.Storm = &stormCheck{}
+			if s.Effects != nil {
+				if row.Effects == nil {
+					row.Effects = &effectCheck{}
 				}
-				row.Storm.add(s.Storm)
+				row.Effects.add(s.Effects)
 			}
 		}
 		if len(rps) == 0 {
@@ -92,7 +95,10 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 		row.RPSMin, row.RPSMax = slices.Min(rps), slices.Max(rps)
 		row.StmtsPerReq, row.WALPerReq, row.SyncsPerReq = median(stmts), median(wal), median(syncs)
 		row.TripsPerReq = median(trips)
-		row.CPU = cpuTimes{Server: median(cs), Postgres: median(cp), Generator: median(cg)}
+		row.CPU = cpuTimes{Server: median(cs), Postgres: median(cp), Generator: median(cg), Peer: median(co)}
+		if v.peer != nil {
+			row.Peer = v.peer.name
+		}
 		rep.Rows = append(rep.Rows, row)
 	}
 	if cfg.Growth {
@@ -101,15 +107,6 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 		rep.mainRatios()
 	}
 	return rep
-}
-
-func (s *stormCheck) add(o *stormCheck) {
-	s.Keys += o.Keys
-	s.Executed += o.Executed
-	s.DoubleEffects += o.DoubleEffects
-	s.LostEffects += o.LostEffects
-	s.NetFired += o.NetFired
-	s.BodyMismatch += o.BodyMismatch
 }
 
 func (rep *Report) row(name string) *Row {
@@ -167,6 +164,7 @@ func (rep *Report) mainRatios() {
 	rep.ratio("gateway fresh/upstream direct", "gateway-fresh", "upstream", "", 0)
 	rep.ratio("gateway replay/upstream direct", "gateway-replay", "upstream", "", 0)
 	rep.ratio("gateway replay/fresh", "gateway-replay", "gateway-fresh", "", 0)
+	rep.doorRatios()
 	rep.trivialRatios()
 	rep.baselineRatios()
 }
@@ -251,7 +249,7 @@ func (rep *Report) Markdown(prefix string) string {
 		rep.Sweep.markdown(&b)
 		return b.String()
 	}
-	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | round trips/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator |\n")
+	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | round trips/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator (, bank or broker) |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	known := func(x float64) string {
 		if x < 0 {
@@ -260,22 +258,26 @@ func (rep *Report) Markdown(prefix string) string {
 		return fmt.Sprintf("%.1f", x)
 	}
 	for _, r := range rep.Rows {
-		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %d | %d | %s | %s | %.0f | %.2f | %.2f, %.2f, %.2f |\n",
+		peer := ""
+		if r.Peer != "" {
+			peer = fmt.Sprintf(", %s %.2f", r.Peer, r.CPU.Peer)
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %d | %d | %s | %s | %.0f | %.2f | %.2f, %.2f, %.2f%s |\n",
 			r.Variant, r.RPS, r.RPSMin, r.RPSMax, r.P50, r.P99, r.Requests, r.Bad, known(r.StmtsPerReq), known(r.TripsPerReq),
-			r.WALPerReq, r.SyncsPerReq, r.CPU.Server, r.CPU.Postgres, r.CPU.Generator)
+			r.WALPerReq, r.SyncsPerReq, r.CPU.Server, r.CPU.Postgres, r.CPU.Generator, peer)
 	}
 	b.WriteString("\n| ratio (of the medians) | value | round by round | target | |\n| --- | ---: | ---: | --- | --- |\n")
 	for _, r := range rep.Ratios {
 		fmt.Fprintf(&b, "| %s | %.2f | %.2f–%.2f | %s | %s |\n", r.Name, r.Value, r.Lo, r.Hi, r.Target, r.verdict())
 	}
-	storms := false
+	checked := false
 	for _, r := range rep.Rows {
-		if r.Storm != nil {
-			if !storms {
-				fmt.Fprintf(&b, "\n| storm | keys | executions | double effects | lost effects | business nets fired | replay bodies differing | answers |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
-				storms = true
+		if r.Effects != nil {
+			if !checked {
+				fmt.Fprintf(&b, "\n| effects (storms, and every key of the variants checked) | keys | executions | double effects | lost effects | business nets fired | replay bodies differing | answers |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+				checked = true
 			}
-			s := r.Storm
+			s := r.Effects
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s |\n", r.Variant, s.Keys, s.Executed, s.DoubleEffects,
 				s.LostEffects, s.NetFired, s.BodyMismatch, outcomes(r.Outcomes))
 		}

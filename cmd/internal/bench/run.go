@@ -139,17 +139,24 @@ func (r *runner) startIdem(ctx context.Context, name, mode string, db *database)
 }
 
 // startPaymentsd starts the paymentsd binary in mode on db, with extra
-// serve flags.
+// serve flags. Its /metrics tells its round trips to PostgreSQL.
 func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *database, extra ...string) (*server, error) {
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
 	s, err := startServer(ctx, name, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
 		// Logging at warn: one line per request would cost paymentsd CPU
 		// that the bare server does not spend.
-		return append([]string{r.cfg.Paymentsd, "serve", "--addr", addr, "--metrics-addr=", "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}, extra...)
+		return append([]string{r.cfg.Paymentsd, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
+			"--idempotency-mode", mode, "--log-level", "warn"}, extra...)
 	})
-	if err == nil {
-		r.servers = append(r.servers, s)
+	if err != nil {
+		return nil, err
 	}
-	return s, err
+	s.trips = countAt("http://"+metrics+"/metrics", tripsMetric)
+	r.servers = append(r.servers, s)
+	return s, nil
 }
 
 // startGateway starts idem-gateway in front of up, its keys in db.
@@ -188,7 +195,9 @@ func (r *runner) startSelf(ctx context.Context, name, wiring string, db *databas
 }
 
 // main is the default run: fresh, replay and storm in both modes, bare and
-// ceiling; and idem-gateway, fresh and replay, against its upstream.
+// ceiling; idem-gateway, fresh and replay, against its upstream; the
+// trivial handler; and deposits over HTTP, gRPC and the queue, and payouts
+// through bankd (doors.go).
 func (r *runner) main(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
 	machine := describeMachine()
@@ -268,6 +277,11 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	vs = append(vs, tvs...)
+	dvs, err := r.doorVariants(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, dvs...)
 	if cfg.Baseline != "" {
 		for _, mode := range []string{"atomic", "leased"} {
 			s, err := startServer(ctx, "baseline-"+mode, r.work, cfg.ServerProcs, nil, func(addr string) []string {
@@ -375,37 +389,37 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if before.RoundTrips, err = roundTrips(ctx, v); err != nil {
 		return nil, err
 	}
-	serverPID := 0
+	serverPID, peerPID := 0, 0
 	if v.srv != nil {
 		serverPID = v.srv.cmd.Process.Pid
+	}
+	if v.peer != nil {
+		peerPID = v.peer.cmd.Process.Pid
 	}
 	w := newWindow(r.cfg.Warmup, r.cfg.Duration)
 	cpuFrom := make(chan cpuTimes, 1)
 	go func() {
 		time.Sleep(time.Until(w.from))
-		cpuFrom <- r.cpu.read(serverPID)
+		cpuFrom <- r.cpu.read(serverPID, peerPID)
 	}()
 	var profiled chan error
 	if v.srv != nil && v.srv.pprof != "" && last {
 		profiled = make(chan error, 1)
 		go func() { profiled <- v.srv.cpuProfile(ctx, w, filepath.Join(r.cfg.PprofDir, v.name+".cpu.pprof")) }()
 	}
-	var (
-		t   *tally
-		chk *stormCheck
-	)
+	var t *tally
 	switch v.kind {
 	case kindFresh, kindReplay, kindBare:
-		t, err = runHTTP(ctx, v, r.wl, r.cfg.Concurrency, w)
+		t, err = runRequests(ctx, v, r.wl, r.cfg.Concurrency, w)
 	case kindStorm:
-		t, chk, err = runStorm(ctx, v, r.wl, r.cfg.Concurrency, r.cfg.StormClients, w)
+		t, err = runStorm(ctx, v, r.wl, r.cfg.Concurrency, r.cfg.StormClients, w)
 	case kindCeiling:
-		t, err = runCeiling(ctx, v.pool, v.db, r.wl, r.cfg.Concurrency, w)
+		t, err = runCeiling(ctx, v, r.wl, r.cfg.Concurrency, w)
 	}
 	if err != nil {
 		return nil, err
 	}
-	cpu := r.cpu.read(serverPID).sub(<-cpuFrom)
+	cpu := r.cpu.read(serverPID, peerPID).sub(<-cpuFrom)
 	if profiled != nil {
 		if err := <-profiled; err != nil {
 			return nil, err
@@ -422,10 +436,15 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	s := newSample(v.name, round, t, r.cfg.Duration)
 	s.counters(before, after)
 	if s.Measured > 0 {
-		n := float64(s.Measured) / 1000 // CPU ms per request
-		s.CPU = cpuTimes{Server: cpu.Server / n, Postgres: cpu.Postgres / n, Generator: cpu.Generator / n}
+		s.CPU = cpu.per(float64(s.Measured) / 1000) // CPU ms per request
 	}
-	s.Storm = chk
+	// The effects are counted after the CPU is read: the count is not
+	// the requests' work.
+	if len(t.sent) > 0 {
+		if s.Effects, err = verifyEffects(ctx, v, t.sent); err != nil {
+			return nil, err
+		}
+	}
 	if last && r.pgss {
 		if s.Top, err = topStatements(ctx, pool, 16); err != nil {
 			return nil, err

@@ -12,11 +12,13 @@ import (
 	_ "net/http/pprof" // for -pprof
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments"
@@ -42,21 +44,29 @@ func (passThrough) Config() idem.Config                    { return idem.Config{
 // command in a process of its own:
 //
 //	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic|leased|upstream [-pprof 127.0.0.1:PORT]
+//	bench serve -wiring nats -addr 127.0.0.1:PORT -nats 127.0.0.1:PORT -store DIR
 //
 // bare is the payments API's handlers and PostgreSQL ledger without
 // idempotency; atomic and leased are paymentsd's own wiring of them behind
 // the idem middleware on pgstore (what cmd/paymentsd's serve builds, less
 // logging), for profiling with -pprof; upstream is the trivial service
-// idem-gateway is measured in front of, with no database.
+// idem-gateway is measured in front of, with no database; nats is a NATS
+// server with JetStream (nats-server's Go module) listening on -nats, its
+// messages in -store, its monitoring (GET /healthz) on -addr.
 func Serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	db := fs.String("db", "", "PostgreSQL URL")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	wiring := fs.String("wiring", "bare", "bare, atomic, leased or upstream")
+	wiring := fs.String("wiring", "bare", "bare, atomic, leased, upstream or nats")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address too")
+	natsAddr := fs.String("nats", "", "the nats wiring's client address")
+	storeDir := fs.String("store", "", "the nats wiring's JetStream directory")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *wiring == "nats" {
+		return serveNATS(ctx, *addr, *natsAddr, *storeDir)
 	}
 	var h http.Handler
 	if *wiring == "upstream" {
@@ -154,4 +164,37 @@ func upstream() http.Handler {
 		w.WriteHeader(http.StatusCreated)
 		fmt.Fprintf(w, "{\"id\":\"tx_%d\",\"status\":\"completed\"}\n", n.Add(1))
 	})
+}
+
+// serveNATS runs a NATS server with JetStream, clients on clientAddr, its
+// monitoring on monitorAddr, until ctx ends.
+func serveNATS(ctx context.Context, monitorAddr, clientAddr, storeDir string) error {
+	opts := &natsserver.Options{JetStream: true, StoreDir: storeDir, NoSigs: true, NoLog: true}
+	for _, a := range []struct {
+		addr string
+		host *string
+		port *int
+	}{{clientAddr, &opts.Host, &opts.Port}, {monitorAddr, &opts.HTTPHost, &opts.HTTPPort}} {
+		host, port, err := net.SplitHostPort(a.addr)
+		if err != nil {
+			return fmt.Errorf("nats: %w", err)
+		}
+		if *a.port, err = strconv.Atoi(port); err != nil {
+			return fmt.Errorf("nats: %w", err)
+		}
+		*a.host = host
+	}
+	ns, err := natsserver.NewServer(opts)
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(time.Minute) {
+		ns.Shutdown()
+		return errors.New("nats: not ready in a minute")
+	}
+	<-ctx.Done()
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	return nil
 }

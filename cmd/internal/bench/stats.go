@@ -108,9 +108,9 @@ type sample struct {
 	TripsPerReq                         float64 // -1 when unknown
 	// CPU is the CPU milliseconds per measured request of the server,
 	// the PostgreSQL cluster and the generator, over the measured window.
-	CPU   cpuTimes
-	Storm *stormCheck
-	Top   []topStatement
+	CPU     cpuTimes
+	Effects *effectCheck `json:"Storm"` // as Row.Effects
+	Top     []topStatement
 }
 
 func newSample(name string, round int, t *tally, d time.Duration) *sample {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -37,10 +35,13 @@ const trivialScopeHeader = "X-User-ID"
 var trivialModes = []string{"atomic", "claim-first", "leased"}
 
 // trivialSource is the trivial server's source in the repository, and
-// where a baseline tree's build finds it (through go build -overlay).
+// where a baseline tree's build finds it (through go build -overlay);
+// roundTripSource is the package it counts round trips with, placed at
+// the same path in the tree.
 const (
-	trivialSource  = "cmd/internal/bench/trivial/main.go"
-	trivialOverlay = "cmd/benchtrivial/main.go"
+	trivialSource   = "cmd/internal/bench/trivial/main.go"
+	trivialOverlay  = "cmd/benchtrivial/main.go"
+	roundTripSource = "cmd/internal/roundtrip/roundtrip.go"
 )
 
 // buildTrivial builds the trivial server into dir: from the repository,
@@ -62,7 +63,8 @@ func buildTrivial(ctx context.Context, dir, tree string) (string, error) {
 		return "", err
 	}
 	b, err := json.Marshal(map[string]map[string]string{"Replace": {
-		filepath.Join(abs, trivialOverlay): filepath.Join(root, trivialSource),
+		filepath.Join(abs, trivialOverlay):  filepath.Join(root, trivialSource),
+		filepath.Join(abs, roundTripSource): filepath.Join(root, roundTripSource),
 	}})
 	if err != nil {
 		return "", err
@@ -108,6 +110,7 @@ func (r *runner) startTrivial(ctx context.Context, name, bin string, db *databas
 	out := map[string]*server{}
 	for i, w := range wirings {
 		s := &server{child: c, name: name + " " + w, base: "http://" + addrs[i], pprof: pprofAddr}
+		s.trips = countAt(s.base+"/roundtrips", "")
 		if err := s.waitHealthy(ctx); err != nil {
 			return nil, err
 		}
@@ -135,19 +138,19 @@ func trivialWirings(bare bool) []string {
 func (r *runner) trivialVariants(ctx context.Context, srv map[string]*server, db *database, suffix string) ([]*variant, error) {
 	var vs []*variant
 	if s := srv["bare"]; s != nil {
-		vs = append(vs, &variant{name: "trivial bare", kind: kindBare, srv: s, db: db, trivial: true})
+		vs = append(vs, &variant{name: "trivial bare", kind: kindBare, op: opTrivial, srv: s, db: db})
 	}
 	for _, mode := range trivialModes {
-		seeds, err := seed(ctx, &variant{srv: srv[mode], db: db, trivial: true}, r.wl, r.cfg.ReplayKeys, r.cfg.Concurrency)
+		seeds, err := seed(ctx, &variant{op: opTrivial, srv: srv[mode], db: db}, r.wl, r.cfg.ReplayKeys, r.cfg.Concurrency)
 		if err != nil {
 			return nil, fmt.Errorf("trivial %s: %w", mode, err)
 		}
 		pick := func(rnd *rand.Rand) request { return seeds[rnd.IntN(len(seeds))] }
 		vs = append(vs,
-			&variant{name: "trivial fresh-" + mode + suffix, kind: kindFresh, mode: mode, srv: srv[mode], db: db, trivial: true},
-			&variant{name: "trivial replay-" + mode + suffix, kind: kindReplay, mode: mode, srv: srv[mode], db: db, trivial: true, replay: pick},
-			&variant{name: "trivial replay-" + mode + " (no cache)" + suffix, kind: kindReplay, mode: mode, srv: srv[mode+"-nocache"], db: db,
-				trivial: true, replay: pick})
+			&variant{name: "trivial fresh-" + mode + suffix, kind: kindFresh, op: opTrivial, mode: mode, srv: srv[mode], db: db},
+			&variant{name: "trivial replay-" + mode + suffix, kind: kindReplay, op: opTrivial, mode: mode, srv: srv[mode], db: db, replay: pick},
+			&variant{name: "trivial replay-" + mode + " (no cache)" + suffix, kind: kindReplay, op: opTrivial, mode: mode, srv: srv[mode+"-nocache"], db: db,
+				replay: pick})
 	}
 	return vs, nil
 }
@@ -163,26 +166,4 @@ func (rep *Report) trivialRatios() {
 		rep.ratio("trivial replay/bare, "+mode, "trivial replay-"+mode, "trivial bare", "≥ 4", 4)
 		rep.ratio("trivial replay/bare, "+mode+", no replay cache", "trivial replay-"+mode+" (no cache)", "trivial bare", "≥ 2", 2)
 	}
-}
-
-// roundTrips reads how many round trips to PostgreSQL the trivial server
-// of s has made (its GET /roundtrips); -1 for another server.
-func roundTrips(ctx context.Context, v *variant) (int64, error) {
-	if !v.trivial {
-		return -1, nil
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, v.srv.base+"/roundtrips", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("round trips of %s: %w", v.srv.name, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }

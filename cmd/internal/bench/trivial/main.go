@@ -16,8 +16,10 @@
 //
 // It uses only what every version of the core has had (idem.New,
 // idem.Config's Mode, DeferClaim, ReplayCacheBytes and ScopeFunc,
-// pgstore.New and pgstore.DB), so that the benchmark can build it from an
-// earlier tree too (Config.Baseline in cmd/internal/bench).
+// pgstore.New and pgstore.DB), and package roundtrip, so that the benchmark
+// can build it from an earlier tree too, the two placed in it by an overlay
+// (Config.Baseline in cmd/internal/bench). GET /roundtrips answers its
+// count of round trips to PostgreSQL.
 package main
 
 import (
@@ -33,14 +35,13 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/cmd/internal/roundtrip"
 	"github.com/idem-dev/idem/pgstore"
 )
 
@@ -72,7 +73,7 @@ func run() error {
 		return err
 	}
 	cfg.MaxConns = poolConns
-	trips := &roundTrips{}
+	trips := &roundtrip.Counter{}
 	cfg.ConnConfig.Tracer = trips
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -98,7 +99,7 @@ func run() error {
 		mux.Handle("POST /v1/things", h)
 		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 		mux.HandleFunc("GET /roundtrips", func(w http.ResponseWriter, _ *http.Request) {
-			_, _ = fmt.Fprint(w, trips.n.Load())
+			_, _ = fmt.Fprint(w, trips.Count())
 		})
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		servers = append(servers, srv)
@@ -131,23 +132,6 @@ func run() error {
 	}
 	return nil
 }
-
-// roundTrips counts what the process sends PostgreSQL, as GET /roundtrips
-// tells: each statement outside a batch, and each batch, is one round trip
-// (once the connection has prepared it).
-type roundTrips struct{ n atomic.Int64 }
-
-func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	c.n.Add(1)
-	return ctx
-}
-func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // handler is the trivial handler in wiring.
 func handler(pool *pgxpool.Pool, wiring string) (http.Handler, error) {
