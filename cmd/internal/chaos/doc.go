@@ -17,7 +17,10 @@
 //	sdk.go       the callers' retrying client and what it records
 //	workload.go  the callers: SDK, double taps, dropped connections, late retries
 //	race.go      the staged race of a request slowed past its lease and its retry
+//	bankd.go     the bank process (cmd/bankd) payouts go through: start, SIGKILL
+//	payouts.go   the payout callers, the bank's faults and the quiet period
 //	verify.go    the invariants
+//	verify_payouts.go  the payouts' invariants, against the bank
 //	report.go    the counters and the table
 //	run.go       one mode from start to verdict
 package chaos

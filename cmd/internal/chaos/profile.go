@@ -57,6 +57,8 @@ type Profile struct {
 	// retention of a replica of its own.
 	LateOps int
 	LateTTL time.Duration
+	// Payouts is the money that leaves: a bank, its faults, its callers.
+	Payouts PayoutProfile
 }
 
 // Profiles are the built-in profiles.
@@ -71,6 +73,9 @@ var Profiles = map[string]Profile{
 		KillEvery: Span{1500 * time.Millisecond, 3500 * time.Millisecond}, RestartAfter: Span{200 * time.Millisecond, 1500 * time.Millisecond},
 		FaultEvery: Span{500 * time.Millisecond, 1500 * time.Millisecond}, FaultFor: Span{300 * time.Millisecond, 2 * time.Second},
 		RaceEvery: 4 * time.Second, DBRestarts: 1, LateOps: 3, LateTTL: 3 * time.Second,
+		Payouts: PayoutProfile{Callers: 2, BankFaults: bankFaults, BankTimeout: time.Second, SlowDelay: 1500 * time.Millisecond,
+			CompleteInterval: 500 * time.Millisecond, BankRestarts: 2, BankDownFor: Span{200 * time.Millisecond, time.Second}, FinalOutage: 2 * time.Second,
+			Quiet: 30 * time.Second, Reject: 0.15, Refuse: 0.08},
 	},
 	// long is the soak: 10 minutes per mode, tens of thousands of
 	// requests, dozens of kills.
@@ -83,6 +88,9 @@ var Profiles = map[string]Profile{
 		KillEvery: Span{5 * time.Second, 15 * time.Second}, RestartAfter: Span{200 * time.Millisecond, 3 * time.Second},
 		FaultEvery: Span{time.Second, 3 * time.Second}, FaultFor: Span{300 * time.Millisecond, 4 * time.Second},
 		RaceEvery: 30 * time.Second, DBRestarts: 5, LateOps: 10, LateTTL: 5 * time.Second,
+		Payouts: PayoutProfile{Callers: 3, BankFaults: bankFaults, BankTimeout: 2 * time.Second, SlowDelay: 3 * time.Second,
+			CompleteInterval: time.Second, BankRestarts: 10, BankDownFor: Span{200 * time.Millisecond, 3 * time.Second}, FinalOutage: 5 * time.Second,
+			Quiet: time.Minute, Reject: 0.15, Refuse: 0.08},
 	},
 }
 
@@ -105,6 +113,9 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("profile %s: workers, duration, drain and lock timeout must be set", p.Name)
 	case p.KillEvery.Min <= 0 || p.FaultEvery.Min <= 0 || p.KillEvery.Max < p.KillEvery.Min || p.FaultEvery.Max < p.FaultEvery.Min:
 		return fmt.Errorf("profile %s: fault intervals must be positive spans", p.Name)
+	case p.Payouts.Callers < 1 || p.Payouts.BankTimeout <= 0 || p.Payouts.Quiet <= 0 || p.Payouts.BankDownFor.Max < p.Payouts.BankDownFor.Min ||
+		p.Payouts.FinalOutage < 0 || p.Payouts.FinalOutage >= p.Duration:
+		return fmt.Errorf("profile %s: payout callers, bank timeout, quiet period and bank downtimes must be set, the final outage shorter than the faults", p.Name)
 	}
 	return nil
 }

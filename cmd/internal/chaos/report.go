@@ -32,6 +32,7 @@ type Stats struct {
 	Rechecks        atomic.Int64 // final answers asked for again after the faults
 	Races           atomic.Int64 // staged races of a request slowed past its lease and its retry
 	ConnFaults      [4]atomic.Int64
+	Payouts         PayoutStats
 }
 
 // ConnFaultTotal is the number of connection faults of every kind.
@@ -58,12 +59,14 @@ type Verdict struct {
 	LiveLocks      int // must be 0: PROCESSING rows with a live lock after the lock timeout
 	LateReexecuted int // retries after the TTL that ran again
 	LateRefused    int // retries after the TTL that a business net refused (each also a wrong answer)
+	Payouts        PayoutVerdict
 	Details        []string
 }
 
 // Invariants are the must-be-0 figures, in the order the table lists them.
 func (v *Verdict) Invariants() []int {
-	return []int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks}
+	return append([]int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks},
+		v.Payouts.invariants()...)
 }
 
 // Failed reports whether a must-be-0 figure is not 0.
@@ -183,6 +186,7 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 	row("another user's response (must be 0)", v(func(v *Verdict) int { return v.Foreign }))
 	row("balance mismatches (must be 0)", v(func(v *Verdict) int { return v.BalanceErrors }))
 	row("live locks after lock timeout (must be 0)", v(func(v *Verdict) int { return v.LiveLocks }))
+	payoutRows(row)
 	row("elapsed", func(r *Result) string { return r.Elapsed.Round(time.Second).String() })
 	row("result", func(r *Result) string {
 		switch {

@@ -24,6 +24,7 @@ type Config struct {
 	Profile   Profile
 	Modes     []string // idempotency modes, each run in turn on a database of its own
 	Paymentsd string   // the paymentsd binary
+	Bankd     string   // the bankd binary
 	Seed      uint64
 	Log       io.Writer // progress and failure details
 	WorkDir   string    // replica logs go here
@@ -100,8 +101,9 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if _, err := m.paymentsd(ctx, "migrate", "--db", direct); err != nil {
 		return nil, err
 	}
-	// One user per caller, one for the late caller, one for the racer.
-	users := make([]*User, p.Workers+2)
+	// One user per caller, one for the late caller, one for the racer,
+	// then one per payout caller.
+	users := make([]*User, p.Workers+2+p.Payouts.Callers)
 	for i := range users {
 		out, err := m.paymentsd(ctx, "users", "create", "--db", direct)
 		if err != nil {
@@ -124,13 +126,18 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		return nil, err
 	}
 	defer links.Close()
+	pay, err := newPayoutRun(ctx, p, m.Bankd, m.logDir, users[p.Workers+2:], m.stats, m.seed+97, m.logf)
+	if err != nil {
+		return nil, err
+	}
+	defer pay.close()
 	serve := func(dbURL, ttl string) []string {
 		return []string{"serve", "--addr", "127.0.0.1:0", "--metrics-addr=", "--db", dbURL, "--idempotency-mode", m.mode,
 			"--idempotency-ttl", ttl, "--lock-timeout", p.LeaseDuration.String()}
 	}
 	replicas := make([]*Replica, p.Replicas)
 	for i := range replicas {
-		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, serve(m.cluster.URL(links.Addr(i), m.db), "48h"))
+		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, append(serve(m.cluster.URL(links.Addr(i), m.db), "48h"), pay.serveArgs()...))
 	}
 	// The caller who comes back after the retention has a replica of its
 	// own, with a short TTL: the only place the harness shortens it.
@@ -189,6 +196,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	lateWorker := &LateWorker{Worker: NewWorker(p.Workers, users[p.Workers], lateFront, p, m.stats, m.seed+99), ttl: p.LateTTL}
 	defer lateWorker.Close()
+	pay.startWorkers(front, p, p.Workers+2, m.seed+200)
 
 	faults, endFaults := context.WithDeadline(ctx, stop)
 	defer endFaults()
@@ -204,6 +212,8 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		callers.Go(func() { lateWorker.Run(ctx, deadline) })
 	}
 	callers.Go(func() { racer.Run(ctx, faults, deadline) })
+	pay.run(ctx, &callers, stop, deadline)
+	pay.injectFaults(faults, p.Duration, m.seed)
 	inj := &Injector{Prof: p, Fleet: fleet, Links: links, Cluster: m.cluster, Stats: m.stats, Log: m.Log}
 	progress := m.progress(faults)
 	inj.Run(faults, life, m.seed)
@@ -215,11 +225,17 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if err := links.Heal(); err != nil {
 		return nil, err
 	}
+	if err := pay.calm(ctx, pool); err != nil {
+		return nil, err
+	}
 	if !fleet.AllUp(60 * time.Second) {
 		return nil, errors.New("the replicas did not all come back after the faults")
 	}
 	m.logf("faults stopped; %d requests so far; waiting for the callers to finish their retries", m.stats.Requests.Load())
 	callers.Wait()
+	if err := pay.settle(ctx, pool); err != nil {
+		return nil, err
+	}
 	// A lease of a killed replica runs out LeaseDuration after it was last
 	// renewed, which is before the faults stopped.
 	time.Sleep(time.Until(calm.Add(p.LeaseDuration + 500*time.Millisecond)))
@@ -239,9 +255,10 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		rechecks.Go(func() { w.Recheck(ctx) })
 	}
 	rechecks.Go(func() { racer.Recheck(ctx) })
+	pay.recheck(ctx, &rechecks)
 	rechecks.Wait()
 
-	ops := racer.Ops
+	ops := append(racer.Ops, pay.ops()...)
 	for _, w := range append(workers, lateWorker.Worker) {
 		ops = append(ops, w.Ops...)
 	}
@@ -250,8 +267,11 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	// still be starting.
 	api := NewClient(front, SDKConfig{Timeout: 10 * time.Second, MaxAttempts: 10, BaseBackoff: 200 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}, &Stats{})
 	defer api.Close()
-	v, err := Verify(ctx, pool, api, users, ops)
+	v, err := Verify(ctx, pool, api, users[:p.Workers+2], ops)
 	if err != nil {
+		return nil, err
+	}
+	if err := pay.verify(ctx, v, pool, api); err != nil {
 		return nil, err
 	}
 	if live > 0 {
