@@ -20,8 +20,9 @@ import (
 )
 
 // bankFaults are bankd's faults while the run's faults last: every kind,
-// each a few percent of the transfer requests.
-const bankFaults = "error-before=0.04,error-after=0.04,slow-after=0.04,reset-after=0.04,hang=0.02"
+// each a few percent of the transfer requests, the slow and hung ones
+// most: they keep bank calls in flight for the kills to land in.
+const bankFaults = "error-before=0.04,error-after=0.04,slow-after=0.08,reset-after=0.04,hang=0.04"
 
 // PayoutProfile sizes the payouts of a run.
 type PayoutProfile struct {
@@ -304,14 +305,15 @@ func unfinishedPayouts(ctx context.Context, db *pgxpool.Pool) (map[string]bool, 
 }
 
 // completerFinished counts the payouts the completers finished (201, paid
-// or failed), from the request lines of the replicas' logs in dir.
+// or failed; not a replay of a retry's answer), from the request lines of
+// the replicas' logs in dir.
 func completerFinished(dir string) int {
 	logs, _ := filepath.Glob(filepath.Join(dir, "replica*.log"))
 	n := 0
 	for _, name := range logs {
 		b, _ := os.ReadFile(name)
 		for line := range bytes.Lines(b) {
-			if bytes.Contains(line, []byte(" route=completer ")) && bytes.Contains(line, []byte(" status=201 ")) {
+			if bytes.Contains(line, []byte(" route=completer ")) && bytes.Contains(line, []byte(" outcome=executed status=201 ")) {
 				n++
 			}
 		}
