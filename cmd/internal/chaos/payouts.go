@@ -358,8 +358,11 @@ func (r *payoutRun) verify(ctx context.Context, v *Verdict, db *pgxpool.Pool, ap
 	return nil
 }
 
-// close stops the bank.
+// close stops the bank and drops the callers' connections.
 func (r *payoutRun) close() {
 	r.faults.Wait()
 	r.bank.Kill()
+	for _, w := range r.workers {
+		w.Close()
+	}
 }
