@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -87,6 +88,23 @@ func (w *PayoutWorker) Run(ctx context.Context, stop, deadline time.Time) {
 		if a, ok := op.FinalAnswer(); ok {
 			w.learnPayout(op, a)
 		}
+		if op.Kind == OpPayout && w.rng.IntN(2) == 0 {
+			w.askAgain(ctx, op, deadline)
+		}
+	}
+}
+
+// askAgain sends a payout answered 202 again, with its key, a few times a
+// moment apart, as an app waiting for the outcome does: each send resumes
+// the payout, racing the completers for it, until one finishes it.
+func (w *PayoutWorker) askAgain(ctx context.Context, op *Op, deadline time.Time) {
+	for range 3 {
+		answers := op.Answers()
+		if len(answers) == 0 || answers[len(answers)-1].Status != http.StatusAccepted || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(100*time.Millisecond + time.Duration(w.rng.Int64N(int64(500*time.Millisecond))))
+		w.client.UntilFinal(ctx, op, deadline, true)
 	}
 }
 
