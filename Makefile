@@ -65,7 +65,8 @@ test-mysql: check-cc fmt-check
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments
-# flow, then the invariants (docs/chaos.md). It starts its own throwaway
+# flow, payouts through a faulty, restarted bankd, then the invariants
+# (docs/chaos.md). It starts its own throwaway
 # PostgreSQL from the local server binaries. Extra flags: CHAOSFLAGS.
 CHAOSFLAGS ?=
 chaos:

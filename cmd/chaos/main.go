@@ -9,14 +9,16 @@
 // after a timeout or a connection error, as a cloud load balancer does.
 // Callers with retrying SDKs, double taps, dropped connections and a
 // caller who comes back after the key's retention send deposits and
-// conversions, while replicas are SIGKILLed and restarted, the links
-// between replicas and PostgreSQL are slowed, cut, reset and hung
-// (toxiproxy, in-process), and PostgreSQL itself is restarted. Producers
-// publish payment commands to the same replicas over NATS JetStream (an
-// embedded server, restarted mid-run) with duplicates and retries. Then the
-// faults stop, every caller finishes its retries, and the invariants are
-// checked. It prints one table and exits 1 when a must-be-0 figure is not
-// 0. See docs/chaos.md.
+// conversions, and payouts that leave through a simulated bank (cmd/bankd,
+// its faults on, itself killed and restarted), while replicas are
+// SIGKILLed and restarted, the links between replicas and PostgreSQL are
+// slowed, cut, reset and hung (toxiproxy, in-process), and PostgreSQL
+// itself is restarted. Producers publish payment commands to the same
+// replicas over NATS JetStream (an embedded server, restarted mid-run) with
+// duplicates and retries. Then the faults stop, every caller finishes its
+// retries, the completers finish every pending payout, and the invariants
+// are checked, the payouts' against the bank's own record. It prints one
+// table and exits 1 when a must-be-0 figure is not 0. See docs/chaos.md.
 //
 //	go run ./cmd/chaos -profile short   # CI: both modes in under 2 minutes
 //	go run ./cmd/chaos -profile long    # the soak: 10 minutes per mode
@@ -45,6 +47,7 @@ func run() int {
 	profile := flag.String("profile", "short", "short (CI, under 2 minutes) or long (the soak)")
 	modes := flag.String("modes", "atomic,leased", "idempotency modes to run, comma-separated")
 	bin := flag.String("paymentsd", "", "a paymentsd binary to use instead of building ./cmd/paymentsd")
+	bankd := flag.String("bankd", "", "a bankd binary to use instead of building ./cmd/bankd")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of every random choice")
 	duration := flag.Duration("duration", 0, "traffic under faults per mode (default: the profile's)")
 	workers := flag.Int("workers", 0, "callers (default: the profile's)")
@@ -87,19 +90,28 @@ func run() int {
 	} else {
 		defer os.RemoveAll(work)
 	}
-	if *bin == "" {
-		*bin = filepath.Join(work, "paymentsd")
+	var pkgs []string
+	for _, b := range []struct {
+		path *string
+		name string
+	}{{bin, "paymentsd"}, {bankd, "bankd"}} {
+		if *b.path == "" {
+			*b.path = filepath.Join(work, b.name)
+			pkgs = append(pkgs, "./cmd/"+b.name)
+		}
+	}
+	if len(pkgs) > 0 {
 		start := time.Now()
-		build := exec.CommandContext(ctx, "go", "build", "-o", *bin, "./cmd/paymentsd")
+		build := exec.CommandContext(ctx, "go", append([]string{"build", "-o", work + string(filepath.Separator)}, pkgs...)...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "chaos: go build ./cmd/paymentsd (run from the repository root): %v\n", err)
+			fmt.Fprintf(os.Stderr, "chaos: go build %s (run from the repository root): %v\n", strings.Join(pkgs, " "), err)
 			return 1
 		}
-		fmt.Fprintf(os.Stderr, "chaos: built paymentsd in %s; seed %d\n", time.Since(start).Round(time.Millisecond), *seed)
+		fmt.Fprintf(os.Stderr, "chaos: built %s in %s; seed %d\n", strings.Join(pkgs, " "), time.Since(start).Round(time.Millisecond), *seed)
 	}
 
-	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Seed: *seed, Log: os.Stderr, WorkDir: work})
+	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd, Seed: *seed, Log: os.Stderr, WorkDir: work})
 	if err != nil && len(results) == 0 {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1

@@ -17,10 +17,13 @@
 //	sdk.go       the callers' retrying client and what it records
 //	workload.go  the callers: SDK, double taps, dropped connections, late retries
 //	race.go      the staged race of a request slowed past its lease and its retry
+//	bankd.go     the bank process (cmd/bankd) payouts go through: start, SIGKILL
+//	payouts.go   the payout callers, the bank's faults and the quiet period
 //	broker.go    the embedded NATS server with JetStream, restarted mid-run
 //	queue.go     the queue phase: producers of commands over JetStream
-//	verify_queue.go  the queue phase's invariants
 //	verify.go    the invariants
+//	verify_payouts.go  the payouts' invariants, against the bank
+//	verify_queue.go  the queue phase's invariants
 //	report.go    the counters and the table
 //	run.go       one mode from start to verdict
 package chaos

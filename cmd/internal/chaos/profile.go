@@ -72,6 +72,8 @@ type Profile struct {
 	QueueTimeout, QueueQuiet   time.Duration
 	BrokerRestarts             int
 	BrokerDown                 time.Duration
+	// Payouts is the money that leaves: a bank, its faults, its callers.
+	Payouts PayoutProfile
 }
 
 // Profiles are the built-in profiles.
@@ -88,6 +90,9 @@ var Profiles = map[string]Profile{
 		RaceEvery: 4 * time.Second, DBRestarts: 1, LateOps: 3, LateTTL: 3 * time.Second,
 		QueueProducers: 3, QueueLanes: 2, QueueTimeout: 3 * time.Second, QueueQuiet: 45 * time.Second,
 		BrokerRestarts: 1, BrokerDown: 5500 * time.Millisecond,
+		Payouts: PayoutProfile{Callers: 2, BankFaults: bankFaults, BankTimeout: time.Second, SlowDelay: 1500 * time.Millisecond,
+			CompleteInterval: 500 * time.Millisecond, BankRestarts: 2, BankDownFor: Span{200 * time.Millisecond, time.Second}, FinalOutage: 2 * time.Second,
+			Quiet: 30 * time.Second, Reject: 0.15, Refuse: 0.08},
 	},
 	// long is the soak: 10 minutes per mode, tens of thousands of
 	// requests, dozens of kills.
@@ -102,6 +107,9 @@ var Profiles = map[string]Profile{
 		RaceEvery: 30 * time.Second, DBRestarts: 5, LateOps: 10, LateTTL: 5 * time.Second,
 		QueueProducers: 4, QueueLanes: 2, QueueTimeout: 4 * time.Second, QueueQuiet: time.Minute,
 		BrokerRestarts: 5, BrokerDown: 6500 * time.Millisecond,
+		Payouts: PayoutProfile{Callers: 3, BankFaults: bankFaults, BankTimeout: 2 * time.Second, SlowDelay: 3 * time.Second,
+			CompleteInterval: time.Second, BankRestarts: 10, BankDownFor: Span{200 * time.Millisecond, 3 * time.Second}, FinalOutage: 5 * time.Second,
+			Quiet: time.Minute, Reject: 0.15, Refuse: 0.08},
 	},
 }
 
@@ -124,6 +132,9 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("profile %s: workers, duration, drain and lock timeout must be set", p.Name)
 	case p.KillEvery.Min <= 0 || p.FaultEvery.Min <= 0 || p.KillEvery.Max < p.KillEvery.Min || p.FaultEvery.Max < p.FaultEvery.Min:
 		return fmt.Errorf("profile %s: fault intervals must be positive spans", p.Name)
+	case p.Payouts.Callers < 1 || p.Payouts.BankTimeout <= 0 || p.Payouts.Quiet <= 0 || p.Payouts.BankDownFor.Max < p.Payouts.BankDownFor.Min ||
+		p.Payouts.FinalOutage < 0 || p.Payouts.FinalOutage >= p.Duration:
+		return fmt.Errorf("profile %s: payout callers, bank timeout, quiet period and bank downtimes must be set, the final outage shorter than the faults", p.Name)
 	}
 	return nil
 }

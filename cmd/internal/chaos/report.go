@@ -40,6 +40,7 @@ type Stats struct {
 	QueueAnswers       atomic.Int64 // answers published to the commands' reply subjects
 	QueueReplays       atomic.Int64 // of which replays
 	BrokerRestarts     atomic.Int64
+	Payouts            PayoutStats
 }
 
 // ConnFaultTotal is the number of connection faults of every kind.
@@ -73,13 +74,15 @@ type Verdict struct {
 	QueueUnanswered int // must be 0: a command without a final answer published
 	QueueDisagree   int // must be 0: an answer that differs from another, the stored record, the ledger, or the request
 	QueueOtherBody  int // must be 0: a key used again with another body that moved money or was not refused 422
+	Payouts         PayoutVerdict
 	Details         []string
 }
 
 // Invariants are the must-be-0 figures, in the order the table lists them.
 func (v *Verdict) Invariants() []int {
-	return []int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks,
-		v.QueueDouble, v.QueueLost, v.QueueUnanswered, v.QueueDisagree, v.QueueOtherBody}
+	return append([]int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks,
+		v.QueueDouble, v.QueueLost, v.QueueUnanswered, v.QueueDisagree, v.QueueOtherBody},
+		v.Payouts.invariants()...)
 }
 
 // Failed reports whether a must-be-0 figure is not 0.
@@ -200,6 +203,7 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 	row("balance mismatches (must be 0)", v(func(v *Verdict) int { return v.BalanceErrors }))
 	row("live locks after lock timeout (must be 0)", v(func(v *Verdict) int { return v.LiveLocks }))
 	queueRows(row, n, v)
+	payoutRows(row)
 	row("elapsed", func(r *Result) string { return r.Elapsed.Round(time.Second).String() })
 	row("result", func(r *Result) string {
 		switch {

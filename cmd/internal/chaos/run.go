@@ -24,6 +24,7 @@ type Config struct {
 	Profile   Profile
 	Modes     []string // idempotency modes, each run in turn on a database of its own
 	Paymentsd string   // the paymentsd binary
+	Bankd     string   // the bankd binary
 	Seed      uint64
 	Log       io.Writer // progress and failure details
 	WorkDir   string    // replica logs go here
@@ -100,9 +101,9 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if _, err := m.paymentsd(ctx, "migrate", "--db", direct); err != nil {
 		return nil, err
 	}
-	// One user per caller, one for the late caller, one for the racer, one
-	// per queue producer.
-	users := make([]*User, p.Workers+2+p.QueueProducers)
+	// One user per caller, one for the late caller, one for the racer,
+	// then one per queue producer and one per payout caller.
+	users := make([]*User, p.Workers+2+p.QueueProducers+p.Payouts.Callers)
 	for i := range users {
 		out, err := m.paymentsd(ctx, "users", "create", "--db", direct)
 		if err != nil {
@@ -120,11 +121,12 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	defer pool.Close()
 
-	queue, err := m.startQueue(ctx, users[p.Workers+2:])
+	queue, err := m.startQueue(ctx, users[p.Workers+2:p.Workers+2+p.QueueProducers])
 	if err != nil {
 		return nil, err
 	}
 	defer queue.Close()
+	payers := users[p.Workers+2+p.QueueProducers:]
 	users = users[:p.Workers+2]
 
 	links, err := NewLinks(m.cluster.Addr(), p.Replicas)
@@ -132,13 +134,19 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		return nil, err
 	}
 	defer links.Close()
+	pay, err := newPayoutRun(ctx, p, m.Bankd, m.logDir, payers, m.stats, m.seed+97, m.logf)
+	if err != nil {
+		return nil, err
+	}
+	defer pay.close()
 	serve := func(dbURL, ttl string) []string {
 		return []string{"serve", "--addr", "127.0.0.1:0", "--metrics-addr=", "--db", dbURL, "--idempotency-mode", m.mode,
 			"--idempotency-ttl", ttl, "--lock-timeout", p.LeaseDuration.String()}
 	}
 	replicas := make([]*Replica, p.Replicas)
 	for i := range replicas {
-		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, append(serve(m.cluster.URL(links.Addr(i), m.db), "48h"), queue.Args()...))
+		args := append(serve(m.cluster.URL(links.Addr(i), m.db), "48h"), queue.Args()...)
+		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, append(args, pay.serveArgs()...))
 	}
 	// The caller who comes back after the retention has a replica of its
 	// own, with a short TTL: the only place the harness shortens it.
@@ -197,6 +205,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	lateWorker := &LateWorker{Worker: NewWorker(p.Workers, users[p.Workers], lateFront, p, m.stats, m.seed+99), ttl: p.LateTTL}
 	defer lateWorker.Close()
+	pay.startWorkers(front, p, p.Workers+2, m.seed+200)
 
 	faults, endFaults := context.WithDeadline(ctx, stop)
 	defer endFaults()
@@ -213,6 +222,8 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	callers.Go(func() { racer.Run(ctx, faults, deadline) })
 	callers.Go(func() { queue.Run(ctx, faults, stop, stop.Add(p.QueueQuiet)) })
+	pay.run(ctx, &callers, stop, deadline)
+	pay.injectFaults(faults, p.Duration, m.seed)
 	inj := &Injector{Prof: p, Fleet: fleet, Links: links, Cluster: m.cluster, Stats: m.stats, Log: m.Log}
 	progress := m.progress(faults)
 	inj.Run(faults, life, m.seed)
@@ -224,11 +235,17 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if err := links.Heal(); err != nil {
 		return nil, err
 	}
+	if err := pay.calm(ctx, pool); err != nil {
+		return nil, err
+	}
 	if !fleet.AllUp(60 * time.Second) {
 		return nil, errors.New("the replicas did not all come back after the faults")
 	}
 	m.logf("faults stopped; %d requests so far; waiting for the callers to finish their retries", m.stats.Requests.Load())
 	callers.Wait()
+	if err := pay.settle(ctx, pool); err != nil {
+		return nil, err
+	}
 	// A lease of a killed replica runs out LeaseDuration after it was last
 	// renewed, which is before the faults stopped.
 	time.Sleep(time.Until(calm.Add(p.LeaseDuration + 500*time.Millisecond)))
@@ -248,9 +265,10 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		rechecks.Go(func() { w.Recheck(ctx) })
 	}
 	rechecks.Go(func() { racer.Recheck(ctx) })
+	pay.recheck(ctx, &rechecks)
 	rechecks.Wait()
 
-	ops := racer.Ops
+	ops := append(racer.Ops, pay.ops()...)
 	for _, w := range append(workers, lateWorker.Worker) {
 		ops = append(ops, w.Ops...)
 	}
@@ -264,6 +282,9 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		return nil, err
 	}
 	if err := queue.Verify(ctx, pool, v); err != nil {
+		return nil, err
+	}
+	if err := pay.verify(ctx, v, pool, api); err != nil {
 		return nil, err
 	}
 	if live > 0 {

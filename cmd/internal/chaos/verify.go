@@ -17,7 +17,7 @@ import (
 type dbState struct {
 	keys     map[userKey]keyRow
 	rows     map[string]businessRow // by id
-	entries  map[string][]entryRow  // by deposit or transaction id
+	entries  map[string][]entryRow  // by deposit, transaction or payout id
 	balances map[userCur]int64
 	sums     map[userCur]int64 // ledger entries summed
 }
@@ -84,7 +84,7 @@ func loadState(ctx context.Context, db *pgxpool.Pool) (*dbState, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = each(ctx, db, `SELECT user_id::text, currency, amount, coalesce(deposit_id, transaction_id)::text FROM ledger_entries`,
+	err = each(ctx, db, `SELECT user_id::text, currency, amount, coalesce(deposit_id, transaction_id, payout_id)::text FROM ledger_entries`,
 		func(r pgx.Rows) error {
 			var u, c, id string
 			var a int64
@@ -138,7 +138,13 @@ func Verify(ctx context.Context, db *pgxpool.Pool, api *Client, users []*User, o
 	if err != nil {
 		return nil, err
 	}
-	st = st.only(users)
+	// The database also holds the queue producers' rows: keep the callers'
+	// (users, and whoever owns an op, such as the payout callers).
+	owners := slices.Clone(users)
+	for _, op := range ops {
+		owners = append(owners, op.User)
+	}
+	st = st.only(owners)
 	v := &Verdict{Keys: len(ops)}
 	acks := map[string]ack{} // by resource id
 	for _, op := range ops {
@@ -375,31 +381,11 @@ func checkBalances(ctx context.Context, v *Verdict, st *dbState, acks map[string
 		}
 	}
 	for _, u := range users {
-		fromAPI := map[string]int64{}
-		a := api.Get(ctx, u, "/v1/balances")
-		var body struct {
-			Balances []struct {
-				Currency string `json:"currency"`
-				Amount   int64  `json:"amount"`
-			} `json:"balances"`
+		fromAPI, err := apiBalances(ctx, api, u)
+		if err != nil {
+			v.fail(&v.BalanceErrors, "%v", err)
 		}
-		if a.Status != http.StatusOK || json.Unmarshal(a.Body, &body) != nil {
-			v.fail(&v.BalanceErrors, "GET /v1/balances as user %s: %d %q %s", u.ID, a.Status, a.Body, a.Err)
-		}
-		for _, b := range body.Balances {
-			fromAPI[b.Currency] = b.Amount
-		}
-		curs := map[string]bool{}
-		for k := range want {
-			if k.user == u.ID {
-				curs[k.cur] = true
-			}
-		}
-		for k := range st.balances {
-			if k.user == u.ID {
-				curs[k.cur] = true
-			}
-		}
+		curs := currencies(u, want, st.balances)
 		for c := range fromAPI {
 			curs[c] = true
 		}
@@ -411,6 +397,38 @@ func checkBalances(ctx context.Context, v *Verdict, st *dbState, acks map[string
 			}
 		}
 	}
+}
+
+// currencies are u's currencies in any of ms.
+func currencies(u *User, ms ...map[userCur]int64) map[string]bool {
+	curs := map[string]bool{}
+	for _, m := range ms {
+		for k := range m {
+			if k.user == u.ID {
+				curs[k.cur] = true
+			}
+		}
+	}
+	return curs
+}
+
+// apiBalances is GET /v1/balances as u, by currency.
+func apiBalances(ctx context.Context, api *Client, u *User) (map[string]int64, error) {
+	a := api.Get(ctx, u, "/v1/balances")
+	var body struct {
+		Balances []struct {
+			Currency string `json:"currency"`
+			Amount   int64  `json:"amount"`
+		} `json:"balances"`
+	}
+	if a.Status != http.StatusOK || json.Unmarshal(a.Body, &body) != nil {
+		return nil, fmt.Errorf("GET /v1/balances as user %s: %d %q %s", u.ID, a.Status, a.Body, a.Err)
+	}
+	got := map[string]int64{}
+	for _, b := range body.Balances {
+		got[b.Currency] = b.Amount
+	}
+	return got, nil
 }
 
 // checkStoredOwners checks every stored response that names a resource:
