@@ -20,7 +20,7 @@
 // are checked, the payouts' against the bank's own record. It prints one
 // table and exits 1 when a must-be-0 figure is not 0. See docs/chaos.md.
 //
-//	go run ./cmd/chaos -profile short   # CI: both modes in under 2 minutes
+//	go run ./cmd/chaos -profile short   # CI: both modes in about 2 minutes
 //	go run ./cmd/chaos -profile long    # the soak: 10 minutes per mode
 package main
 
@@ -44,7 +44,7 @@ func main() {
 }
 
 func run() int {
-	profile := flag.String("profile", "short", "short (CI, under 2 minutes) or long (the soak)")
+	profile := flag.String("profile", "short", "short (CI, about 2 minutes) or long (the soak)")
 	modes := flag.String("modes", "atomic,leased", "idempotency modes to run, comma-separated")
 	bin := flag.String("paymentsd", "", "a paymentsd binary to use instead of building ./cmd/paymentsd")
 	bankd := flag.String("bankd", "", "a bankd binary to use instead of building ./cmd/bankd")

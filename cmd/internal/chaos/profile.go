@@ -78,7 +78,7 @@ type Profile struct {
 
 // Profiles are the built-in profiles.
 var Profiles = map[string]Profile{
-	// short runs in CI: both modes in under two minutes on two cores.
+	// short runs in CI: both modes in about two minutes on two cores.
 	"short": {
 		Name: "short", Replicas: 3, Workers: 6,
 		Duration: 20 * time.Second, Drain: 30 * time.Second, LeaseDuration: 2 * time.Second,
