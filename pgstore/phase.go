@@ -80,3 +80,27 @@ func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinish
 	}
 	return out, nil
 }
+
+// resumeUnfinished is reacquire for the completer: fenced by the listed
+// token and by the record still being abandoned and unfinished, it keeps
+// the record's fingerprint and life (model/payout.pml's Completer).
+const resumeUnfinished = `
+UPDATE idempotency_keys
+   SET status = 'PROCESSING', attempts = attempts + 1,
+       expires_at = GREATEST(expires_at, now() + $5 * interval '1 microsecond'),
+       lock_token = $3, locked_at = now(), lock_expires_at = now() + $4 * interval '1 microsecond'
+ WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $6
+   AND recovery_point IS NOT NULL
+   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lock_expires_at <= now()))`
+
+// ResumeUnfinished takes over the unfinished record prevToken last held,
+// only while it is still that abandoned unfinished record
+// (store.UnfinishedFinder).
+func (s *Store) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
+	tag, err := s.bounded(ctx, s.sql.resumeUnfinished, c.Scope, c.Key, c.Token,
+		c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)
+	if err != nil {
+		return false, fmt.Errorf("resume unfinished: %w", err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -91,3 +91,38 @@ func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinish
 	}
 	return out, nil
 }
+
+// resumeUnfinished is reacquire for the completer: fenced by the listed
+// token and by the record still being abandoned and unfinished, it keeps
+// the record's fingerprint and life (model/payout.pml's Completer).
+const resumeUnfinished = `
+UPDATE idempotency_keys
+   SET status = 'PROCESSING', attempts = attempts + 1,
+       expires_at = MAX(expires_at, :now + :ttl),
+       lock_token = :token, locked_at = :now, lock_expires_at = :now + :lock_for
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :prev_token
+   AND recovery_point IS NOT NULL
+   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lock_expires_at <= :now))`
+
+// ResumeUnfinished takes over the unfinished record prevToken last held,
+// only while it is still that abandoned unfinished record
+// (store.UnfinishedFinder).
+func (s *Store) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
+	var won bool
+	err := s.s.write(ctx, func(q querier, now time.Time) error {
+		res, err := q.ExecContext(ctx, s.sql.resumeUnfinished,
+			sql.Named("scope", c.Scope), sql.Named("key", c.Key), sql.Named("token", c.Token),
+			sql.Named("now", micros(now)), sql.Named("lock_for", c.Lease.Microseconds()),
+			sql.Named("ttl", c.TTL.Microseconds()), sql.Named("prev_token", prevToken))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		won = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("resume unfinished: %w", err)
+	}
+	return won, nil
+}

@@ -136,10 +136,19 @@ type Unfinished struct {
 
 // UnfinishedFinder is a Store that lists abandoned unfinished records: a
 // recovery point, not COMPLETED, and no live hold (FAILED, or PROCESSING
-// with its lease run out). Package completer drives it.
+// with its lease run out), and takes over one as it was listed. Package
+// completer drives it.
 type UnfinishedFinder interface {
 	Store
 	// FindUnfinished returns at most limit abandoned unfinished records,
 	// those held longest ago first. It writes nothing.
 	FindUnfinished(ctx context.Context, limit int) ([]Unfinished, error)
+	// ResumeUnfinished takes the record of c's key over for c, in one
+	// statement fenced by prevToken (Unfinished.Token): it wins only while
+	// the record is still the abandoned unfinished one that token last
+	// held, and keeps its fingerprint, life, recovery point and provider
+	// keys. It never claims a key afresh nor starts a new life: a record
+	// finished, re-acquired or swept since it was listed is left alone
+	// (false).
+	ResumeUnfinished(ctx context.Context, c Claim, prevToken string) (bool, error)
 }

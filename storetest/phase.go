@@ -153,6 +153,59 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		require.True(t, ph.Life.After(before.CreatedAt), "a new life: a new payout")
 	})
 
+	t.Run("ResumeUnfinishedTakesOnlyTheListedRecord", func(t *testing.T) {
+		t.Parallel()
+		s, p := phaser(t)
+		f, ok := s.(store.UnfinishedFinder)
+		if !ok {
+			t.Skipf("%T does not implement store.UnfinishedFinder", s)
+		}
+		resume := func(c store.Claim, prevToken string) (store.Claim, bool) {
+			t.Helper()
+			next := claim(c.Scope, c.Key, "body", long, ttl)
+			won, err := f.ResumeUnfinished(ctx, next, prevToken)
+			require.NoError(t, err)
+			return next, won
+		}
+		released := unfinished(t, s, p, long, ttl)
+		require.NoError(t, s.Fail(ctx, released.Attempt()))
+		before, err := s.Get(ctx, released.Scope, released.Key)
+		require.NoError(t, err)
+		_, won := resume(released, claim("alice", released.Key, "body", long, ttl).Token)
+		require.False(t, won, "another token: not the record as listed")
+		next, won := resume(released, released.Token)
+		require.True(t, won)
+		ph, err := p.Phase(ctx, next.Attempt())
+		require.NoError(t, err)
+		require.Equal(t, "debited", ph.Point)
+		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")
+		_, won = resume(released, released.Token)
+		require.False(t, won, "taken over once")
+		_, won = resume(next, next.Token)
+		require.False(t, won, "a live hold is never taken over")
+
+		// Finished by the attempt that was listed (its lease had run out),
+		// then past its retention: not unfinished any more.
+		done := unfinished(t, s, p, long, time.Millisecond)
+		require.NoError(t, s.Complete(ctx, done.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
+		waitExpired(t, s, ref(done))
+		_, won = resume(done, done.Token)
+		require.False(t, won, "a finished record starts no new life for a completer")
+		rec, err := s.Get(ctx, done.Scope, done.Key)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCompleted, rec.Status)
+
+		gone := claim("alice", newKey(), "body", long, ttl)
+		_, won = resume(gone, gone.Token)
+		require.False(t, won)
+		_, err = s.Get(ctx, gone.Scope, gone.Key)
+		require.ErrorIs(t, err, store.ErrNotFound, "no key is claimed afresh")
+
+		plain := putRecord(t, s, "alice", store.StatusFailed, long, ttl)
+		_, won = resume(plain, plain.Token)
+		require.False(t, won, "no recovery point: nothing to resume")
+	})
+
 	t.Run("FindUnfinishedListsAbandonedOnes", func(t *testing.T) {
 		t.Parallel()
 		s, p := phaser(t)
