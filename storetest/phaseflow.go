@@ -189,7 +189,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		_, inserted, err := f.s.Insert(ctx, c)
 		require.NoError(t, err)
 		require.True(t, inserted)
-		require.NoError(t, sp.Advance(ctx, c.Attempt(), idem.PointOutcomeUnknown))
+		require.NoError(t, sp.Advance(ctx, c.Attempt(), idem.PointOutcomeUnknown, nil))
 		f.debits.Add(1)
 		comp, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
 		require.NoError(t, err)
@@ -245,6 +245,95 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			}
 			oneTransfer(t, f)
 		}
+	})
+
+	t.Run("UnfinishedPastRetentionIsBoundAndResumed", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long, time.Millisecond)
+		f.p.setSilent(true)
+		first := f.mw.Do(ctx, call, f.work)
+		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+		// A finished record made after it passes its retention: so has
+		// the pending payout, by the store's clock.
+		waitExpired(t, f.s, ref(putRecord(t, f.s, "bob", store.StatusFailed, long, time.Millisecond)))
+		if sw, ok := f.s.(store.ExpiredDeleter); ok {
+			_, err := sw.DeleteExpired(ctx, 100)
+			require.NoError(t, err)
+		}
+
+		other := call
+		h := sha256.Sum256([]byte(`{"amount":999}`))
+		other.Fingerprint.Hash = h[:]
+		res := f.mw.Do(ctx, other, func(context.Context) idem.Reply {
+			t.Error("another body must not run")
+			return idem.Reply{StatusCode: http.StatusCreated}
+		})
+		require.Equal(t, idem.OutcomeMismatch, res.Outcome, "the pending payout still binds its key: %v", res.Err)
+
+		f.p.setSilent(false)
+		c, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+		require.NoError(t, err)
+		r, err := c.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Finished, "the completer resumes it past its retention")
+		rec, err := f.s.Get(ctx, call.Scope, call.Key)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCompleted, rec.Status)
+		require.Equal(t, http.StatusCreated, rec.Response.StatusCode)
+		oneTransfer(t, f)
+	})
+
+	t.Run("RotatedSecretResumesWithTheRecordedKey", func(t *testing.T) {
+		t.Parallel()
+		for _, recovery := range []string{"retry", "completer"} {
+			f := newFlow(t, long, ttl)
+			f.p.setSilent(true)
+			first := f.mw.Do(ctx, call, f.work)
+			require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+			f.p.setSilent(false)
+			// The service restarts with another secret while the payout
+			// is pending.
+			rotated, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: long,
+				ProviderKeySecret: []byte("the next secret, just as long")})
+			require.NoError(t, err)
+			switch recovery {
+			case "retry":
+				res := rotated.Do(ctx, call, f.work)
+				require.Equal(t, idem.OutcomeExecuted, res.Outcome, "%v", res.Err)
+			case "completer":
+				c, err := completer.New(rotated, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+				require.NoError(t, err)
+				r, err := c.RunOnce(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 1, r.Finished)
+			}
+			oneTransfer(t, f)
+		}
+	})
+
+	t.Run("KeyDerivedAfterAPhaseIsRecordedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long, ttl)
+		rotated, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: long,
+			ProviderKeySecret: []byte("the next secret, just as long")})
+		require.NoError(t, err)
+		var keys []string
+		for _, mw := range []*idem.Middleware{f.mw, rotated} {
+			res := mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
+				point, err := idem.Phase(ctx)
+				require.NoError(t, err)
+				if point == "" {
+					require.NoError(t, idem.Advance(ctx, "debited", nil))
+				}
+				pk, err := idem.ProviderKey(ctx, "fx")
+				require.NoError(t, err)
+				keys = append(keys, pk)
+				// Killed before the next phase: released, nothing stored.
+				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			})
+			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
+		}
+		require.Equal(t, keys[0], keys[1], "the key derived after the first phase was recorded before it was returned")
 	})
 
 	t.Run("ProviderKeyIsPerLifeAndSecret", func(t *testing.T) {
