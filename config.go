@@ -137,10 +137,11 @@ type Config struct {
 	ObserveFunc func(Event)
 
 	// ProviderKeySecret is the secret of ProviderKey, the idempotency key a
-	// leased-mode handler sends to a downstream (a bank). Every replica
-	// must have the same one, and it must stay the same while any record
-	// is unfinished; at least MinProviderKeySecret bytes. Default none:
-	// ProviderKey fails with ErrNoProviderKeySecret.
+	// leased-mode handler sends to a downstream (a bank); at least
+	// MinProviderKeySecret bytes. A key once derived is recorded with the
+	// operation's recovery point, so the secret may change at any time
+	// (docs/payouts.md, "Rotating the secret"). Default none: ProviderKey
+	// fails with ErrNoProviderKeySecret.
 	ProviderKeySecret []byte
 
 	// TraceFunc, when set, is called around every store operation the

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 
 	"github.com/idem-dev/idem/store"
@@ -19,6 +20,14 @@ type Call struct {
 	// subject.
 	Method string
 	Route  string
+	// Resumes, when set, is the fencing token an unfinished record was
+	// listed with (store.Unfinished.Token), and makes Do that record's
+	// take-over in leased mode: the key is held only through
+	// store.UnfinishedFinder.ResumeUnfinished, never claimed afresh nor
+	// re-acquired into a new life, so a record finished, re-acquired or
+	// swept since the listing is left alone (OutcomeInFlight, when not
+	// answered from the record). Package completer sets it.
+	Resumes string
 }
 
 // Reply is an answer in HTTP's terms, whatever the door: a status (2xx, 3xx
@@ -69,6 +78,12 @@ func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) R
 		return res
 	}
 	q.claim = m.newClaim(c.Scope, key, c.Fingerprint)
+	if c.Resumes != "" {
+		if _, ok := untraced(m.store).(store.UnfinishedFinder); !ok || m.cfg.Mode != ModeLeased {
+			return storeFailed(fmt.Errorf("resume: %w", ErrNoPhases))
+		}
+		q.resumes = c.Resumes
+	}
 	q.work = func(ctx context.Context, w http.ResponseWriter) {
 		r := work(ctx)
 		h := w.Header()

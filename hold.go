@@ -54,6 +54,9 @@ const maxClaimRounds = 4
 //
 // model/key.pml models this loop in every mode; keep them in step.
 func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (res result, held bool) {
+	if q.resumes != "" {
+		return m.resumeClaim(ctx, q)
+	}
 	for range maxClaimRounds {
 		q.claim.Token = uuid.NewString()
 		rec, inserted, err := k.Insert(ctx, q.claim)
@@ -81,6 +84,23 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (res r
 		}
 	}
 	return inFlight(), false
+}
+
+// resumeClaim takes over the unfinished record q resumes, in one statement
+// fenced by the token it was listed with: model/payout.pml's Completer
+// never holds a record that is not unfinished, so it never leaves one
+// without its recovery point, nor binds a key a request has not used since.
+func (m *Middleware) resumeClaim(ctx context.Context, q *request) (result, bool) {
+	q.claim.Token = uuid.NewString()
+	won, err := untraced(m.store).(store.UnfinishedFinder).ResumeUnfinished(ctx, q.claim, q.resumes)
+	switch {
+	case err != nil:
+		return notClaimed(err), false
+	case !won:
+		return inFlight(), false
+	}
+	q.event.Reacquired = true
+	return result{}, true
 }
 
 // notClaimed answers a claim that failed: a bounded wait for the request

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 
@@ -32,6 +33,10 @@ import (
 //  4. The derived key includes the record's life (its created_at).
 //  5. The point and the life are read in one statement fenced by the
 //     hold's token (store.Phaser.Phase), once per attempt.
+//
+// The derived key is recorded on the record with a recovery point and
+// read back from it by every later attempt, so that rule 1 holds across a
+// change of Config.ProviderKeySecret.
 
 // PointOutcomeUnknown is the recovery point of a call whose outcome is not
 // known: its request may have been sent, so the downstream may have acted.
@@ -62,9 +67,12 @@ type phases struct {
 	s store.Phaser // the store, untraced
 	a store.Attempt
 
-	mu      sync.Mutex // guards the fields below
-	loaded  bool
-	phase   store.Phase
+	mu     sync.Mutex // guards the fields below
+	loaded bool
+	phase  store.Phase // its ProviderKeys are the recorded ones
+	// derived are the provider keys this attempt derived that the record
+	// does not hold yet: the next phase records them.
+	derived map[string]string
 	pending bool
 }
 
@@ -135,9 +143,10 @@ func Phase(ctx context.Context) (string, error) {
 	return ph.Point, err
 }
 
-// Advance runs one phase: fn's writes and the recovery point point commit
-// in one transaction of the store, fenced by the attempt's token, before
-// Advance returns. fn runs with a context that carries that transaction
+// Advance runs one phase: fn's writes, the recovery point point and the
+// provider keys derived since the last phase (ProviderKey) commit in one
+// transaction of the store, fenced by the attempt's token, before Advance
+// returns. fn runs with a context that carries that transaction
 // (pgstore.DB, sqlitestore.DB reach it), not the request's. When fn fails,
 // or the attempt no longer holds its key (store.ErrLeaseLost, wrapped),
 // nothing of the phase commits and the point stays where it was. point must
@@ -158,6 +167,15 @@ func Advance(ctx context.Context, point string, fn func(ctx context.Context) err
 	if _, err := p.load(ctx); err != nil {
 		return err
 	}
+	return p.advance(ctx, point, fn)
+}
+
+// advance commits one phase, with the provider keys derived since the
+// last: Advance's work, once the phase is loaded.
+func (p *phases) advance(ctx context.Context, point string, fn func(ctx context.Context) error) error {
+	p.mu.Lock()
+	derived := maps.Clone(p.derived)
+	p.mu.Unlock()
 	tx, err := p.m.store.Begin(ctx, store.TxOptions{MaxWait: p.m.cfg.WaitTimeout})
 	if err != nil {
 		return fmt.Errorf("idem: advance to %s: begin: %w", point, err)
@@ -172,7 +190,7 @@ func Advance(ctx context.Context, point string, fn func(ctx context.Context) err
 	// The fenced update comes first: a lost hold is found before fn
 	// writes anything, and the row stays locked by this phase until it
 	// commits.
-	if err := tp.Advance(ctx, p.a, point); err != nil {
+	if err := tp.Advance(ctx, p.a, point, derived); err != nil {
 		return rollback(fmt.Errorf("idem: advance to %s: %w", point, err))
 	}
 	if fn != nil {
@@ -186,8 +204,15 @@ func Advance(ctx context.Context, point string, fn func(ctx context.Context) err
 		return fmt.Errorf("idem: advance to %s: commit: %w", point, err)
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.phase.Point = point
-	p.mu.Unlock()
+	for provider, key := range derived {
+		if p.phase.ProviderKeys == nil {
+			p.phase.ProviderKeys = map[string]string{}
+		}
+		p.phase.ProviderKeys[provider] = key
+		delete(p.derived, provider)
+	}
 	return nil
 }
 
@@ -221,22 +246,53 @@ func Pending(ctx context.Context) error {
 // it, never a fresh key); it changes when the key is reused after
 // retention, so that the provider's deduplication never hands back the
 // previous operation's result; and without the secret it cannot be
-// guessed from the client's key. It needs a leased-mode handler's context
-// (ErrNoPhases) and the secret (ErrNoProviderKeySecret).
+// guessed from the client's key.
+//
+// The key is derived once per operation and recorded on the key's record:
+// with the first phase (Advance) when none has committed yet, which must
+// come before the key is sent, else before ProviderKey returns. Every later
+// attempt gets the recorded key, whatever the secret is then: changing the
+// secret never changes the key of an operation under way. It needs a
+// leased-mode handler's context (ErrNoPhases) and, to derive, the secret
+// (ErrNoProviderKeySecret).
 func ProviderKey(ctx context.Context, provider string) (string, error) {
 	p, err := phasesFrom(ctx)
 	if err != nil {
 		return "", err
 	}
-	secret := p.m.cfg.ProviderKeySecret
-	if len(secret) == 0 {
-		return "", ErrNoProviderKeySecret
-	}
 	ph, err := p.load(ctx)
 	if err != nil {
 		return "", err
 	}
-	return deriveKey(secret, p.a.Scope, p.a.Key, ph, provider), nil
+	p.mu.Lock()
+	key, ok := p.phase.ProviderKeys[provider]
+	if !ok {
+		key, ok = p.derived[provider]
+	}
+	p.mu.Unlock()
+	if ok {
+		return key, nil
+	}
+	secret := p.m.cfg.ProviderKeySecret
+	if len(secret) == 0 {
+		return "", ErrNoProviderKeySecret
+	}
+	key = deriveKey(secret, p.a.Scope, p.a.Key, ph, provider)
+	p.mu.Lock()
+	if p.derived == nil {
+		p.derived = map[string]string{}
+	}
+	p.derived[provider] = key
+	point := p.phase.Point
+	p.mu.Unlock()
+	if point != "" {
+		// A phase has committed: the operation may have reached a
+		// downstream already. The key is recorded before it is used.
+		if err := p.advance(ctx, point, nil); err != nil {
+			return "", err
+		}
+	}
+	return key, nil
 }
 
 // deriveKey is ProviderKey's derivation. Each part is length-prefixed, so

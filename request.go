@@ -37,6 +37,9 @@ type request struct {
 	// lapsed: the key was taken over from an attempt whose lease ran out
 	// (PriorAttemptLapsed).
 	lapsed bool
+	// resumes is Call.Resumes: the token of the unfinished record this
+	// request may only take over.
+	resumes string
 }
 
 // handlerContext is the context the handler runs with: hctx, carrying the

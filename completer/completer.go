@@ -9,9 +9,12 @@
 //
 // Each round lists abandoned unfinished records (store.UnfinishedFinder)
 // and takes each one through the middleware's own path (idem.Middleware.Do)
-// with the record's fingerprint: the same claim, re-acquire, lease and
-// fencing as any attempt, so one attempt at a time holds an operation,
-// whether it is a client's retry or a completer's, on any replica. The
+// with the record's fingerprint and the token it was listed with
+// (idem.Call.Resumes): the same lease and fencing as any attempt, so one
+// attempt at a time holds an operation, whether it is a client's retry or
+// a completer's, on any replica. The take-over is one statement fenced by
+// that token: a record finished, re-acquired or swept since the listing is
+// left alone, never claimed afresh nor started in a new life. The
 // application's Resume function then runs as the handler would, with
 // idem.Phase, idem.ProviderKey and idem.Advance; its reply is stored as the
 // key's answer, which the client's retry then gets. model/payout.pml
@@ -107,7 +110,8 @@ type Round struct {
 	// Outcomes counts the round's attempts by outcome: Executed (resumed
 	// to a final answer), Failed (resumed, still pending or a retriable
 	// answer), Replayed (another attempt had finished it meanwhile),
-	// InFlight (another attempt holds it), and so on.
+	// InFlight (another attempt holds it, or took it over since the
+	// listing), and so on.
 	Outcomes map[idem.Outcome]int
 }
 
@@ -127,7 +131,7 @@ func (c *Completer) RunOnce(ctx context.Context) (Round, error) {
 		}
 		res := c.mw.Do(ctx, idem.Call{
 			Scope: u.Scope, Key: quote(u.Key), Fingerprint: u.Fingerprint,
-			Method: u.Fingerprint.Method, Route: Route,
+			Method: u.Fingerprint.Method, Route: Route, Resumes: u.Token,
 		}, func(ctx context.Context) idem.Reply { return c.attempt(ctx, u) })
 		r.Outcomes[res.Outcome]++
 		if res.Outcome == idem.OutcomeExecuted {
@@ -137,12 +141,11 @@ func (c *Completer) RunOnce(ctx context.Context) (Round, error) {
 	return r, nil
 }
 
-// attempt resumes u on the key's hold, if the hold is still on the
-// unfinished record: a record that was finished, swept and claimed afresh
-// since the listing has no point, and nothing to resume; it is released.
+// attempt resumes u on the key's hold, at the point the fenced read finds:
+// the hold is on the record as listed, unfinished.
 func (c *Completer) attempt(ctx context.Context, u store.Unfinished) idem.Reply {
 	point, err := idem.Phase(ctx)
-	if err != nil || point == "" {
+	if err != nil {
 		// Not final: nothing is stored, and the key is released.
 		return idem.Reply{StatusCode: http.StatusServiceUnavailable}
 	}

@@ -33,6 +33,11 @@
  *                                 request's key alone, the same in every
  *                                 life of the record (a key reused after
  *                                 retention).
+ *   BROKEN_COMPLETER_CLAIMS       the completer takes the key over as a
+ *                                 client claims it, by the record's token
+ *                                 of the moment, not the one it listed
+ *                                 the record with: a fresh claim, or any
+ *                                 re-acquirable record.
  *
  * The code that must agree with this model (the library part; paymentsd's
  * payout handler, payments/api's payouts, follows the Client's steps):
@@ -41,7 +46,11 @@
  *                                 through store.Phaser.Phase (pgstore and
  *                                 sqlitestore phase.go: selectPhase)
  *   DERIVED (the derived key)     idem.ProviderKey: HMAC-SHA256 of the
- *                                 user, the key and the life (deriveKey)
+ *                                 user, the key and the life (deriveKey),
+ *                                 recorded with phase A (provider_keys)
+ *                                 and read back by the fenced read, so it
+ *                                 is a function of the life whatever the
+ *                                 secret is by then
  *   phase A                       idem.Advance(ctx, idem.PointOutcomeUnknown,
  *                                 debit), store.Phaser.Advance in its Tx
  *   finish(), P_ERROR             idem.Pending: released, 202, not stored
@@ -53,8 +62,11 @@
  *                                 (pgstore/sqlitestore sweep.go: finished)
  *   re-acquire of UNKNOWN         Keys.Reacquire keeps the life of an
  *                                 unfinished record (keys.go: reacquire)
- *   Completer                     completer.Completer.RunOnce, through
- *                                 store.UnfinishedFinder and Middleware.Do
+ *   Completer                     completer.Completer.RunOnce: its listing
+ *                                 is store.UnfinishedFinder.FindUnfinished,
+ *                                 its take-over ResumeUnfinished, fenced
+ *                                 by the listed token (Middleware.Do with
+ *                                 Call.Resumes)
  *
  * Retention: a record past retention that is re-acquired, or swept and
  * claimed again, starts a new life, a new payout with the same client key
@@ -319,11 +331,19 @@ done:	skip
 }
 
 /*
- * The completer: picks up an UNKNOWN payout whose hold was released or
- * lapsed, re-acquires it with the same fencing as any attempt, and
- * resolves it. It may be killed mid-round (then another replica's
- * completer goes on: the same process, its hold left to lapse).
+ * The completer: lists an UNKNOWN payout whose hold was released or
+ * lapsed, takes it over only while it is still that record (fenced by the
+ * token it was listed with, and UNKNOWN), and resolves it. It may be
+ * killed mid-round (then another replica's completer goes on: the same
+ * process, its hold left to lapse). It never holds a record that is not
+ * unfinished: one it held with no recovery point would be released
+ * without one, binding a key no request used since.
  */
+#ifdef BROKEN_COMPLETER_CLAIMS
+#define TAKEOVER (st == S_NONE || REACQUIRABLE || (st == S_COMPLETED && expired))
+#else
+#define TAKEOVER (tok == prev && rp == RP_UNKNOWN && REACQUIRABLE)
+#endif
 active proctype Completer() {
 	byte prev;
 	byte res;
@@ -332,9 +352,14 @@ end:	do
 	:: atomic { rp == RP_UNKNOWN && REACQUIRABLE -> prev = tok }
 	   atomic {
 		if
-		:: tok == prev && rp == RP_UNKNOWN && REACQUIRABLE ->
+		:: TAKEOVER ->
+			if
+			:: expired && rp != RP_UNKNOWN -> new_life()
+			:: else
+			fi;
 			st = S_PROCESSING; tok = COMPLETER; live = true; expired = false;
-			dk = DERIVED
+			dk = DERIVED;
+			assert(rp == RP_UNKNOWN)  /* only an unfinished record */
 		:: else -> goto next
 		fi
 	   }

@@ -119,8 +119,8 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 // token in the WHERE clause makes it a compare-and-swap: once one contender
 // has changed the token, every other one matches no row. A finished row
 // past retention starts a new life: new fingerprint, creation, expiry and
-// no recovery point. An unfinished one is resumed in its life, recovery
-// point kept (model/payout.pml: a re-acquire of UNKNOWN never starts a new
+// no recovery point nor provider keys. An unfinished one is resumed in its
+// life, recovery point and provider keys kept (model/payout.pml: a re-acquire of UNKNOWN never starts a new
 // life).
 const reacquire = `
 UPDATE idempotency_keys
@@ -129,6 +129,7 @@ UPDATE idempotency_keys
        attempts   = CASE WHEN expires_at <= now() AND ` + finished + ` THEN 1 ELSE attempts + 1 END,
        created_at = CASE WHEN expires_at <= now() AND ` + finished + ` THEN now() ELSE created_at END,
        recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
+       provider_keys  = CASE WHEN status = 'COMPLETED' THEN NULL ELSE provider_keys END,
        expires_at = GREATEST(expires_at, now() + $9 * interval '1 microsecond'),
        lock_token = $7, locked_at = now(), lock_expires_at = now() + $8 * interval '1 microsecond',
        response_code = NULL, response_headers = NULL, response_body = NULL,

@@ -9,6 +9,7 @@ type statements struct {
 	selectRecord, insertClaim, reacquire, complete, completeOrAbort, fail, renew  string
 	insertCompletedOrAbort, sweepLock, deleteExpired                              string
 	listCompleted, release, replaceResponse, selectPhase, advance, findUnfinished string
+	resumeUnfinished                                                              string
 }
 
 func newStatements(table string) *statements {
@@ -30,5 +31,6 @@ func newStatements(table string) *statements {
 		selectPhase:            r(selectPhase),
 		advance:                r(advance),
 		findUnfinished:         r(findUnfinished),
+		resumeUnfinished:       r(resumeUnfinished),
 	}
 }

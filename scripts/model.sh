@@ -61,6 +61,7 @@ payout.pml   BROKEN_REFUND_ON_NOT_FOUND                safety     violated
 payout.pml   BROKEN_SWEEP_UNKNOWN                      safety     violated
 payout.pml   BROKEN_KEY_PER_KEY                        safety     violated
 payout.pml   BROKEN_UNFENCED_READ                      safety     violated
+payout.pml   BROKEN_COMPLETER_CLAIMS                   safety     violated
 EOF
 )
 

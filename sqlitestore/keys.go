@@ -165,6 +165,7 @@ UPDATE idempotency_keys
        attempts   = CASE WHEN expires_at <= :now AND ` + finished + ` THEN 1 ELSE attempts + 1 END,
        created_at = CASE WHEN expires_at <= :now AND ` + finished + ` THEN :now ELSE created_at END,
        recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
+       provider_keys  = CASE WHEN status = 'COMPLETED' THEN NULL ELSE provider_keys END,
        expires_at = MAX(expires_at, :now + :ttl),
        lock_token = :token, locked_at = :now, lock_expires_at = :now + :lock_for,
        response_code = NULL, response_headers = NULL, response_body = NULL,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -19,7 +20,7 @@ var (
 // selectPhase reads the recovery point and the life together, fenced by
 // the token: model/payout.pml's fenced read (rule 5 of docs/model.md).
 const selectPhase = `
-SELECT coalesce(recovery_point, ''), created_at
+SELECT coalesce(recovery_point, ''), created_at, provider_keys
   FROM idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
@@ -27,12 +28,13 @@ SELECT coalesce(recovery_point, ''), created_at
 // by a's token.
 func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
 	var (
-		p    store.Phase
-		life int64
+		p        store.Phase
+		life     int64
+		provider *string
 	)
 	err := k.s.read(ctx, func(q querier, _ time.Time) error {
 		return q.QueryRowContext(ctx, k.sql.selectPhase, sql.Named("scope", a.Scope), sql.Named("key", a.Key),
-			sql.Named("token", a.Token)).Scan(&p.Point, &life)
+			sql.Named("token", a.Token)).Scan(&p.Point, &life, &provider)
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -41,20 +43,29 @@ func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
 		return store.Phase{}, fmt.Errorf("phase: %w", err)
 	}
 	p.Life = time.UnixMicro(life).UTC()
+	if p.ProviderKeys, err = keytable.DecodeProviderKeys(provider); err != nil {
+		return store.Phase{}, fmt.Errorf("phase: %w", err)
+	}
 	return p, nil
 }
 
+// advance merges the new provider keys under the recorded ones:
+// json_patch keeps its second operand's value of a key both have.
 const advance = `
 UPDATE idempotency_keys
-   SET recovery_point = :point
+   SET recovery_point = :point,
+       provider_keys = CASE WHEN :provider_keys IS NULL THEN provider_keys
+                            ELSE json_patch(:provider_keys, coalesce(provider_keys, '{}')) END
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
-// Advance sets the recovery point, fenced by a's token.
-func (k keys) Advance(ctx context.Context, a store.Attempt, point string) error {
+// Advance sets the recovery point and records provider keys, fenced by a's
+// token.
+func (k keys) Advance(ctx context.Context, a store.Attempt, point string, providerKeys map[string]string) error {
 	if point == "" {
 		return errors.New("sqlitestore: advance: the recovery point is empty")
 	}
-	return k.fenced(ctx, "advance", k.sql.advance, a, sql.Named("point", point))
+	return k.fenced(ctx, "advance", k.sql.advance, a, sql.Named("point", point),
+		sql.Named("provider_keys", keytable.EncodeProviderKeys(providerKeys)))
 }
 
 // findUnfinished reads the partial index idempotency_keys_unfinished_idx.
@@ -90,4 +101,39 @@ func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinish
 		return nil, fmt.Errorf("find unfinished: %w", translate(err))
 	}
 	return out, nil
+}
+
+// resumeUnfinished is reacquire for the completer: fenced by the listed
+// token and by the record still being abandoned and unfinished, it keeps
+// the record's fingerprint and life (model/payout.pml's Completer).
+const resumeUnfinished = `
+UPDATE idempotency_keys
+   SET status = 'PROCESSING', attempts = attempts + 1,
+       expires_at = MAX(expires_at, :now + :ttl),
+       lock_token = :token, locked_at = :now, lock_expires_at = :now + :lock_for
+ WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :prev_token
+   AND recovery_point IS NOT NULL
+   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lock_expires_at <= :now))`
+
+// ResumeUnfinished takes over the unfinished record prevToken last held,
+// only while it is still that abandoned unfinished record
+// (store.UnfinishedFinder).
+func (s *Store) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
+	var won bool
+	err := s.s.write(ctx, func(q querier, now time.Time) error {
+		res, err := q.ExecContext(ctx, s.sql.resumeUnfinished,
+			sql.Named("scope", c.Scope), sql.Named("key", c.Key), sql.Named("token", c.Token),
+			sql.Named("now", micros(now)), sql.Named("lock_for", c.Lease.Microseconds()),
+			sql.Named("ttl", c.TTL.Microseconds()), sql.Named("prev_token", prevToken))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		won = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("resume unfinished: %w", err)
+	}
+	return won, nil
 }

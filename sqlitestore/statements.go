@@ -8,23 +8,25 @@ import "github.com/idem-dev/idem/internal/keytable"
 type statements struct {
 	selectRecord, insertClaim, reacquire, complete, fail, renew, deleteExpired    string
 	listCompleted, release, replaceResponse, selectPhase, advance, findUnfinished string
+	resumeUnfinished                                                              string
 }
 
 func newStatements(table string) *statements {
 	r := func(sql string) string { return keytable.Rewrite(sql, table) }
 	return &statements{
-		selectRecord:    r(selectRecord),
-		insertClaim:     r(insertClaim),
-		reacquire:       r(reacquire),
-		complete:        r(complete),
-		fail:            r(fail),
-		renew:           r(renew),
-		deleteExpired:   r(deleteExpired),
-		listCompleted:   r(listCompleted),
-		release:         r(release),
-		replaceResponse: r(replaceResponse),
-		selectPhase:     r(selectPhase),
-		advance:         r(advance),
-		findUnfinished:  r(findUnfinished),
+		selectRecord:     r(selectRecord),
+		insertClaim:      r(insertClaim),
+		reacquire:        r(reacquire),
+		complete:         r(complete),
+		fail:             r(fail),
+		renew:            r(renew),
+		deleteExpired:    r(deleteExpired),
+		listCompleted:    r(listCompleted),
+		release:          r(release),
+		replaceResponse:  r(replaceResponse),
+		selectPhase:      r(selectPhase),
+		advance:          r(advance),
+		findUnfinished:   r(findUnfinished),
+		resumeUnfinished: r(resumeUnfinished),
 	}
 }

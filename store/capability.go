@@ -97,6 +97,9 @@ type Phase struct {
 	// derived from it is the same across the retries of one operation and
 	// new for the next.
 	Life time.Time
+	// ProviderKeys are the downstream keys recorded with a recovery point
+	// (Phaser.Advance), by provider; empty before the first.
+	ProviderKeys map[string]string
 }
 
 // Phaser is a Store, and its Tx, that keeps a recovery point on a record
@@ -108,9 +111,9 @@ type Phase struct {
 // phases moved something (money, say) that only finishing it settles. A
 // Phaser therefore keeps it whole: it binds its key past retention
 // (Record.Expired stays false), DeleteExpired skips it, and Reacquire
-// resumes it, keeping its Phase (point and life), rather than starting a
-// new life. A COMPLETED record re-acquired past retention starts a new life
-// with no point.
+// resumes it, keeping its Phase (point, life and provider keys), rather
+// than starting a new life. A COMPLETED record re-acquired past retention
+// starts a new life with no point and no provider keys.
 type Phaser interface {
 	Keys
 	// Phase reads the recovery point and the record's life in one
@@ -119,10 +122,11 @@ type Phaser interface {
 	// attempt's point.
 	Phase(ctx context.Context, a Attempt) (Phase, error)
 	// Advance sets the recovery point, fenced by a's token (ErrLeaseLost
-	// otherwise). In a Tx it commits with the transaction's other writes.
-	// point must not be empty: no attempt may set a record back to "nothing
-	// happened".
-	Advance(ctx context.Context, a Attempt, point string) error
+	// otherwise), and records keys, by provider, in the same statement: a
+	// provider's key recorded before is kept, never replaced. In a Tx it
+	// commits with the transaction's other writes. point must not be
+	// empty: no attempt may set a record back to "nothing happened".
+	Advance(ctx context.Context, a Attempt, point string, keys map[string]string) error
 }
 
 // Unfinished is an unfinished record as UnfinishedFinder lists it.
@@ -136,10 +140,19 @@ type Unfinished struct {
 
 // UnfinishedFinder is a Store that lists abandoned unfinished records: a
 // recovery point, not COMPLETED, and no live hold (FAILED, or PROCESSING
-// with its lease run out). Package completer drives it.
+// with its lease run out), and takes over one as it was listed. Package
+// completer drives it.
 type UnfinishedFinder interface {
 	Store
 	// FindUnfinished returns at most limit abandoned unfinished records,
 	// those held longest ago first. It writes nothing.
 	FindUnfinished(ctx context.Context, limit int) ([]Unfinished, error)
+	// ResumeUnfinished takes the record of c's key over for c, in one
+	// statement fenced by prevToken (Unfinished.Token): it wins only while
+	// the record is still the abandoned unfinished one that token last
+	// held, and keeps its fingerprint, life, recovery point and provider
+	// keys. It never claims a key afresh nor starts a new life: a record
+	// finished, re-acquired or swept since it was listed is left alone
+	// (false).
+	ResumeUnfinished(ctx context.Context, c Claim, prevToken string) (bool, error)
 }

@@ -34,7 +34,7 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		_, inserted, err := s.Insert(ctx, c)
 		require.NoError(t, err)
 		require.True(t, inserted)
-		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited"))
+		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "bank-key-" + c.Key}))
 		return c
 	}
 
@@ -51,20 +51,29 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, "", ph.Point)
 		require.True(t, ph.Life.Equal(rec.CreatedAt), "the life is the record's created_at")
 
-		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited"))
+		require.Empty(t, ph.ProviderKeys)
+
+		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
 		ph, err = p.Phase(ctx, c.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point)
+		require.Equal(t, map[string]string{"bank": "b1"}, ph.ProviderKeys)
+		require.NoError(t, p.Advance(ctx, c.Attempt(), "sent", map[string]string{"bank": "b2", "fx": "f1"}))
+		require.NoError(t, p.Advance(ctx, c.Attempt(), "sent", nil))
+		ph, err = p.Phase(ctx, c.Attempt())
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"bank": "b1", "fx": "f1"}, ph.ProviderKeys,
+			"a recorded key is kept, never replaced; new ones are added")
 		rec, err = s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		require.Equal(t, "debited", rec.RecoveryPoint)
+		require.Equal(t, "sent", rec.RecoveryPoint)
 
 		other := c.Attempt()
 		other.Token = claim("alice", c.Key, "body", long, ttl).Token
 		_, err = p.Phase(ctx, other)
 		require.ErrorIs(t, err, store.ErrLeaseLost)
-		require.ErrorIs(t, p.Advance(ctx, other, "paid"), store.ErrLeaseLost)
-		require.Error(t, p.Advance(ctx, c.Attempt(), ""), "no point means nothing happened: never set back")
+		require.ErrorIs(t, p.Advance(ctx, other, "paid", nil), store.ErrLeaseLost)
+		require.Error(t, p.Advance(ctx, c.Attempt(), "", nil), "no point means nothing happened: never set back")
 
 		require.NoError(t, s.Fail(ctx, c.Attempt()))
 		_, err = p.Phase(ctx, c.Attempt())
@@ -82,7 +91,7 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 			require.NoError(t, err)
 			tp, ok := tx.(store.Phaser)
 			require.True(t, ok, "%T: the store's Tx is a Phaser too", tx)
-			require.NoError(t, tp.Advance(ctx, c.Attempt(), "debited"))
+			require.NoError(t, tp.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
 			if commit {
 				require.NoError(t, tx.Commit(ctx))
 			} else {
@@ -128,6 +137,7 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point, "a re-acquire resumes the unfinished record")
 		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")
+		require.Equal(t, map[string]string{"bank": "bank-key-" + c.Key}, ph.ProviderKeys, "with its provider keys")
 		rec, err = s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, 2, rec.Attempts)
@@ -150,7 +160,62 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		ph, err := p.Phase(ctx, again.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "", ph.Point)
+		require.Empty(t, ph.ProviderKeys, "a new payout derives new keys")
 		require.True(t, ph.Life.After(before.CreatedAt), "a new life: a new payout")
+	})
+
+	t.Run("ResumeUnfinishedTakesOnlyTheListedRecord", func(t *testing.T) {
+		t.Parallel()
+		s, p := phaser(t)
+		f, ok := s.(store.UnfinishedFinder)
+		if !ok {
+			t.Skipf("%T does not implement store.UnfinishedFinder", s)
+		}
+		resume := func(c store.Claim, prevToken string) (store.Claim, bool) {
+			t.Helper()
+			next := claim(c.Scope, c.Key, "body", long, ttl)
+			won, err := f.ResumeUnfinished(ctx, next, prevToken)
+			require.NoError(t, err)
+			return next, won
+		}
+		released := unfinished(t, s, p, long, ttl)
+		require.NoError(t, s.Fail(ctx, released.Attempt()))
+		before, err := s.Get(ctx, released.Scope, released.Key)
+		require.NoError(t, err)
+		_, won := resume(released, claim("alice", released.Key, "body", long, ttl).Token)
+		require.False(t, won, "another token: not the record as listed")
+		next, won := resume(released, released.Token)
+		require.True(t, won)
+		ph, err := p.Phase(ctx, next.Attempt())
+		require.NoError(t, err)
+		require.Equal(t, "debited", ph.Point)
+		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")
+		require.Equal(t, map[string]string{"bank": "bank-key-" + released.Key}, ph.ProviderKeys)
+		_, won = resume(released, released.Token)
+		require.False(t, won, "taken over once")
+		_, won = resume(next, next.Token)
+		require.False(t, won, "a live hold is never taken over")
+
+		// Finished by the attempt that was listed (its lease had run out),
+		// then past its retention: not unfinished any more.
+		done := unfinished(t, s, p, long, time.Millisecond)
+		require.NoError(t, s.Complete(ctx, done.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
+		waitExpired(t, s, ref(done))
+		_, won = resume(done, done.Token)
+		require.False(t, won, "a finished record starts no new life for a completer")
+		rec, err := s.Get(ctx, done.Scope, done.Key)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCompleted, rec.Status)
+
+		gone := claim("alice", newKey(), "body", long, ttl)
+		_, won = resume(gone, gone.Token)
+		require.False(t, won)
+		_, err = s.Get(ctx, gone.Scope, gone.Key)
+		require.ErrorIs(t, err, store.ErrNotFound, "no key is claimed afresh")
+
+		plain := putRecord(t, s, "alice", store.StatusFailed, long, ttl)
+		_, won = resume(plain, plain.Token)
+		require.False(t, won, "no recovery point: nothing to resume")
 	})
 
 	t.Run("FindUnfinishedListsAbandonedOnes", func(t *testing.T) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -75,14 +76,14 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		work   func(ctx context.Context) idem.Reply
 		resume completer.Resume
 	}
-	newFlow := func(t *testing.T, lease time.Duration) *flow {
+	newFlow := func(t *testing.T, lease, retention time.Duration) *flow {
 		t.Helper()
 		s := newStore(t)
 		if _, ok := s.(store.Phaser); !ok {
 			t.Skipf("%T does not implement store.Phaser", s)
 		}
 		f := &flow{s: s, p: &provider{executed: map[string]int{}}}
-		mw, err := idem.New(s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: lease, ProviderKeySecret: secret})
+		mw, err := idem.New(s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: lease, TTL: retention, ProviderKeySecret: secret})
 		require.NoError(t, err)
 		f.mw = mw
 		f.work = func(ctx context.Context) idem.Reply {
@@ -130,7 +131,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("PendingThenRetryResumes", func(t *testing.T) {
 		t.Parallel()
-		f := newFlow(t, long)
+		f := newFlow(t, long, ttl)
 		f.p.setSilent(true)
 		first := f.mw.Do(ctx, call, f.work)
 		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
@@ -152,7 +153,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("CompleterFinishesAPendingOne", func(t *testing.T) {
 		t.Parallel()
-		f := newFlow(t, long)
+		f := newFlow(t, long, ttl)
 		f.p.setSilent(true)
 		first := f.mw.Do(ctx, call, f.work)
 		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
@@ -179,7 +180,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("CompleterTakesOverAKilledAttempt", func(t *testing.T) {
 		t.Parallel()
-		f := newFlow(t, 200*time.Millisecond)
+		f := newFlow(t, 200*time.Millisecond, ttl)
 		// An attempt claims the key, commits its debit with the point
 		// PointOutcomeUnknown, calls the provider, and dies: its lease
 		// is never renewed, nor released.
@@ -188,7 +189,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		_, inserted, err := f.s.Insert(ctx, c)
 		require.NoError(t, err)
 		require.True(t, inserted)
-		require.NoError(t, sp.Advance(ctx, c.Attempt(), idem.PointOutcomeUnknown))
+		require.NoError(t, sp.Advance(ctx, c.Attempt(), idem.PointOutcomeUnknown, nil))
 		f.debits.Add(1)
 		comp, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
 		require.NoError(t, err)
@@ -208,9 +209,136 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		require.ErrorIs(t, err, store.ErrLeaseLost, "the dead attempt is fenced out")
 	})
 
+	t.Run("CompleterResumesOnlyTheRecordItListed", func(t *testing.T) {
+		t.Parallel()
+		for _, swept := range []bool{false, true} {
+			// Finished records bind their key for a millisecond.
+			f := newFlow(t, long, time.Millisecond)
+			f.p.setSilent(true)
+			first := f.mw.Do(ctx, call, f.work)
+			require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+			f.p.setSilent(false)
+			// Between the completer's listing and its take-over, the
+			// client's retry finishes the payout, its retention passes,
+			// and the sweeper deletes it (or not yet).
+			finder := staleFinder{UnfinishedFinder: f.s.(store.UnfinishedFinder), after: func() {
+				retry := f.mw.Do(ctx, call, f.work)
+				require.Equal(t, idem.OutcomeExecuted, retry.Outcome, "%v", retry.Err)
+				waitExpired(t, f.s, store.KeyRef{Scope: call.Scope, Key: call.Key})
+				if swept {
+					sweep(t, f.s, store.KeyRef{Scope: call.Scope, Key: call.Key})
+				}
+			}}
+			c, err := completer.New(f.mw, finder, f.resume, completer.Config{})
+			require.NoError(t, err)
+			r, err := c.RunOnce(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, r.Found)
+			require.Equal(t, 0, r.Finished)
+			rec, err := f.s.Get(ctx, call.Scope, call.Key)
+			if swept {
+				require.ErrorIs(t, err, store.ErrNotFound, "the completer claims no key afresh: %+v", rec)
+			} else {
+				require.NoError(t, err)
+				require.Equal(t, store.StatusCompleted, rec.Status, "the finished payout is left as it was, past its retention")
+				require.True(t, rec.Expired)
+			}
+			oneTransfer(t, f)
+		}
+	})
+
+	t.Run("UnfinishedPastRetentionIsBoundAndResumed", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long, time.Millisecond)
+		f.p.setSilent(true)
+		first := f.mw.Do(ctx, call, f.work)
+		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+		// A finished record made after it passes its retention: so has
+		// the pending payout, by the store's clock.
+		waitExpired(t, f.s, ref(putRecord(t, f.s, "bob", store.StatusFailed, long, time.Millisecond)))
+		if sw, ok := f.s.(store.ExpiredDeleter); ok {
+			_, err := sw.DeleteExpired(ctx, 100)
+			require.NoError(t, err)
+		}
+
+		other := call
+		h := sha256.Sum256([]byte(`{"amount":999}`))
+		other.Fingerprint.Hash = h[:]
+		res := f.mw.Do(ctx, other, func(context.Context) idem.Reply {
+			t.Error("another body must not run")
+			return idem.Reply{StatusCode: http.StatusCreated}
+		})
+		require.Equal(t, idem.OutcomeMismatch, res.Outcome, "the pending payout still binds its key: %v", res.Err)
+
+		f.p.setSilent(false)
+		c, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+		require.NoError(t, err)
+		r, err := c.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, r.Finished, "the completer resumes it past its retention")
+		rec, err := f.s.Get(ctx, call.Scope, call.Key)
+		require.NoError(t, err)
+		require.Equal(t, store.StatusCompleted, rec.Status)
+		require.Equal(t, http.StatusCreated, rec.Response.StatusCode)
+		oneTransfer(t, f)
+	})
+
+	t.Run("RotatedSecretResumesWithTheRecordedKey", func(t *testing.T) {
+		t.Parallel()
+		for _, recovery := range []string{"retry", "completer"} {
+			f := newFlow(t, long, ttl)
+			f.p.setSilent(true)
+			first := f.mw.Do(ctx, call, f.work)
+			require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+			f.p.setSilent(false)
+			// The service restarts with another secret while the payout
+			// is pending.
+			rotated, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: long,
+				ProviderKeySecret: []byte("the next secret, just as long")})
+			require.NoError(t, err)
+			switch recovery {
+			case "retry":
+				res := rotated.Do(ctx, call, f.work)
+				require.Equal(t, idem.OutcomeExecuted, res.Outcome, "%v", res.Err)
+			case "completer":
+				c, err := completer.New(rotated, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+				require.NoError(t, err)
+				r, err := c.RunOnce(ctx)
+				require.NoError(t, err)
+				require.Equal(t, 1, r.Finished)
+			}
+			oneTransfer(t, f)
+		}
+	})
+
+	t.Run("KeyDerivedAfterAPhaseIsRecordedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		f := newFlow(t, long, ttl)
+		rotated, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: long,
+			ProviderKeySecret: []byte("the next secret, just as long")})
+		require.NoError(t, err)
+		var keys []string
+		for _, mw := range []*idem.Middleware{f.mw, rotated} {
+			res := mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
+				point, err := idem.Phase(ctx)
+				require.NoError(t, err)
+				if point == "" {
+					require.NoError(t, idem.Advance(ctx, "debited", nil))
+				}
+				pk, err := idem.ProviderKey(ctx, "fx")
+				require.NoError(t, err)
+				keys = append(keys, pk)
+				// Killed before the next phase: released, nothing stored.
+				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			})
+			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
+		}
+		require.Equal(t, keys[0], keys[1], "the key derived after the first phase was recorded before it was returned")
+	})
+
 	t.Run("ProviderKeyIsPerLifeAndSecret", func(t *testing.T) {
 		t.Parallel()
-		f := newFlow(t, long)
+		f := newFlow(t, long, ttl)
 		derive := func(mw *idem.Middleware, key string) string {
 			var pk string
 			c := call
@@ -253,7 +381,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("AFailedPhaseCommitsNothing", func(t *testing.T) {
 		t.Parallel()
-		f := newFlow(t, long)
+		f := newFlow(t, long, ttl)
 		res := f.mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
 			err := idem.Advance(ctx, "debited", func(context.Context) error { return context.Canceled })
 			require.ErrorIs(t, err, context.Canceled)
@@ -268,5 +396,36 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		rec, err := f.s.Get(ctx, call.Scope, call.Key)
 		require.NoError(t, err)
 		require.Equal(t, "", rec.RecoveryPoint)
+	})
+}
+
+// staleFinder lists what the store lists, then runs after: what happens
+// between a completer's listing and its take-over.
+type staleFinder struct {
+	store.UnfinishedFinder
+	after func()
+}
+
+func (f staleFinder) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
+	found, err := f.UnfinishedFinder.FindUnfinished(ctx, limit)
+	f.after()
+	return found, err
+}
+
+// sweep runs the store's DeleteExpired until k is gone.
+func sweep(t *testing.T, s store.Store, k store.KeyRef) {
+	t.Helper()
+	sw, ok := s.(store.ExpiredDeleter)
+	if !ok {
+		t.Skipf("%T does not implement store.ExpiredDeleter", s)
+	}
+	waitUntil(t, func() bool {
+		_, err := sw.DeleteExpired(context.Background(), 100)
+		if errors.Is(err, store.ErrSweepBusy) {
+			return false
+		}
+		require.NoError(t, err)
+		_, err = s.Get(context.Background(), k.Scope, k.Key)
+		return errors.Is(err, store.ErrNotFound)
 	})
 }

@@ -143,8 +143,13 @@ func blackhole(t *testing.T) (url string, accepted chan struct{}) {
 // secretFile writes a bank key secret and returns its path.
 func secretFile(t *testing.T) string {
 	t.Helper()
+	return writeSecret(t, "a secret of the payouts tests, long enough")
+}
+
+func writeSecret(t *testing.T, secret string) string {
+	t.Helper()
 	p := filepath.Join(t.TempDir(), "bank-key-secret")
-	require.NoError(t, os.WriteFile(p, []byte("a secret of the payouts tests, long enough\n"), 0o600))
+	require.NoError(t, os.WriteFile(p, []byte(secret+"\n"), 0o600))
 	return p
 }
 
@@ -236,14 +241,33 @@ func TestPayoutSIGKILL(t *testing.T) {
 			t.Run(camel(store)+"/"+p.name, func(t *testing.T) {
 				t.Parallel()
 				for _, recovery := range []string{"retry", "completer"} {
-					t.Run(recovery, func(t *testing.T) { payoutAfterKill(t, store, p.name, p.faults, recovery) })
+					t.Run(recovery, func(t *testing.T) { payoutAfterKill(t, store, p.name, p.faults, recovery, false) })
 				}
 			})
 		}
 	}
 }
 
-func payoutAfterKill(t *testing.T, store, point, faults, recovery string) {
+// TestPayoutSecretRotated restarts paymentsd with another bank key secret
+// while a payout is pending (the bank executed it; our phase B has not
+// committed): the retry, or the completer, sends the bank the key recorded
+// with the payout's first phase, not one derived from the new secret, and
+// the bank holds exactly one transfer.
+func TestPayoutSecretRotated(t *testing.T) {
+	t.Parallel()
+	for _, store := range stores {
+		t.Run(camel(store), func(t *testing.T) {
+			t.Parallel()
+			for _, recovery := range []string{"retry", "completer"} {
+				t.Run(recovery, func(t *testing.T) { payoutAfterKill(t, store, "after-bank", "slow-after=1", recovery, true) })
+			}
+		})
+	}
+}
+
+// payoutAfterKill kills paymentsd at point, restarts it (with another
+// secret when rotate) and lets recovery finish the payout.
+func payoutAfterKill(t *testing.T, store, point, faults, recovery string, rotate bool) {
 	bankDB := filepath.Join(t.TempDir(), "bank.db")
 	db, secret := newDB(t, store), secretFile(t)
 	const key = "payout-crash"
@@ -297,6 +321,9 @@ func payoutAfterKill(t *testing.T, store, point, faults, recovery string) {
 	every := time.Hour
 	if recovery == "completer" {
 		every = 100 * time.Millisecond
+	}
+	if rotate {
+		secret = writeSecret(t, "the next secret of the payouts tests, just as long")
 	}
 	second := startServer(t, db, payoutArgs(t, bank.url, secret, every)...)
 	u.s = second

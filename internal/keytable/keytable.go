@@ -1,7 +1,8 @@
 // Package keytable names a store's key table: the default, the check of a
 // configured name, and the store's SQL rewritten for it. Every store
 // writes its statements for Default and rewrites them once, at
-// construction, for the configured name.
+// construction, for the configured name. It also encodes the table's
+// provider_keys column, which the stores share.
 package keytable
 
 import (

@@ -120,7 +120,9 @@ func (h *handlers) payout(ctx context.Context, w http.ResponseWriter, r *http.Re
 		out = h.bank.Send(ctx, bankKey, p)
 	case point == idem.PointOutcomeUnknown:
 		if p, err = h.svc.PayoutByBankKey(ctx, userID, bankKey); err != nil {
-			h.fail(w, r, fmt.Errorf("resume payout: %w", err))
+			// %v, not %w: never a final 404, which would be stored and
+			// leave a debited payout pending for ever; a 500 is retried.
+			h.fail(w, r, fmt.Errorf("resume payout: %v", err))
 			return
 		}
 		if out = h.bank.Find(ctx, bankKey); out.Status == payments.BankNotFound {
