@@ -131,6 +131,16 @@ type ack struct {
 	row  businessRow // as the body describes it
 }
 
+// rowIDs are the business rows' ids, sorted: findings in a stable order.
+func (st *dbState) rowIDs() []string {
+	ids := make([]string, 0, len(st.rows))
+	for id := range st.rows {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // Verify checks the invariants from the database and from what the callers
 // saw. api is used to read resources back as their owners and as others.
 func Verify(ctx context.Context, db *pgxpool.Pool, api *Client, users []*User, ops []*Op) (*Verdict, error) {
@@ -284,12 +294,7 @@ func checkEffects(v *Verdict, st *dbState, acks map[string]ack, ops []*Op) {
 		}
 	}
 	effects := map[*Op][]string{}
-	ids := make([]string, 0, len(st.rows))
-	for id := range st.rows {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range st.rowIDs() {
 		row := st.rows[id]
 		if !entriesMatch(row, st.entries[id]) {
 			v.fail(&v.DoubleEffects, "%s %s of user %s moved balances %+v; it should move exactly its own amounts", row.kind, id, row.user, st.entries[id])

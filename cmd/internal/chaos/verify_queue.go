@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"slices"
-	"sort"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -188,12 +187,7 @@ func hasEffect(effects map[businessRow]bool, c *Command) bool {
 // behind an answer that said nothing moved.
 func checkQueueRows(v *Verdict, st *dbState, cmds []*Command, owner map[userKey]*Command) {
 	byKey := map[userKey][]string{}
-	ids := make([]string, 0, len(st.rows))
-	for id := range st.rows {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range st.rowIDs() {
 		row := st.rows[id]
 		if !entriesMatch(row, st.entries[id]) {
 			v.fail(&v.QueueDouble, "%s %s of user %s moved balances %+v; it should move exactly its own amounts", row.kind, id, row.user, st.entries[id])
