@@ -3,9 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
+
+	"github.com/idem-dev/idem/cmd/internal/bank"
 )
 
 // effectCheck is what the keys of one segment did to the ledger (and, for
@@ -126,28 +126,14 @@ SELECT k.i, count(t.id)
 }
 
 // bankTransfers counts the settled transfers bankd recorded, by amount.
-func bankTransfers(ctx context.Context, bank *server) (map[int64]int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, bank.base+"/v1/transfers", nil)
+func bankTransfers(ctx context.Context, peer *server) (map[int64]int, error) {
+	list, err := bank.List(ctx, peer.base)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("list the bank's transfers: %w", err)
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Transfers []struct {
-			Amount int64  `json:"amount"`
-			Status string `json:"status"`
-		} `json:"transfers"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		return nil, fmt.Errorf("list the bank's transfers: %w", err)
-	}
 	out := map[int64]int{}
-	for _, t := range list.Transfers {
-		if t.Status == "settled" {
+	for _, t := range list {
+		if t.Status == bank.StatusSettled {
 			out[t.Amount]++
 		}
 	}

@@ -3,15 +3,14 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/idem-dev/idem/cmd/internal/bank"
 )
 
 // Bankd is the simulated bank process (cmd/bankd, docs/bankd.md) the
@@ -70,39 +69,10 @@ func (b *Bankd) FaultsInjected() int {
 	return bytes.Count(log, []byte(`msg="fault injected"`))
 }
 
-// transferRow is a transfer as bankd lists it.
-type transferRow struct {
-	ID             string `json:"id"`
-	IdempotencyKey string `json:"idempotency_key"`
-	Amount         int64  `json:"amount"`
-	Currency       string `json:"currency"`
-	Destination    string `json:"destination"`
-	Status         string `json:"status"` // settled or rejected
-}
-
 // Transfers lists every transfer the bank recorded (GET /v1/transfers,
 // never faulted).
-func (b *Bankd) Transfers(ctx context.Context) ([]transferRow, error) {
+func (b *Bankd) Transfers(ctx context.Context) ([]bank.Transfer, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.URL()+"/v1/transfers", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("list the bank's transfers: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("list the bank's transfers: status %d, %v", resp.StatusCode, err)
-	}
-	var list struct {
-		Transfers []transferRow `json:"transfers"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, fmt.Errorf("list the bank's transfers: %w", err)
-	}
-	return list.Transfers, nil
+	return bank.List(ctx, b.URL())
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem/cmd/internal/bank"
 	paymentsapi "github.com/idem-dev/idem/payments/api"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,14 +49,14 @@ type payoutRow struct {
 type payoutState struct {
 	*dbState                       // balances, ledger sums, and ledger entries by payout id
 	payouts   map[string]payoutRow // by id
-	transfers []transferRow
+	transfers []bank.Transfer
 	// After the quiet period: the payouts still pending, and the records
 	// still unfinished.
 	stuck      map[string]bool
 	unfinished []userKey
 }
 
-func loadPayoutState(ctx context.Context, db *pgxpool.Pool, transfers []transferRow, stuck map[string]bool, unfinished []userKey) (*payoutState, error) {
+func loadPayoutState(ctx context.Context, db *pgxpool.Pool, transfers []bank.Transfer, stuck map[string]bool, unfinished []userKey) (*payoutState, error) {
 	base, err := loadState(ctx, db)
 	if err != nil {
 		return nil, err
@@ -92,8 +93,8 @@ func checkPayouts(v *Verdict, st *payoutState, ops []*Op) {
 		}
 		byBankKey[p.bankKey] = p
 	}
-	transfers := map[string]transferRow{} // by idempotency key
-	settled := map[string][]transferRow{} // by destination: one payout request each
+	transfers := map[string]bank.Transfer{} // by idempotency key
+	settled := map[string][]bank.Transfer{} // by destination: one payout request each
 	for _, t := range st.transfers {
 		switch t.Status {
 		case "settled":
@@ -150,7 +151,7 @@ func checkPayouts(v *Verdict, st *payoutState, ops []*Op) {
 // checkPayoutRow checks one payout's status, transfer id and ledger
 // entries against the bank's transfer t (ok: the bank recorded one under
 // its key). stuck: it was pending at the end of the quiet period.
-func checkPayoutRow(v *Verdict, p payoutRow, es []entryRow, t transferRow, ok, stuck bool) {
+func checkPayoutRow(v *Verdict, p payoutRow, es []entryRow, t bank.Transfer, ok, stuck bool) {
 	pv := &v.Payouts
 	if p.status == "pending" || stuck {
 		v.fail(&pv.NotFinal, "payout %s of user %s (key %s, %d %s to %s) was pending after the quiet period; the bank holds %+v",
@@ -195,7 +196,7 @@ func checkPayoutRow(v *Verdict, p payoutRow, es []entryRow, t transferRow, ok, s
 // checkPayoutAnswers checks one payout request's answers against each
 // other, its request, and the payout its key made (rows; more than one is
 // a double payment) and the transfers settled to its destination.
-func checkPayoutAnswers(v *Verdict, op *Op, req payoutRequest, rows []payoutRow, settled []transferRow) {
+func checkPayoutAnswers(v *Verdict, op *Op, req payoutRequest, rows []payoutRow, settled []bank.Transfer) {
 	pv := &v.Payouts
 	if len(rows) > 1 {
 		v.fail(&pv.PaidTwice, "payout key %s of user %s made %d payouts: %+v", op.Key, op.User.ID, len(rows), rows)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/idem-dev/idem/cmd/internal/bank"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -62,7 +63,7 @@ func payoutFixture() (payouts, deposits []*Op, users []*User, st *payoutState) {
 			"p2": row("p2", "op-2", "reject-2", 2000, "failed", "k2", "tr2"),
 			"p4": row("p4", "op-4", "acct-4", 3000, "paid", "k4", "tr4"),
 		},
-		transfers: []transferRow{
+		transfers: []bank.Transfer{
 			{ID: "tr1", IdempotencyKey: "k1", Amount: 1000, Currency: "USD", Destination: "acct-1", Status: "settled"},
 			{ID: "tr2", IdempotencyKey: "k2", Amount: 2000, Currency: "USD", Destination: "reject-2", Status: "rejected"},
 			{ID: "tr4", IdempotencyKey: "k4", Amount: 3000, Currency: "USD", Destination: "acct-4", Status: "settled"},
@@ -101,7 +102,7 @@ func TestVerifyPayoutsCatch(t *testing.T) {
 			st.payouts["p1b"] = payoutRow{user: "alice", id: "p1b", cur: "USD", dest: "acct-1", status: "paid", bankKey: "k1b",
 				amount: 1000, key: str("op-1"), transferID: str("tr1b")}
 			st.entries["p1b"] = []entryRow{{"USD", -1000}}
-			st.transfers = append(st.transfers, transferRow{ID: "tr1b", IdempotencyKey: "k1b", Amount: 1000, Currency: "USD", Destination: "acct-1", Status: "settled"})
+			st.transfers = append(st.transfers, bank.Transfer{ID: "tr1b", IdempotencyKey: "k1b", Amount: 1000, Currency: "USD", Destination: "acct-1", Status: "settled"})
 			st.balances[userCur{"alice", "USD"}] -= 1000
 			st.sums[userCur{"alice", "USD"}] -= 1000
 		}, func(v *Verdict) int { return v.Payouts.PaidTwice }},
@@ -114,7 +115,7 @@ func TestVerifyPayoutsCatch(t *testing.T) {
 			st.sums[userCur{"alice", "USD"}] -= 2000
 		}, func(v *Verdict) int { return v.Payouts.Unpaid }},
 		{"TransferWithoutDebit", func(_ []*Op, st *payoutState) {
-			st.transfers = append(st.transfers, transferRow{ID: "tr9", IdempotencyKey: "k9", Amount: 900, Currency: "USD", Destination: "acct-9", Status: "settled"})
+			st.transfers = append(st.transfers, bank.Transfer{ID: "tr9", IdempotencyKey: "k9", Amount: 900, Currency: "USD", Destination: "acct-9", Status: "settled"})
 		}, func(v *Verdict) int { return v.Payouts.Orphans }},
 		{"PendingAfterQuiet", func(_ []*Op, st *payoutState) {
 			st.stuck["p4"] = true
@@ -153,7 +154,7 @@ func TestVerifyPayoutsCatch(t *testing.T) {
 			st.payouts["p3"] = payoutRow{user: "alice", id: "p3", cur: "USD", dest: "acct-3", status: "paid", bankKey: "k3",
 				amount: 999_000, key: str("op-3"), transferID: str("tr3")}
 			st.entries["p3"] = []entryRow{{"USD", -999_000}}
-			st.transfers = append(st.transfers, transferRow{ID: "tr3", IdempotencyKey: "k3", Amount: 999_000, Currency: "USD", Destination: "acct-3", Status: "settled"})
+			st.transfers = append(st.transfers, bank.Transfer{ID: "tr3", IdempotencyKey: "k3", Amount: 999_000, Currency: "USD", Destination: "acct-3", Status: "settled"})
 		}, func(v *Verdict) int { return v.Payouts.Answers }},
 		{"PendingReplayed", func(payouts []*Op, _ *payoutState) {
 			payouts[3].Attempts[1].Replayed = true
