@@ -90,6 +90,10 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 				return nil, status.Errorf(codes.Internal, "idemgrpc: set header: %v", err)
 			}
 		}
+		if res.Outcome == idem.OutcomeInvalidKey && len(md.Get(MetadataKey)) == 0 {
+			// The middleware's detail names the HTTP header.
+			return nil, status.Error(codes.InvalidArgument, string(res.Outcome)+": this call must carry one "+MetadataKey+" metadata value")
+		}
 		return answer(info.FullMethod, res, resp)
 	}
 }

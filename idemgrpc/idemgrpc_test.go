@@ -109,6 +109,7 @@ func run(t *testing.T, newBackend func(t *testing.T) backend, cfg idem.Config) {
 		r := s.unary(t, "alice", "", payload("pay"))
 		require.Equal(t, codes.InvalidArgument, status.Code(r.err), "%v", r.err)
 		require.Contains(t, status.Convert(r.err).Message(), string(idem.OutcomeInvalidKey))
+		require.Contains(t, status.Convert(r.err).Message(), idemgrpc.MetadataKey+" metadata", "the key is named as gRPC carries it")
 		r = s.unary(t, "alice", strings.Repeat("k", 256), payload("pay"))
 		require.Equal(t, codes.InvalidArgument, status.Code(r.err), "a key past 255 characters: %v", r.err)
 		ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs("x-user", "alice", idemgrpc.MetadataKey, "k1", idemgrpc.MetadataKey, "k2"))
