@@ -3,6 +3,7 @@ package proctest
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"testing"
@@ -12,10 +13,14 @@ import (
 const stopped = "STOPPED"
 
 // StopHere tells the parent that the child reached the point where it is
-// to be killed, and waits for the SIGKILL.
+// to be killed, and waits for the SIGKILL; it exits if the parent closes
+// the child's stdin first (the parent ended).
 func StopHere() {
 	fmt.Println(stopped)
-	select {}
+	// A blocking read, not select {}: a child whose other goroutines all
+	// wait would be stopped by the runtime's deadlock check.
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	os.Exit(3)
 }
 
 // KillAtStop runs the test binary again, with env added to its
@@ -26,6 +31,9 @@ func KillAtStop(t *testing.T, env ...string) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
+	if _, err := cmd.StdinPipe(); err != nil { // held open until the kill
+		t.Fatal(err)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
