@@ -89,28 +89,29 @@ func child(stop, queue string) {
 
 func TestConsumerKilled(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		stop     string
-		replayed bool // the survivor answers from the key's record
-	}{{inHandler, false}, {afterCommit, true}} {
-		t.Run(tc.stop, func(t *testing.T) {
-			t.Parallel()
-			conn := dial(t)
-			pool, dbURL := newPool(t)
-			commands, results, dead, ch := queues(t, conn)
-			publish(t, ch, commands, "order-1", "a")
-			proctest.KillAtStop(t, childEnv+"="+tc.stop, queueEnv+"="+commands, "AMQP_URL="+brokerURL(), "DATABASE_URL="+dbURL)
+	// Nothing committed: the survivor runs the handler.
+	t.Run(inHandler, func(t *testing.T) { consumerKilled(t, inHandler, false) })
+	// Committed, not acknowledged: the survivor answers from the key's record.
+	t.Run(afterCommit, func(t *testing.T) { consumerKilled(t, afterCommit, true) })
+}
 
-			// The broker requeued the dead child's delivery; a survivor takes it.
-			var runs atomic.Int32
-			stop := run(t, pool, handler(pool, &runs), commands, results, dead)
-			a := next(t, ch, results)
-			require.Equal(t, http.StatusCreated, status(a))
-			require.Equal(t, tc.replayed, a.Headers[consumer.HeaderReplayed] == "true")
-			require.Equal(t, 1, count(t, pool, "order-1"))
-			stop()
-			settled(t, ch, commands)
-			settled(t, ch, dead) // nothing dead-lettered
-		})
-	}
+// consumerKilled has a child consumer killed at stop, then a survivor
+// take the delivery the broker requeued.
+func consumerKilled(t *testing.T, stop string, replayed bool) {
+	t.Parallel()
+	conn := dial(t)
+	pool, dbURL := newPool(t)
+	commands, results, dead, ch := queues(t, conn)
+	publish(t, ch, commands, "order-1", "a")
+	proctest.KillAtStop(t, childEnv+"="+stop, queueEnv+"="+commands, "AMQP_URL="+brokerURL(), "DATABASE_URL="+dbURL)
+
+	var runs atomic.Int32
+	stopSurvivor := run(t, pool, handler(pool, &runs), commands, results, dead)
+	a := next(t, ch, results)
+	require.Equal(t, http.StatusCreated, status(a))
+	require.Equal(t, replayed, a.Headers[consumer.HeaderReplayed] == "true")
+	require.Equal(t, 1, count(t, pool, "order-1"))
+	stopSurvivor()
+	settled(t, ch, commands)
+	settled(t, ch, dead) // nothing dead-lettered
 }
