@@ -11,7 +11,9 @@
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
 #   make test-rabbitmq                     the RabbitMQ adapter's tests, against AMQP_URL
-#                                          (default amqp://guest:guest@127.0.0.1:5672/)
+#                                          (default amqp://guest:guest@127.0.0.1:5672/), then
+#                                          paymentsd's commands over it (go test -tags rabbitmq);
+#                                          its broker restart needs rabbitmqctl (run as root)
 #   make test-mysql                        the MySQL store's tests against MariaDB: MYSQL_URL, a server on
 #                                          127.0.0.1:3306, or a throwaway mariadbd (scripts/test-mysql.sh)
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
@@ -31,6 +33,8 @@ GOTESTFLAGS ?=
 PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/...
 # Modules whose tests need a broker that is not embedded: make test-rabbitmq.
 RABBITMQ_PKGS ?= ./idemamqp/...
+# paymentsd's end-to-end tests over RabbitMQ, in files built with -tags rabbitmq.
+RABBITMQ_E2E  ?= -tags rabbitmq -run AMQP ./cmd/paymentsd
 # The modules whose tests need MySQL or MariaDB: make test-mysql runs them.
 MYSQL_PKGS  ?= ./mysqlstore/...
 TEST_MYSQL  ?= ./scripts/test-mysql.sh
@@ -52,9 +56,13 @@ test-short: check-cc fmt-check vet
 
 # The RabbitMQ adapter against a real RabbitMQ at AMQP_URL (default
 # amqp://guest:guest@127.0.0.1:5672/): its tests fail, saying what to
-# install, when none answers. make test does not need RabbitMQ.
+# install, when none answers. Its broker restart (rabbitmqctl stop_app,
+# start_app) needs that RabbitMQ on this machine and rabbitmqctl, run as
+# root. Then paymentsd's commands over it, after the adapter's tests: the
+# restart must not drop their connections. make test does not need RabbitMQ.
 test-rabbitmq: check-cc
 	$(GOTEST) $(GOTESTFLAGS) $(RABBITMQ_PKGS)
+	$(GOTEST) $(GOTESTFLAGS) $(RABBITMQ_E2E)
 
 # The MySQL store (mysqlstore) against a real MariaDB or MySQL; not in
 # PKGS, so that make test needs only Go and PostgreSQL. Its tests fail,
@@ -114,6 +122,7 @@ bench-sweep:
 
 vet:
 	$(GO) vet $(PKGS) $(RABBITMQ_PKGS)
+	$(GO) vet -tags rabbitmq ./cmd/paymentsd
 
 # api/openapi.yaml against Redocly's recommended-strict ruleset (redocly.yaml;
 # known exceptions, each with its reason, in .redocly.lint-ignore.yaml). The

@@ -10,6 +10,14 @@
 // publisher confirm, to the dead-letter queue and acknowledged, never
 // redelivered. Quorum queues count deliveries (x-delivery-count), which
 // bounds the retries of a message that keeps failing.
+//
+// A lost connection (a broker restart, a broken network) ends Run, or,
+// with [Config.Redial], is replaced and consuming goes on; either way the
+// deliveries unacknowledged on it come back from the broker and are
+// answered from their keys' records. amqp091-go's own recovery
+// (amqp.Config.Recovery) is refused: it reopens a channel under the same
+// object, on which a late acknowledgement of a delivery taken before the
+// loss would settle another delivery that has the same tag.
 package idemamqp
 
 import (
@@ -42,23 +50,35 @@ type Config struct {
 	// is twice as many. Default 1.
 	Workers int
 	// Logger receives the failures to publish, acknowledge or
-	// dead-letter, never a body. Default slog.Default().
+	// dead-letter, and the lost connections, never a body. Default
+	// slog.Default().
 	Logger *slog.Logger
+	// Redial, when set, opens a connection to replace one that was lost:
+	// Run then goes on consuming on it. Default nil: Run returns when the
+	// connection is lost, and the caller makes a new Consumer on a new
+	// connection.
+	Redial func(context.Context) (*amqp.Connection, error)
+	// RedialDelay is the wait before each attempt to consume again after a
+	// failure, and before each call of Redial. Default 1s.
+	RedialDelay time.Duration
 }
 
 // Consumer processes a queue's deliveries with a consumer.Consumer.
 type Consumer struct {
-	c    *consumer.Consumer
-	conn *amqp.Connection
-	cfg  Config
+	c   *consumer.Consumer
+	cfg Config
 
-	mu  sync.Mutex    // guards pub's publishes
-	pub *amqp.Channel // in confirm mode
+	connMu sync.Mutex       // guards conn, and is held while reconnecting
+	conn   *amqp.Connection // the one given to New, or the last one Redial opened
+
+	mu  sync.Mutex    // guards pub, and its publishes
+	pub *amqp.Channel // on conn, in confirm mode
 }
 
 // New returns a Consumer that processes deliveries with c and publishes
-// answers on a channel of its own on conn. It fails on an invalid Config
-// or when the channel cannot be opened.
+// answers on a channel of its own on conn. It fails on an invalid Config,
+// a connection that recovers by itself, or when the channel cannot be
+// opened.
 func New(c *consumer.Consumer, conn *amqp.Connection, cfg Config) (*Consumer, error) {
 	if c == nil || conn == nil {
 		return nil, errors.New("idemamqp: New needs a consumer and a connection")
@@ -72,21 +92,105 @@ func New(c *consumer.Consumer, conn *amqp.Connection, cfg Config) (*Consumer, er
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	pub, err := conn.Channel()
-	if err != nil {
-		return nil, fmt.Errorf("idemamqp: open channel: %w", err)
+	if cfg.RedialDelay == 0 {
+		cfg.RedialDelay = time.Second
 	}
-	if err := pub.Confirm(false); err != nil {
-		return nil, fmt.Errorf("idemamqp: confirm mode: %w", err)
+	if cfg.RedialDelay < 0 {
+		return nil, fmt.Errorf("idemamqp: RedialDelay must be positive, got %v", cfg.RedialDelay)
 	}
-	return &Consumer{c: c, conn: conn, cfg: cfg, pub: pub}, nil
+	ac := &Consumer{c: c, cfg: cfg}
+	if err := ac.use(conn); err != nil {
+		return nil, err
+	}
+	return ac, nil
 }
 
-// Run consumes queue until ctx ends or the connection closes (the error
-// says so: reconnect and Run again), then lets the deliveries being
-// processed finish.
+// use makes conn the connection, with a publishing channel of its own.
+// The caller holds connMu, or is New.
+func (c *Consumer) use(conn *amqp.Connection) error {
+	if conn.IsRecoveryEnabled() {
+		return errors.New("idemamqp: the connection recovers by itself (amqp.Config.Recovery): use Config.Redial instead")
+	}
+	pub, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("idemamqp: open channel: %w", err)
+	}
+	if err := pub.Confirm(false); err != nil {
+		return fmt.Errorf("idemamqp: confirm mode: %w", err)
+	}
+	c.conn = conn
+	c.mu.Lock()
+	c.pub = pub
+	c.mu.Unlock()
+	return nil
+}
+
+// Close closes the connection: the one given to New, or the last one
+// Redial opened. Call it once every Run has returned.
+func (c *Consumer) Close() error {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	return c.conn.Close()
+}
+
+// Run consumes queue until ctx ends, then lets the deliveries being
+// processed finish. Without [Config.Redial] it returns early, with the
+// error, when the connection or the channel fails; with it, it consumes
+// again after [Config.RedialDelay], on a new connection if the old one was
+// lost. Several Runs of one Consumer share its connection, and one
+// reconnection.
 func (c *Consumer) Run(ctx context.Context, queue string) error {
-	ch, err := c.conn.Channel()
+	for {
+		c.connMu.Lock()
+		conn := c.conn
+		c.connMu.Unlock()
+		err := c.consume(ctx, conn, queue)
+		if err == nil || c.cfg.Redial == nil {
+			return err
+		}
+		c.cfg.Logger.WarnContext(ctx, "rabbitmq consumer stopped; consuming again", "queue", queue, "err", err)
+		if c.reconnect(ctx, conn) != nil {
+			return nil // ctx ended
+		}
+	}
+}
+
+// reconnect waits, after a failure on lost, until the connection may be
+// used again: lost itself if it is still open (only a channel failed), the
+// one another Run opened meanwhile, or a new one from Redial, which it
+// calls until one opens or ctx ends.
+func (c *Consumer) reconnect(ctx context.Context, lost *amqp.Connection) error {
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	if c.conn != lost {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(c.cfg.RedialDelay):
+		}
+		if !lost.IsClosed() {
+			return nil
+		}
+		conn, err := c.cfg.Redial(ctx)
+		if err == nil {
+			if err = c.use(conn); err != nil {
+				_ = conn.Close()
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		c.cfg.Logger.WarnContext(ctx, "rabbitmq redial", "err", err)
+	}
+}
+
+// consume is one Run on conn: it returns nil when ctx ends, the failure
+// when the channel or the connection fails.
+func (c *Consumer) consume(ctx context.Context, conn *amqp.Connection, queue string) error {
+	ch, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("idemamqp: open channel: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,12 +27,17 @@ import (
 // DefaultURL is the RabbitMQ the tests use when AMQP_URL is unset.
 const DefaultURL = "amqp://guest:guest@127.0.0.1:5672/"
 
+// brokerURL is AMQP_URL, or DefaultURL.
+func brokerURL() string {
+	if url := os.Getenv("AMQP_URL"); url != "" {
+		return url
+	}
+	return DefaultURL
+}
+
 func dial(t *testing.T) *amqp.Connection {
 	t.Helper()
-	url := os.Getenv("AMQP_URL")
-	if url == "" {
-		url = DefaultURL
-	}
+	url := brokerURL()
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		t.Fatalf("RabbitMQ is not reachable at %s: %v\n"+
@@ -43,11 +49,13 @@ func dial(t *testing.T) *amqp.Connection {
 }
 
 // queues declares a quorum queue of commands and queues for the answers
-// and the dead letters, deleted when the test ends.
+// and the dead letters, deleted when the test ends, and returns them with
+// a channel in confirm mode.
 func queues(t *testing.T, conn *amqp.Connection) (commands, results, dead string, ch *amqp.Channel) {
 	t.Helper()
 	ch, err := conn.Channel()
 	require.NoError(t, err)
+	require.NoError(t, ch.Confirm(false))
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	base := "idemamqp-test-" + hex.EncodeToString(b[:])
@@ -55,24 +63,29 @@ func queues(t *testing.T, conn *amqp.Connection) (commands, results, dead string
 	for _, q := range []string{commands, results, dead} {
 		_, err := ch.QueueDeclare(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
 		require.NoError(t, err)
-		t.Cleanup(func() {
-			c, err := conn.Channel()
-			if err == nil {
+		t.Cleanup(func() { // on a connection of its own: the test's may be lost
+			conn, err := amqp.Dial(brokerURL())
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			if c, err := conn.Channel(); err == nil {
 				_, _ = c.QueueDelete(q, false, false, false)
-				_ = c.Close()
 			}
 		})
 	}
 	return commands, results, dead, ch
 }
 
-func newPool(t *testing.T) *pgxpool.Pool {
-	pool := pgtest.Pool(t, 16)
+// newPool returns a pool on a migrated schema of its own with the effects
+// table, and the schema's URL for a child process.
+func newPool(t *testing.T) (*pgxpool.Pool, string) {
+	pool, url := pgtest.PoolURL(t, 16)
 	_, err := pgstore.Migrate(context.Background(), pool)
 	require.NoError(t, err)
 	_, err = pool.Exec(context.Background(), "CREATE TABLE effects (key text NOT NULL)")
 	require.NoError(t, err)
-	return pool
+	return pool, url
 }
 
 // handler records an effect and answers 201; a body "poison" is a final
@@ -95,26 +108,49 @@ func handler(pool *pgxpool.Pool, runs *atomic.Int32) consumer.HandlerFunc {
 	}
 }
 
-func run(t *testing.T, conn *amqp.Connection, pool *pgxpool.Pool, runs *atomic.Int32, commands, results, dead string) {
-	t.Helper()
+// newConsumer is the consumer under test, on a migrated store in pool.
+func newConsumer(pool *pgxpool.Pool, h consumer.HandlerFunc) (*consumer.Consumer, error) {
 	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: idem.ModeAtomic})
+	if err != nil {
+		return nil, err
+	}
+	return consumer.New(mw, h, consumer.Config{RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 100 * time.Millisecond})
+}
+
+// run runs an idemamqp.Consumer of commands on a connection of its own,
+// dialing again when it is lost, until stop or the end of the test.
+func run(t *testing.T, pool *pgxpool.Pool, h consumer.HandlerFunc, commands, results, dead string) (stop func()) {
+	t.Helper()
+	c, err := newConsumer(pool, h)
 	require.NoError(t, err)
-	c, err := consumer.New(mw, handler(pool, runs), consumer.Config{RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 100 * time.Millisecond})
-	require.NoError(t, err)
-	ac, err := idemamqp.New(c, conn, idemamqp.Config{ResultQueue: results, DeadLetterQueue: dead, Workers: 4})
+	ac, err := idemamqp.New(c, dial(t), idemamqp.Config{
+		ResultQueue: results, DeadLetterQueue: dead, Workers: 4, RedialDelay: 50 * time.Millisecond,
+		Redial: func(context.Context) (*amqp.Connection, error) { return amqp.Dial(brokerURL()) },
+	})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- ac.Run(ctx, commands) }()
-	t.Cleanup(func() { cancel(); require.NoError(t, <-done) })
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+			_ = ac.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
+// publish publishes a command with key, and waits for the broker's confirm.
 func publish(t *testing.T, ch *amqp.Channel, queue, key, body string) {
 	t.Helper()
-	err := ch.PublishWithContext(context.Background(), "", queue, false, false, amqp.Publishing{
+	dc, err := ch.PublishWithDeferredConfirmWithContext(context.Background(), "", queue, false, false, amqp.Publishing{
 		Headers: amqp.Table{"Idempotency-Key": key}, Body: []byte(body), DeliveryMode: amqp.Persistent,
 	})
 	require.NoError(t, err)
+	require.True(t, dc.Wait(), "the broker refused the command")
 }
 
 // next waits for the next message on queue.
@@ -137,6 +173,21 @@ func status(d amqp.Delivery) int {
 	return n
 }
 
+// settled checks, once the queue's consumers are gone (their unacknowledged
+// deliveries back in the queue), that no delivery is left: every one was
+// acknowledged.
+func settled(t *testing.T, ch *amqp.Channel, queue string) {
+	t.Helper()
+	var q amqp.Queue
+	require.Eventually(t, func() bool {
+		var err error
+		q, err = ch.QueueDeclarePassive(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		require.NoError(t, err)
+		return q.Consumers == 0
+	}, time.Minute, 10*time.Millisecond, "%s still has consumers", queue)
+	require.Equal(t, 0, q.Messages, "deliveries left on %s", queue)
+}
+
 func count(t *testing.T, pool *pgxpool.Pool, key string) int {
 	var n int
 	require.NoError(t, pool.QueryRow(context.Background(), "SELECT count(*) FROM effects WHERE key = $1", key).Scan(&n))
@@ -145,10 +196,11 @@ func count(t *testing.T, pool *pgxpool.Pool, key string) int {
 
 func TestDuplicatesPoisonAndRetries(t *testing.T) {
 	t.Parallel()
-	conn, pool := dial(t), newPool(t)
+	conn := dial(t)
+	pool, _ := newPool(t)
 	commands, results, dead, ch := queues(t, conn)
 	var runs atomic.Int32
-	run(t, conn, pool, &runs, commands, results, dead)
+	run(t, pool, handler(pool, &runs), commands, results, dead)
 
 	publish(t, ch, commands, "order-1", "a")
 	first := next(t, ch, results)
@@ -174,12 +226,11 @@ func TestDuplicatesPoisonAndRetries(t *testing.T) {
 
 func TestRedeliveryAfterMissedAck(t *testing.T) {
 	t.Parallel()
-	conn, pool := dial(t), newPool(t)
+	conn := dial(t)
+	pool, _ := newPool(t)
 	commands, results, dead, ch := queues(t, conn)
 	var runs atomic.Int32
-	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: idem.ModeAtomic})
-	require.NoError(t, err)
-	c, err := consumer.New(mw, handler(pool, &runs), consumer.Config{})
+	c, err := newConsumer(pool, handler(pool, &runs))
 	require.NoError(t, err)
 
 	publish(t, ch, commands, "order-1", "a")
@@ -196,7 +247,7 @@ func TestRedeliveryAfterMissedAck(t *testing.T) {
 	require.Equal(t, consumer.Ack, c.Process(context.Background(), idemamqp.Message(got)).Action)
 	require.NoError(t, lost.Close()) // the broker requeues the unacknowledged delivery
 
-	run(t, conn, pool, &runs, commands, results, dead)
+	run(t, pool, handler(pool, &runs), commands, results, dead)
 	a := next(t, ch, results)
 	require.Equal(t, "true", a.Headers[consumer.HeaderReplayed])
 	require.Equal(t, int32(1), runs.Load())
@@ -205,11 +256,12 @@ func TestRedeliveryAfterMissedAck(t *testing.T) {
 
 func TestSeveralConsumersOnOneQueue(t *testing.T) {
 	t.Parallel()
-	conn, pool := dial(t), newPool(t)
+	conn := dial(t)
+	pool, _ := newPool(t)
 	commands, results, dead, ch := queues(t, conn)
 	var runs atomic.Int32
 	for range 3 {
-		run(t, dial(t), pool, &runs, commands, results, dead)
+		run(t, pool, handler(pool, &runs), commands, results, dead)
 	}
 	const keys, copies = 30, 3
 	for i := range keys * copies {

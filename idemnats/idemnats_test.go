@@ -23,14 +23,8 @@ import (
 // newPool returns a pool on a migrated schema of its own with the effects
 // table, and the schema's URL for a child process.
 func newPool(t *testing.T) (*pgxpool.Pool, string) {
-	url := pgtest.SchemaURL(t, pgtest.Schema(t))
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	_, err = pgstore.Migrate(context.Background(), pool)
+	pool, url := pgtest.PoolURL(t, 16)
+	_, err := pgstore.Migrate(context.Background(), pool)
 	require.NoError(t, err)
 	newEffects(t, pool)
 	return pool, url

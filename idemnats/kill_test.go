@@ -1,12 +1,10 @@
 package idemnats_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/idem-dev/idem/consumer"
 	"github.com/idem-dev/idem/idemnats"
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -23,10 +22,9 @@ import (
 // takes one message and stops where the parent SIGKILLs it: in the
 // handler (before its commit), or after the commit and before the ack.
 const (
-	childEnv     = "IDEMNATS_CHILD"
-	inHandler    = "in-handler"
-	afterCommit  = "after-commit"
-	childStopped = "STOPPED"
+	childEnv    = "IDEMNATS_CHILD"
+	inHandler   = "in-handler"
+	afterCommit = "after-commit"
 )
 
 func TestMain(m *testing.M) {
@@ -37,8 +35,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// child consumes one message, says STOPPED on stdout where it stops, and
-// waits for the SIGKILL.
+// child consumes one message and stops (proctest.StopHere) where stop says.
 func child(stop string) {
 	fail := func(err error) { fmt.Fprintln(os.Stderr, err); os.Exit(2) }
 	ctx := context.Background()
@@ -60,7 +57,7 @@ func child(stop string) {
 	}
 	var before func()
 	if stop == inHandler {
-		before = func() { fmt.Println(childStopped); select {} }
+		before = proctest.StopHere
 	}
 	c := newConsumer(&testing.T{}, pool, handler(pool, before))
 	msg, err := cons.Next(jetstream.FetchMaxWait(time.Minute))
@@ -70,8 +67,7 @@ func child(stop string) {
 	if d := c.Process(ctx, idemnats.Message(msg)); d.Action != consumer.Ack {
 		fail(fmt.Errorf("child: %v: %v", d.Action, d.Result.Err))
 	}
-	fmt.Println(childStopped)
-	select {}
+	proctest.StopHere()
 }
 
 func TestConsumerKilled(t *testing.T) {
@@ -89,17 +85,7 @@ func TestConsumerKilled(t *testing.T) {
 			require.NoError(t, err)
 			publish(t, js, "cmds.pay", "order-1", "a")
 
-			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childEnv+"="+tc.stop, "NATS_URL="+s.ClientURL(), "DATABASE_URL="+dbURL)
-			cmd.Stderr = os.Stderr
-			out, err := cmd.StdoutPipe()
-			require.NoError(t, err)
-			require.NoError(t, cmd.Start())
-			line, err := bufio.NewReader(out).ReadString('\n')
-			require.NoError(t, err, "the child consumer ended before it stopped")
-			require.Equal(t, childStopped+"\n", line)
-			require.NoError(t, cmd.Process.Kill()) // SIGKILL
-			_ = cmd.Wait()
+			proctest.KillAtStop(t, childEnv+"="+tc.stop, "NATS_URL="+s.ClientURL(), "DATABASE_URL="+dbURL)
 
 			// JetStream redelivers after AckWait; a survivor takes it.
 			run(t, newConsumer(t, pool, handler(pool, nil)), js, cons, 1)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,30 +118,27 @@ func consumeAMQP(ctx context.Context, url string, c *consumer.Consumer, workers 
 	if err != nil {
 		return nil, err
 	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			err := amqpSession(ctx, conn, c, workers, logger)
-			_ = conn.Close()
-			if ctx.Err() != nil {
-				return
+	ac, err := idemamqp.New(c, conn, idemamqp.Config{
+		ResultQueue: resultSubject, DeadLetterQueue: deadLetterSubject, Workers: workers, Logger: logger,
+		Redial: func(context.Context) (*amqp.Connection, error) { return amqpConnect(url) },
+	})
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	for _, q := range commandSubjects {
+		wg.Go(func() {
+			if err := ac.Run(ctx, q); err != nil {
+				logger.Error("rabbitmq consumer stopped", "queue", q, "err", err)
 			}
-			logger.Warn("rabbitmq connection lost; reconnecting", "err", err)
-			for conn = nil; conn == nil; {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(time.Second):
-				}
-				if conn, err = amqpConnect(url); err != nil {
-					logger.Warn("rabbitmq reconnect", "err", err)
-				}
-			}
-		}
-	}()
+		})
+	}
 	logger.Info("consuming commands", "broker", "rabbitmq", "queues", strings.Join(commandSubjects, ","))
-	return func() { <-done }, nil
+	return func() {
+		wg.Wait()
+		_ = ac.Close()
+	}, nil
 }
 
 // amqpConnect dials url and declares the queues.
@@ -164,27 +160,6 @@ func amqpConnect(url string) (*amqp.Connection, error) {
 		}
 	}
 	return conn, nil
-}
-
-// amqpSession consumes every command queue on conn until ctx ends or one
-// consumer fails.
-func amqpSession(ctx context.Context, conn *amqp.Connection, c *consumer.Consumer, workers int, logger *slog.Logger) error {
-	ac, err := idemamqp.New(c, conn, idemamqp.Config{ResultQueue: resultSubject, DeadLetterQueue: deadLetterSubject, Workers: workers, Logger: logger})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(commandSubjects))
-	var wg sync.WaitGroup
-	for i, q := range commandSubjects {
-		wg.Go(func() {
-			errs[i] = ac.Run(ctx, q)
-			cancel() // one ends, the session ends
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // startConsumers starts a consumer of commands for each broker the flags

@@ -26,8 +26,14 @@ func startNATS(t *testing.T) string {
 	return ns.ClientURL()
 }
 
-// commander publishes payment commands as a user and reads the answers.
-type commander struct {
+// commander publishes payment commands to a broker as a user and returns
+// their answers.
+type commander interface {
+	send(t *testing.T, op, key, body string) reply
+}
+
+// natsCommander publishes payment commands to JetStream.
+type natsCommander struct {
 	u       *user
 	js      jetstream.JetStream
 	results *nats.Subscription
@@ -35,7 +41,7 @@ type commander struct {
 	inbox   string
 }
 
-func newCommander(t *testing.T, url string, u *user) *commander {
+func newNATSCommander(t *testing.T, url string, u *user) *natsCommander {
 	nc, err := nats.Connect(url)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
@@ -46,12 +52,12 @@ func newCommander(t *testing.T, url string, u *user) *commander {
 	inbox := nats.NewInbox()
 	replies, err := nc.SubscribeSync(inbox)
 	require.NoError(t, err)
-	return &commander{u: u, js: js, results: results, replies: replies, inbox: inbox}
+	return &natsCommander{u: u, js: js, results: results, replies: replies, inbox: inbox}
 }
 
 // send publishes a command and returns its answer, as published to its
 // Reply-To and, the same, to payments.results.
-func (c *commander) send(t *testing.T, op, key, body string) reply {
+func (c *natsCommander) send(t *testing.T, op, key, body string) reply {
 	t.Helper()
 	msg := &nats.Msg{Subject: "payments.commands." + op, Data: []byte(body), Header: nats.Header{
 		"Idempotency-Key": {key}, "Authorization": {"Bearer " + c.u.apiKey}, "Reply-To": {c.inbox},
@@ -77,47 +83,58 @@ func TestQueueCommands(t *testing.T) {
 			url := startNATS(t)
 			s := startServer(t, newDB(t, store), "--nats-url", url)
 			u := s.newUser(t)
-			c := newCommander(t, url, u)
-			deposit := `{"currency":"USD","amount":10000}`
-
-			// HTTP first, then the same key as a message: replayed.
-			key := newKey()
-			first := u.post(t, "/v1/deposits", key, deposit)
-			require.Equal(t, http.StatusCreated, first.status, "%s", first)
-			again := c.send(t, "deposits", key, deposit)
-			require.Equal(t, http.StatusCreated, again.status)
-			require.True(t, again.replayed())
-			require.Equal(t, string(first.body), string(again.body), "byte-identical")
-			require.Equal(t, first.header.Get("Location"), again.header.Get("Location"))
-
-			// The same key with another body: the 422 the HTTP API answers.
-			other := c.send(t, "deposits", key, `{"currency":"USD","amount":1}`)
-			require.Equal(t, http.StatusUnprocessableEntity, other.status)
-			require.Equal(t, "key-reused", other.problemType(t))
-
-			// A message first, then the same key over HTTP: replayed.
-			key = newKey()
-			msg := c.send(t, "transactions", key, `{"source_currency":"USD","target_currency":"EUR","amount":1000}`)
-			require.Equal(t, http.StatusCreated, msg.status, "%s", msg)
-			require.False(t, msg.replayed())
-			retry := u.post(t, "/v1/transactions", key, "{ \"amount\": 1000, \"source_currency\": \"USD\", \"target_currency\": \"EUR\" }")
-			require.True(t, retry.replayed())
-			require.Equal(t, string(msg.body), string(retry.body))
-
-			// A final failure is answered and dead-lettered.
-			poor := c.send(t, "transactions", newKey(), `{"source_currency":"USD","target_currency":"EUR","amount":100000000}`)
-			require.Equal(t, http.StatusPaymentRequired, poor.status)
-
-			require.Equal(t, map[string]int64{"USD": 9000, "EUR": 920}, u.balances(t), "each key moved money once")
+			queueCommands(t, u, newNATSCommander(t, url, u))
 		})
 	}
+}
+
+// queueCommands sends u's commands through c, and over HTTP with the same
+// keys: one key is one effect whichever door it comes by.
+func queueCommands(t *testing.T, u *user, c commander) {
+	t.Helper()
+	deposit := `{"currency":"USD","amount":10000}`
+
+	// HTTP first, then the same key as a message: replayed.
+	key := newKey()
+	first := u.post(t, "/v1/deposits", key, deposit)
+	require.Equal(t, http.StatusCreated, first.status, "%s", first)
+	again := c.send(t, "deposits", key, deposit)
+	require.Equal(t, http.StatusCreated, again.status)
+	require.True(t, again.replayed())
+	require.Equal(t, string(first.body), string(again.body), "byte-identical")
+	require.Equal(t, first.header.Get("Location"), again.header.Get("Location"))
+
+	// The same key with another body: the 422 the HTTP API answers.
+	other := c.send(t, "deposits", key, `{"currency":"USD","amount":1}`)
+	require.Equal(t, http.StatusUnprocessableEntity, other.status)
+	require.Equal(t, "key-reused", other.problemType(t))
+
+	// A message first, then the same message again, then the same key
+	// over HTTP: replayed.
+	key = newKey()
+	transfer := `{"source_currency":"USD","target_currency":"EUR","amount":1000}`
+	msg := c.send(t, "transactions", key, transfer)
+	require.Equal(t, http.StatusCreated, msg.status, "%s", msg)
+	require.False(t, msg.replayed())
+	dup := c.send(t, "transactions", key, transfer)
+	require.True(t, dup.replayed())
+	require.Equal(t, string(msg.body), string(dup.body))
+	retry := u.post(t, "/v1/transactions", key, "{ \"amount\": 1000, \"source_currency\": \"USD\", \"target_currency\": \"EUR\" }")
+	require.True(t, retry.replayed())
+	require.Equal(t, string(msg.body), string(retry.body))
+
+	// A final failure is answered and dead-lettered.
+	poor := c.send(t, "transactions", newKey(), `{"source_currency":"USD","target_currency":"EUR","amount":100000000}`)
+	require.Equal(t, http.StatusPaymentRequired, poor.status)
+
+	require.Equal(t, map[string]int64{"USD": 9000, "EUR": 920}, u.balances(t), "each key moved money once")
 }
 
 func TestQueueUnauthorized(t *testing.T) {
 	t.Parallel()
 	url := startNATS(t)
 	s := startServer(t, newDB(t, "postgres"), "--nats-url", url)
-	c := newCommander(t, url, &user{s: s, apiKey: "not-a-key"})
+	c := newNATSCommander(t, url, &user{s: s, apiKey: "not-a-key"})
 	r := c.send(t, "deposits", newKey(), `{"currency":"USD","amount":1}`)
 	require.Equal(t, http.StatusUnauthorized, r.status)
 	require.Zero(t, s.sqlInt(t, "SELECT count(*) FROM idempotency_keys"), "an unauthenticated command never reaches the key table")

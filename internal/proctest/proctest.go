@@ -1,6 +1,7 @@
 // Package proctest serves the tests that drive this repository's commands
 // as real processes: it builds the command under test once per test binary
-// and collects what the processes write.
+// and collects what the processes write; and it SIGKILLs a test binary run
+// again as a child at the point the child names (KillAtStop).
 package proctest
 
 import (

@@ -147,16 +147,18 @@ func SchemaURL(t testing.TB, schema string) string {
 // connections, closed when the test ends.
 func Pool(t testing.TB, maxConns int32) *pgxpool.Pool {
 	t.Helper()
-	schema := Schema(t)
-	cfg, err := pgxpool.ParseConfig(URL())
-	if PgBouncer() {
-		cfg, err = pgxpool.ParseConfig(SchemaURL(t, schema))
-	}
+	pool, _ := PoolURL(t, maxConns)
+	return pool
+}
+
+// PoolURL is Pool, and the schema's connection string (see SchemaURL) for
+// a process under test.
+func PoolURL(t testing.TB, maxConns int32) (*pgxpool.Pool, string) {
+	t.Helper()
+	dsn := SchemaURL(t, Schema(t))
+	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatalf("parse DATABASE_URL: %v", err)
-	}
-	if !PgBouncer() {
-		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	}
 	cfg.MaxConns = maxConns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
@@ -164,5 +166,5 @@ func Pool(t testing.TB, maxConns int32) *pgxpool.Pool {
 		t.Fatalf("open pool: %v", err)
 	}
 	t.Cleanup(pool.Close) // runs before the schema's drop: cleanups run last-in first-out
-	return pool
+	return pool, dsn
 }
