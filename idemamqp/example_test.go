@@ -39,11 +39,13 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	conn, err := amqp.Dial(os.Getenv("AMQP_URL")) // amqp://guest:guest@127.0.0.1:5672/
+	dial := func(context.Context) (*amqp.Connection, error) {
+		return amqp.Dial(os.Getenv("AMQP_URL")) // amqp://guest:guest@127.0.0.1:5672/
+	}
+	conn, err := dial(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer conn.Close()
 	ch, err := conn.Channel()
 	if err != nil {
 		log.Fatal(err)
@@ -73,12 +75,14 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	worker, err := idemamqp.New(c, conn, idemamqp.Config{ResultQueue: "payments.results", DeadLetterQueue: "payments.dead", Workers: 4})
+	worker, err := idemamqp.New(c, conn, idemamqp.Config{ResultQueue: "payments.results", DeadLetterQueue: "payments.dead", Workers: 4,
+		Redial: dial})
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Run returns when ctx ends, or with an error when the connection
-	// closes: then dial again and run a new Consumer.
+	defer worker.Close()
+	// Run returns when ctx ends; a lost connection (a broker restart) is
+	// dialled again and consumed on, as Redial is set.
 	if err := worker.Run(ctx, "payments.commands"); err != nil {
 		log.Fatal(err)
 	}
