@@ -12,7 +12,8 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
        status, attempts, lock_token, locked_at, lock_expires_at,
        lock_expires_at > ` + now + `,
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= ` + now + `
+       created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + `,
+       COALESCE(recovery_point, '')
   FROM idempotency_keys
  WHERE user_id = ? AND idempotency_key = ?`
 	// The claim is one insert; on a recorded key the no-op update changes
@@ -34,11 +35,13 @@ VALUES (?, ?, ?, ?, ?, ?,
         'COMPLETED', 1, ?, ` + now + `, ` + now + `, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND,
         ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''))`
 	// MySQL assigns left to right, each assignment seeing the ones before:
-	// attempts and created_at read expires_at before it is extended.
+	// attempts and created_at read expires_at, the recovery point and the
+	// status before they change, and so does recovery_point the status.
 	const reacquire = `
 UPDATE idempotency_keys
-   SET attempts   = IF(expires_at <= ` + now + `, 1, attempts + 1),
-       created_at = IF(expires_at <= ` + now + `, ` + now + `, created_at),
+   SET attempts   = IF(expires_at <= ` + now + ` AND ` + finished + `, 1, attempts + 1),
+       created_at = IF(expires_at <= ` + now + ` AND ` + finished + `, ` + now + `, created_at),
+       recovery_point = IF(status = 'COMPLETED', NULL, recovery_point),
        expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND),
        request_method = ?, request_path = ?, request_hash = ?, fingerprint_version = ?,
        status = 'PROCESSING',
@@ -73,9 +76,28 @@ SELECT COUNT(*) FROM idempotency_keys
 SELECT user_id, idempotency_key FROM idempotency_keys
  WHERE expires_at <= ` + now + `
    AND (status <> 'PROCESSING' OR lock_expires_at <= ` + now + `)
+   AND ` + finished + `
  ORDER BY expires_at
  LIMIT ?
    FOR UPDATE SKIP LOCKED`
+	const phase = `
+SELECT COALESCE(recovery_point, ''), created_at
+  FROM idempotency_keys
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	const advance = `
+UPDATE idempotency_keys
+   SET recovery_point = ?
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	// unfinished_at is locked_at on an unfinished row, else NULL: an index
+	// of the rows the completer looks for, where InnoDB has no partial one.
+	const findUnfinished = `
+SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       recovery_point, lock_token
+  FROM idempotency_keys
+ WHERE unfinished_at IS NOT NULL
+   AND (status = 'FAILED' OR lock_expires_at <= ` + now + `)
+ ORDER BY unfinished_at
+ LIMIT ?`
 	return statements{
 		get:             stmt{sql: withTable(record, table)},
 		insert:          stmt{sql: withTable(insert, table)},
@@ -85,6 +107,9 @@ SELECT user_id, idempotency_key FROM idempotency_keys
 		fail:            stmt{sql: withTable(fail, table)},
 		renew:           stmt{sql: withTable(renew, table), order: []int{3, 0, 1, 2}},
 		holds:           stmt{sql: withTable(holds, table)},
+		phase:           stmt{sql: withTable(phase, table)},
+		advance:         stmt{sql: withTable(advance, table), order: []int{3, 0, 1, 2}},
+		findUnfinished:  stmt{sql: withTable(findUnfinished, table)},
 		sweepLock:       withTable(`SELECT GET_LOCK(`+lockName+`, 0) = 1`, table),
 		sweepUnlock:     withTable(`DO RELEASE_LOCK(`+lockName+`)`, table),
 		sweepSelect:     stmt{sql: withTable(sweepSelect, table)},
