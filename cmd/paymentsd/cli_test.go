@@ -49,7 +49,11 @@ func TestMigrate(t *testing.T) {
 			db := newDB(t, store)
 			out, errOut, code := runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
-			require.Contains(t, out, "applied migrations: idempotency keys [1 2], wallet [1 2 3 4]")
+			wallet := "[1 2 3 4]"
+			if store == "mysql" {
+				wallet = "[1]" // one migration: the schema the others reach at their fourth
+			}
+			require.Contains(t, out, "applied migrations: idempotency keys [1 2], wallet "+wallet)
 			require.Contains(t, out, "("+store+" ")
 			out, errOut, code = runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)

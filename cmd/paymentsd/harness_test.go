@@ -2,7 +2,8 @@ package main_test
 
 // The end-to-end tests drive the real paymentsd binary over real HTTP, on
 // real SQLite files and a real PostgreSQL (DATABASE_URL; each server gets a
-// schema of its own through pgstore/pgtest).
+// schema of its own through pgstore/pgtest); built with -tags mysql (make
+// test-mysql), on a real MySQL or MariaDB too (mysql_test.go).
 
 import (
 	"bytes"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
 // binary is the paymentsd built once for all tests, with the race
@@ -57,11 +59,31 @@ var (
 	modes  = []string{"atomic", "leased"}
 )
 
+// sqlStores are the stores a build tag adds to stores (mysql_test.go), by
+// name: the tests reach their databases through database/sql.
+var sqlStores = map[string]sqlStore{}
+
+type sqlStore struct {
+	// newDB returns a --db value for a fresh, empty database.
+	newDB func(t *testing.T) string
+	// open returns a small pool on a --db value's database, closed when
+	// the test ends.
+	open func(t *testing.T, db string) *sql.DB
+	// idemStore is the idem store on a pool of open's.
+	idemStore func(t *testing.T, db *sql.DB) store.Store
+	// lockWaiters counts the connections to the pool's database that wait
+	// for a row lock.
+	lockWaiters func(t *testing.T, db *sql.DB) int
+}
+
 // newDB returns a --db value for a fresh, empty database: a SQLite file in
 // the test's temp dir, or a PostgreSQL URL whose search_path is a schema of
 // the test's own.
 func newDB(t *testing.T, store string) string {
 	t.Helper()
+	if k, ok := sqlStores[store]; ok {
+		return k.newDB(t)
+	}
 	if store == "sqlite" {
 		return filepath.Join(t.TempDir(), "paymentsd.db")
 	}
@@ -369,9 +391,18 @@ func sqlValue[T any](t *testing.T, s *server, query string) T {
 		require.NoError(t, conn.QueryRow(ctx, query).Scan(&n), query)
 		return n
 	}
-	db := s.sqlite(t)
-	require.NoError(t, db.QueryRowContext(ctx, query).Scan(&n), query)
+	require.NoError(t, s.sqlDB(t).QueryRowContext(ctx, query).Scan(&n), query)
 	return n
+}
+
+// sqlDB opens the server's database through database/sql: SQLite, or a
+// store of sqlStores.
+func (s *server) sqlDB(t *testing.T) *sql.DB {
+	t.Helper()
+	if k, ok := sqlStores[s.store]; ok {
+		return k.open(t, s.db)
+	}
+	return s.sqlite(t)
 }
 
 // connURL is the server's PostgreSQL URL for a plain connection: without

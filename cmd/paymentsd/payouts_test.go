@@ -168,7 +168,7 @@ func TestPayouts(t *testing.T) {
 			u.deposit(t, "USD", 10000)
 
 			paid := u.post(t, "/v1/payouts", "payout-1", payoutBody)
-			require.Equal(t, http.StatusCreated, paid.status, "%s", paid)
+			require.Equal(t, http.StatusCreated, paid.status, "%s\n%s", paid, s.stderr.String())
 			v := paid.json(t)
 			require.Equal(t, "paid", v["status"])
 			require.Equal(t, "acct-42", v["destination"])
@@ -283,7 +283,7 @@ func payoutAfterKill(t *testing.T, store, point, faults, recovery string) {
 		awaitStep(t, first, u, key, &pending, func() bool { return len(bank.transfers(t)) == 1 }, "the bank executes the transfer")
 	case "after-commit":
 		r := <-pending
-		require.Equal(t, http.StatusCreated, r.status, "%s", r)
+		require.Equal(t, http.StatusCreated, r.status, "%s\n%s", r, first.stderr.String())
 	}
 	require.Equal(t, int64(1), first.sqlInt(t, `SELECT count(*) FROM payouts`), "phase A committed before the bank was called")
 	first.kill(t)
