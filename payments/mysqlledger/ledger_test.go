@@ -3,6 +3,7 @@ package mysqlledger_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -99,9 +100,9 @@ func TestChecks(t *testing.T) {
 }
 
 // TestConcurrentFirstBalances: one user's first deposits in every currency
-// at once each create and lock a balance that does not exist yet. At READ
-// COMMITTED they lock rows, not the gaps between them, and all succeed; at
-// InnoDB's default REPEATABLE READ they deadlock on their inserts.
+// at once each create and lock a balance that does not exist yet, and all
+// succeed. (Before units took their user's lock, they deadlocked on the
+// gap at InnoDB's default REPEATABLE READ, though not at READ COMMITTED.)
 func TestConcurrentFirstBalances(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -130,5 +131,47 @@ func TestConcurrentFirstBalances(t *testing.T) {
 	bs, err := s.Balances(ctx, user)
 	require.NoError(t, err)
 	require.Len(t, bs, len(codes))
+	require.NoError(t, s.Reconcile(ctx, user))
+}
+
+// TestCreatingABalanceRolledBack: conversions from a currency the user
+// never held create its balance at zero and roll it back (insufficient
+// funds), while deposits into that currency create it too. InnoDB checks
+// duplicates with gap locks even at READ COMMITTED: without the user's
+// lock, two creators waiting on a row that a rollback removes deadlock.
+func TestCreatingABalanceRolledBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := payments.New(mysqlledger.New(open(t, true)), payments.Config{})
+	require.NoError(t, err)
+	user, _, err := s.CreateUser(ctx)
+	require.NoError(t, err)
+	const n = 12
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex // guards errs
+		errs []error
+	)
+	for i := range n {
+		wg.Go(func() {
+			var err error
+			if i%2 == 0 {
+				_, err = s.Convert(ctx, user, "", payments.TransferRequest{SourceCurrency: "GBP", TargetCurrency: "USD", Amount: int64(100 + i)})
+				var ife *payments.InsufficientFundsError
+				if errors.As(err, &ife) {
+					err = nil
+				}
+			} else {
+				_, err = s.Deposit(ctx, user, "", payments.DepositRequest{Currency: "GBP", Amount: int64(100 + i)})
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, errs, "%v", errs)
 	require.NoError(t, s.Reconcile(ctx, user))
 }
