@@ -155,8 +155,12 @@ func startIn(t *testing.T, dir string, environ []string, args ...string) *server
 	}()
 	t.Cleanup(func() {
 		s.stop(t)
-		if strings.Contains(s.stderr.String(), "WARNING: DATA RACE") {
+		switch {
+		case strings.Contains(s.stderr.String(), "WARNING: DATA RACE"):
 			t.Errorf("the race detector found a data race in paymentsd:\n%s", s.stderr.String())
+		case t.Failed():
+			// Its log (never a body) says what the server saw.
+			t.Logf("paymentsd's log:\n%s", s.stderr.String())
 		}
 	})
 	deadline := time.After(patience)
