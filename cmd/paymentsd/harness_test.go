@@ -66,8 +66,8 @@ var sqlStores = map[string]sqlStore{}
 type sqlStore struct {
 	// newDB returns a --db value for a fresh, empty database.
 	newDB func(t *testing.T) string
-	// open returns a small pool on a --db value's database, closed when
-	// the test ends.
+	// open returns a pool of one connection on a --db value's database;
+	// the caller closes it.
 	open func(t *testing.T, db string) *sql.DB
 	// idemStore is the idem store on a pool of open's.
 	idemStore func(t *testing.T, db *sql.DB) store.Store
@@ -395,18 +395,17 @@ func sqlValue[T any](t *testing.T, s *server, query string) T {
 		require.NoError(t, conn.QueryRow(ctx, query).Scan(&n), query)
 		return n
 	}
-	require.NoError(t, s.sqlDB(t).QueryRowContext(ctx, query).Scan(&n), query)
-	return n
-}
-
-// sqlDB opens the server's database through database/sql: SQLite, or a
-// store of sqlStores.
-func (s *server) sqlDB(t *testing.T) *sql.DB {
-	t.Helper()
+	var db *sql.DB
 	if k, ok := sqlStores[s.store]; ok {
-		return k.open(t, s.db)
+		// Closed at once: a server's connections are few, and a test may
+		// query many times.
+		db = k.open(t, s.db)
+		defer db.Close()
+	} else {
+		db = s.sqlite(t)
 	}
-	return s.sqlite(t)
+	require.NoError(t, db.QueryRowContext(ctx, query).Scan(&n), query)
+	return n
 }
 
 // connURL is the server's PostgreSQL URL for a plain connection: without

@@ -29,7 +29,9 @@ func (s *server) idemStore(t *testing.T) store.Store {
 		return sqlitestore.New(s.sqlite(t))
 	}
 	if k, ok := sqlStores[s.store]; ok {
-		return k.idemStore(t, k.open(t, s.db))
+		db := k.open(t, s.db)
+		t.Cleanup(func() { _ = db.Close() })
+		return k.idemStore(t, db)
 	}
 	pool, err := pgxpool.New(context.Background(), s.db)
 	require.NoError(t, err)
@@ -175,6 +177,7 @@ func waitForLockWait(t *testing.T, s *server, waiters int) {
 	ctx := context.Background()
 	if k, ok := sqlStores[s.store]; ok {
 		db := k.open(t, s.db)
+		defer db.Close()
 		waitFor(t, func() bool { return k.lockWaiters(t, db) >= waiters }, "%d requests never waited for the balance lock", waiters)
 		return
 	}
@@ -196,7 +199,8 @@ func waitForLockWait(t *testing.T, s *server, waiters int) {
 func lockBalancesSQL(t *testing.T, s *server, u *user) (release func()) {
 	t.Helper()
 	ctx := context.Background()
-	tx, err := s.sqlDB(t).BeginTx(ctx, nil)
+	db := sqlStores[s.store].open(t, s.db)
+	tx, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
 	rows, err := tx.QueryContext(ctx, `SELECT 1 FROM balances WHERE user_id = '`+u.id+`' FOR UPDATE`)
 	require.NoError(t, err)
@@ -206,6 +210,7 @@ func lockBalancesSQL(t *testing.T, s *server, u *user) (release func()) {
 		if !done {
 			done = true
 			_ = tx.Rollback()
+			_ = db.Close()
 		}
 	}
 	t.Cleanup(release)
