@@ -71,8 +71,8 @@ type sqlStore struct {
 	open func(t *testing.T, db string) *sql.DB
 	// idemStore is the idem store on a pool of open's.
 	idemStore func(t *testing.T, db *sql.DB) store.Store
-	// lockWaiters counts the connections to the pool's database that wait
-	// for a row lock.
+	// lockWaiters counts the connections to the pool's database that run
+	// a balance's locking read: while a test holds the balance, they wait.
 	lockWaiters func(t *testing.T, db *sql.DB) int
 }
 
