@@ -14,8 +14,9 @@
 #                                          (default amqp://guest:guest@127.0.0.1:5672/), then
 #                                          paymentsd's commands over it (go test -tags rabbitmq);
 #                                          its broker restart needs rabbitmqctl (run as root)
-#   make test-mysql                        the MySQL store's tests against MariaDB: MYSQL_URL, a server on
-#                                          127.0.0.1:3306, or a throwaway mariadbd (scripts/test-mysql.sh)
+#   make test-mysql                        the MySQL store's and wallet's tests, and paymentsd's end-to-end tests,
+#                                          against MariaDB: MYSQL_URL, a server on 127.0.0.1:3306, or a throwaway
+#                                          mariadbd (scripts/test-mysql.sh); PostgreSQL as for make test
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
 #   make model                             model-check the key protocol and the payout flow with SPIN
 #                                          (docs/model.md; installs spin with apt-get when missing)
@@ -36,7 +37,11 @@ RABBITMQ_PKGS ?= ./idemamqp/...
 # paymentsd's end-to-end tests over RabbitMQ, in files built with -tags rabbitmq.
 RABBITMQ_E2E  ?= -tags rabbitmq -run AMQP ./cmd/paymentsd
 # The modules whose tests need MySQL or MariaDB: make test-mysql runs them.
-MYSQL_PKGS  ?= ./mysqlstore/...
+MYSQL_PKGS  ?= ./mysqlstore/... ./payments/mysqlledger/...
+# Packages whose tests run on MySQL too when built with -tags mysql:
+# paymentsd's end-to-end tests (their tests that name PostgreSQL need it,
+# hence TEST_PG around them as well).
+MYSQL_TAGGED_PKGS ?= ./cmd/paymentsd/...
 TEST_MYSQL  ?= ./scripts/test-mysql.sh
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
@@ -64,12 +69,15 @@ test-rabbitmq: check-cc
 	$(GOTEST) $(GOTESTFLAGS) $(RABBITMQ_PKGS)
 	$(GOTEST) $(GOTESTFLAGS) $(RABBITMQ_E2E)
 
-# The MySQL store (mysqlstore) against a real MariaDB or MySQL; not in
-# PKGS, so that make test needs only Go and PostgreSQL. Its tests fail,
-# never skip, when no server is reachable.
+# The MySQL store (mysqlstore) and wallet (mysqlledger) against a real
+# MariaDB or MySQL, not in PKGS, so that make test needs only Go and
+# PostgreSQL; then paymentsd's end-to-end tests on it (-tags mysql). The
+# tests fail, never skip, when no server is reachable.
 test-mysql: check-cc fmt-check
 	$(GO) vet $(MYSQL_PKGS)
+	$(GO) vet -tags mysql $(MYSQL_TAGGED_PKGS)
 	CGO_ENABLED=1 $(TEST_MYSQL) $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(MYSQL_PKGS)
+	CGO_ENABLED=1 $(TEST_PG) $(TEST_MYSQL) $(GO) test -tags mysql -race -count=1 -timeout 20m $(GOTESTFLAGS) $(MYSQL_TAGGED_PKGS)
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments

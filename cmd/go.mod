@@ -11,7 +11,9 @@ require (
 	github.com/idem-dev/idem/idemnats v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/idemotel v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/metrics v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/payments v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/payments/mysqlledger v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/pgstore v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/sqlitestore v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
@@ -35,6 +37,7 @@ require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
 	codeberg.org/go-pdf/fpdf v0.11.1 // indirect
+	filippo.io/edwards25519 v1.1.0 // indirect
 	git.sr.ht/~sbinet/gg v0.7.0 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/antithesishq/antithesis-sdk-go v0.9.0-default-no-op // indirect
@@ -44,10 +47,12 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-sql-driver/mysql v1.9.3 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/idem-dev/idem/sqlstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -93,7 +98,10 @@ replace (
 	github.com/idem-dev/idem/idemnats => ../idemnats
 	github.com/idem-dev/idem/idemotel => ../idemotel
 	github.com/idem-dev/idem/metrics => ../metrics
+	github.com/idem-dev/idem/mysqlstore => ../mysqlstore
 	github.com/idem-dev/idem/payments => ../payments
+	github.com/idem-dev/idem/payments/mysqlledger => ../payments/mysqlledger
 	github.com/idem-dev/idem/pgstore => ../pgstore
 	github.com/idem-dev/idem/sqlitestore => ../sqlitestore
+	github.com/idem-dev/idem/sqlstore => ../sqlstore
 )

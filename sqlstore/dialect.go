@@ -56,6 +56,11 @@ func (d Dialect) orDefault() Dialect {
 // String names the dialect.
 func (d Dialect) String() string { return d.orDefault().name }
 
+// finished is true of a row that is not unfinished (store.Phaser): no
+// recovery point, or COMPLETED. Only a finished row can pass its
+// retention, be swept, or start a new life.
+const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
+
 // DefaultTable is the key table's name when Options.Table is empty.
 const DefaultTable = keytable.Default
 
@@ -100,6 +105,15 @@ type statements struct {
 	renew stmt
 	// scope, key, token: whether the token holds the key (changedRows)
 	holds stmt
+	// scope, key, token: the recovery point ("" for none), created_at and
+	// the provider keys (JSON text, NULL for none)
+	phase stmt
+	// scope, key, token, point, provider keys (JSON text or NULL)
+	advance stmt
+	// limit: abandoned unfinished records, oldest hold first
+	findUnfinished stmt
+	// scope, key, token, lease µs, ttl µs, previous token
+	resumeUnfinished stmt
 	// the sweep lock, a boolean; sweepUnlock releases a session lock
 	sweepLock, sweepUnlock string
 	// limit: the keys of expired records, locked, skipping locked ones

@@ -61,7 +61,7 @@ func scanRecord(row *sql.Row, scope, key string) (*store.Record, error) {
 	err := row.Scan(&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, dbTime{&rec.ClaimedAt}, dbTime{&rec.LeaseExpiresAt}, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		dbTime{&rec.CreatedAt}, dbTime{&rec.ExpiresAt}, &rec.Expired)
+		dbTime{&rec.CreatedAt}, dbTime{&rec.ExpiresAt}, &rec.Expired, &rec.RecoveryPoint)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

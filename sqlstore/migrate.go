@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"embed"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/idem-dev/idem/internal/keytable"
@@ -70,24 +71,29 @@ func Migrate(ctx context.Context, db *sql.DB, opts Options) ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	mt := MigrationsTable(table)
+	return apply(ctx, db, d, "sqlstore", MigrationsTable(table), ms)
+}
+
+// apply applies the migrations ms not yet recorded in the table mt, under
+// a lock on mt's name; name prefixes its errors.
+func apply(ctx context.Context, db *sql.DB, d Dialect, name, mt string, ms []migrate.Migration) ([]int, error) {
 	c, err := db.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: migrate: %w", err)
+		return nil, fmt.Errorf("%s: migrate: %w", name, err)
 	}
 	defer c.Close()
 	if _, err := c.ExecContext(ctx, d.migrate.lock, mt); err != nil {
-		return nil, fmt.Errorf("sqlstore: migrate: lock: %w", err)
+		return nil, fmt.Errorf("%s: migrate: lock: %w", name, err)
 	}
 	defer func() { _, _ = c.ExecContext(context.WithoutCancel(ctx), d.migrate.unlock, mt) }()
 	if _, err := c.ExecContext(ctx, fmt.Sprintf(d.migrate.tableSQL, mt)); err != nil {
-		return nil, fmt.Errorf("sqlstore: migrate: %w", err)
+		return nil, fmt.Errorf("%s: migrate: %w", name, err)
 	}
 	var applied []int
 	for _, m := range ms {
 		done, err := applyOne(ctx, c, d, mt, m)
 		if err != nil {
-			return applied, fmt.Errorf("sqlstore: migration %03d_%s: %w", m.Version, m.Name, err)
+			return applied, fmt.Errorf("%s: migration %03d_%s: %w", name, m.Version, m.Name, err)
 		}
 		if done {
 			applied = append(applied, m.Version)
@@ -146,6 +152,52 @@ func MigrationSQL(opts Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	mt := MigrationsTable(table)
-	return fmt.Sprintf(d.migrate.tableSQL, mt) + ";\n\n" + migrate.Script(ms, mt), nil
+	return script(d, MigrationsTable(table), ms), nil
+}
+
+func script(d Dialect, mt string, ms []migrate.Migration) string {
+	return fmt.Sprintf(d.migrate.tableSQL, mt) + ";\n\n" + migrate.Script(ms, mt)
+}
+
+// Set is an application's own numbered, embedded migrations, NNN_name.sql
+// files, applied as the key table's are: under a lock on the database,
+// each in a transaction of its own, recorded in Table. A repository whose
+// tables live beside the key table migrates them with it.
+type Set struct {
+	Name    string  // the owning package, prefixed to errors
+	Table   string  // where the applied versions are recorded: an identifier
+	FS      fs.FS   // the embedded files
+	Dir     string  // the folder of FS holding them
+	Dialect Dialect // the database's SQL. Default (zero): Postgres()
+}
+
+func (s Set) migrations() (Dialect, []migrate.Migration, error) {
+	if s.Table == "" {
+		return Dialect{}, nil, fmt.Errorf("%s: migrations: no table to record them in", s.Name)
+	}
+	if _, err := keytable.Check(s.Table); err != nil {
+		return Dialect{}, nil, fmt.Errorf("%s: migrations: %w", s.Name, err)
+	}
+	ms, err := migrate.Set{Name: s.Name, FS: s.FS, Dir: s.Dir}.Migrations()
+	return s.Dialect.orDefault(), ms, err
+}
+
+// Apply applies the set's pending migrations to db and returns the
+// versions it applied.
+func (s Set) Apply(ctx context.Context, db *sql.DB) ([]int, error) {
+	d, ms, err := s.migrations()
+	if err != nil {
+		return nil, err
+	}
+	return apply(ctx, db, d, s.Name, s.Table, ms)
+}
+
+// SQL renders the set, with its table of applied versions, as one plain
+// script.
+func (s Set) SQL() (string, error) {
+	d, ms, err := s.migrations()
+	if err != nil {
+		return "", err
+	}
+	return script(d, s.Table, ms), nil
 }

@@ -12,7 +12,8 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
        status, attempts, lock_token, locked_at, lock_expires_at,
        lock_expires_at > ` + now + `,
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= ` + now + `
+       created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + `,
+       COALESCE(recovery_point, '')
   FROM idempotency_keys
  WHERE user_id = ? AND idempotency_key = ?`
 	// The claim is one insert; on a recorded key the no-op update changes
@@ -34,11 +35,14 @@ VALUES (?, ?, ?, ?, ?, ?,
         'COMPLETED', 1, ?, ` + now + `, ` + now + `, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND,
         ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''))`
 	// MySQL assigns left to right, each assignment seeing the ones before:
-	// attempts and created_at read expires_at before it is extended.
+	// attempts and created_at read expires_at, the recovery point and the
+	// status before they change, and so does recovery_point the status.
 	const reacquire = `
 UPDATE idempotency_keys
-   SET attempts   = IF(expires_at <= ` + now + `, 1, attempts + 1),
-       created_at = IF(expires_at <= ` + now + `, ` + now + `, created_at),
+   SET attempts   = IF(expires_at <= ` + now + ` AND ` + finished + `, 1, attempts + 1),
+       created_at = IF(expires_at <= ` + now + ` AND ` + finished + `, ` + now + `, created_at),
+       recovery_point = IF(status = 'COMPLETED', NULL, recovery_point),
+       provider_keys  = IF(status = 'COMPLETED', NULL, provider_keys),
        expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND),
        request_method = ?, request_path = ?, request_hash = ?, fingerprint_version = ?,
        status = 'PROCESSING',
@@ -73,21 +77,58 @@ SELECT COUNT(*) FROM idempotency_keys
 SELECT user_id, idempotency_key FROM idempotency_keys
  WHERE expires_at <= ` + now + `
    AND (status <> 'PROCESSING' OR lock_expires_at <= ` + now + `)
+   AND ` + finished + `
  ORDER BY expires_at
  LIMIT ?
    FOR UPDATE SKIP LOCKED`
+	const phase = `
+SELECT COALESCE(recovery_point, ''), created_at, provider_keys
+  FROM idempotency_keys
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	// JSON_MERGE_PATCH keeps its second argument's value of a key both
+	// have: a recorded provider key is never replaced.
+	const advance = `
+UPDATE idempotency_keys
+   SET recovery_point = ?,
+       provider_keys = IF(? IS NULL, provider_keys, JSON_MERGE_PATCH(?, COALESCE(provider_keys, '{}')))
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+	// unfinished_at is locked_at on an unfinished row, else NULL: an index
+	// of the rows the completer looks for, where InnoDB has no partial one.
+	const findUnfinished = `
+SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       recovery_point, lock_token
+  FROM idempotency_keys
+ WHERE unfinished_at IS NOT NULL
+   AND (status = 'FAILED' OR lock_expires_at <= ` + now + `)
+ ORDER BY unfinished_at
+ LIMIT ?`
+	// The completer's take-over: fenced by the listed token and by the
+	// record still being abandoned and unfinished; fingerprint and life
+	// kept. The WHERE clause reads the row before the assignments.
+	const resumeUnfinished = `
+UPDATE idempotency_keys
+   SET status = 'PROCESSING', attempts = attempts + 1,
+       expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND),
+       lock_token = ?, locked_at = ` + now + `, lock_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+ WHERE user_id = ? AND idempotency_key = ? AND lock_token = ?
+   AND recovery_point IS NOT NULL
+   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lock_expires_at <= ` + now + `))`
 	return statements{
-		get:             stmt{sql: withTable(record, table)},
-		insert:          stmt{sql: withTable(insert, table)},
-		insertCompleted: stmt{sql: withTable(insertCompleted, table)},
-		reacquire:       stmt{sql: withTable(reacquire, table), order: []int{8, 2, 3, 4, 5, 6, 7, 0, 1, 9}},
-		complete:        stmt{sql: withTable(complete, table), order: []int{3, 4, 5, 6, 7, 0, 1, 2}},
-		fail:            stmt{sql: withTable(fail, table)},
-		renew:           stmt{sql: withTable(renew, table), order: []int{3, 0, 1, 2}},
-		holds:           stmt{sql: withTable(holds, table)},
-		sweepLock:       withTable(`SELECT GET_LOCK(`+lockName+`, 0) = 1`, table),
-		sweepUnlock:     withTable(`DO RELEASE_LOCK(`+lockName+`)`, table),
-		sweepSelect:     stmt{sql: withTable(sweepSelect, table)},
-		sweepDelete:     withTable(`DELETE FROM idempotency_keys WHERE `, table),
+		get:              stmt{sql: withTable(record, table)},
+		insert:           stmt{sql: withTable(insert, table)},
+		insertCompleted:  stmt{sql: withTable(insertCompleted, table)},
+		reacquire:        stmt{sql: withTable(reacquire, table), order: []int{8, 2, 3, 4, 5, 6, 7, 0, 1, 9}},
+		complete:         stmt{sql: withTable(complete, table), order: []int{3, 4, 5, 6, 7, 0, 1, 2}},
+		fail:             stmt{sql: withTable(fail, table)},
+		renew:            stmt{sql: withTable(renew, table), order: []int{3, 0, 1, 2}},
+		holds:            stmt{sql: withTable(holds, table)},
+		phase:            stmt{sql: withTable(phase, table)},
+		advance:          stmt{sql: withTable(advance, table), order: []int{3, 4, 4, 0, 1, 2}},
+		findUnfinished:   stmt{sql: withTable(findUnfinished, table)},
+		resumeUnfinished: stmt{sql: withTable(resumeUnfinished, table), order: []int{4, 2, 3, 0, 1, 5}},
+		sweepLock:        withTable(`SELECT GET_LOCK(`+lockName+`, 0) = 1`, table),
+		sweepUnlock:      withTable(`DO RELEASE_LOCK(`+lockName+`)`, table),
+		sweepSelect:      stmt{sql: withTable(sweepSelect, table)},
+		sweepDelete:      withTable(`DELETE FROM idempotency_keys WHERE `, table),
 	}
 }

@@ -42,13 +42,12 @@ func TestEveryHelp(t *testing.T) {
 	require.Contains(t, out, "--pause")
 }
 
-// TestBadDatabase: --db (or $DATABASE_URL) that is neither a PostgreSQL
-// URL nor a file path is one line and exit 2, and creates nothing.
+// TestBadDatabase: --db (or $DATABASE_URL) that is neither a PostgreSQL or
+// MySQL URL nor a file path is one line and exit 2, and creates nothing.
 func TestBadDatabase(t *testing.T) {
 	t.Parallel()
 	for name, db := range map[string]string{
 		"Conninfo":    "host=127.0.0.1 user=postgres password=s3cret dbname=x",
-		"MySQL":       "mysql://u@127.0.0.1/db",
 		"SQLiteURL":   "sqlite:///tmp/x.db",
 		"FileURI":     "file:x.db",
 		"ConninfoEnv": "",

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem/cmd/internal/roundtrip"
+	"github.com/idem-dev/idem/mysqlstore"
 	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/payments/mysqlledger"
 	"github.com/idem-dev/idem/payments/pgledger"
 	"github.com/idem-dev/idem/payments/sqliteledger"
 	"github.com/idem-dev/idem/pgstore"
@@ -25,7 +28,8 @@ const defaultDB = "paymentsd.db"
 // defaultPoolConns is the PostgreSQL pool size unless the URL sets
 // pool_max_conns: pgxpool's own default (the number of CPUs, at least 4)
 // is small for requests that hold a connection while they wait for a
-// duplicate.
+// duplicate. It is the MySQL pool's size too, unless the URL sets
+// max_conns: database/sql's own default has no bound at all.
 const defaultPoolConns = 20
 
 // connectTimeout bounds opening the database at start.
@@ -33,7 +37,7 @@ const connectTimeout = 10 * time.Second
 
 // backend is one database: the key store and the wallet's ledger on it.
 type backend struct {
-	kind    string // "sqlite" or "postgres"
+	kind    string // "sqlite", "postgres" or "mysql"
 	display string // where it is, without a password
 	store   store.Store
 	ledger  payments.Ledger
@@ -50,10 +54,15 @@ func isPostgresURL(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
+func isMySQLURL(db string) bool { return strings.HasPrefix(db, "mysql://") }
+
 // openBackend opens db and checks that it answers.
 func openBackend(ctx context.Context, db string) (*backend, error) {
-	if isPostgresURL(db) {
+	switch {
+	case isPostgresURL(db):
 		return openPostgres(ctx, db)
+	case isMySQLURL(db):
+		return openMySQL(ctx, db)
 	}
 	return openSQLite(db)
 }
@@ -94,6 +103,65 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 			return describeMigrations(keys, wallet), err
 		},
 		close: pool.Close,
+	}, nil
+}
+
+// openMySQL opens a mysql://user:password@host:port/db URL (the query is
+// go-sql-driver/mysql's parameters, plus max_conns, the pool's size).
+func openMySQL(ctx context.Context, dsn string) (*backend, error) {
+	display := redact(dsn)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("MySQL URL %s: %v", display, err)
+	}
+	conns := defaultPoolConns
+	q := u.Query()
+	if v := q.Get("max_conns"); v != "" {
+		if conns, err = strconv.Atoi(v); err != nil || conns < 1 {
+			return nil, fmt.Errorf("MySQL URL %s: max_conns=%q is not a positive number", display, v)
+		}
+		q.Del("max_conns")
+		u.RawQuery = q.Encode()
+	}
+	if strings.TrimPrefix(u.Path, "/") == "" {
+		return nil, fmt.Errorf("MySQL URL %s names no database: add one, such as mysql://user@host:3306/payments", display)
+	}
+	cfg, err := mysqlstore.ParseDSN(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("MySQL URL %s: %v", display, err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = connectTimeout
+	}
+	db, err := mysqlstore.Open(cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("MySQL URL %s: %v", display, err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	if err := db.PingContext(pctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("connect to MySQL at %s: %v", display, err)
+	}
+	st, err := mysqlstore.New(db, mysqlstore.Options{})
+	if err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	return &backend{
+		kind: "mysql", display: display,
+		store: st, ledger: mysqlledger.New(db),
+		migrate: func(ctx context.Context) (string, error) {
+			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Options{})
+			if err != nil {
+				return "", err
+			}
+			wallet, err := mysqlledger.Migrate(ctx, db)
+			return describeMigrations(keys, wallet), err
+		},
+		close: func() { _ = db.Close() },
 	}, nil
 }
 

@@ -27,9 +27,9 @@ func TestDrain(t *testing.T) {
 			u.deposit(t, "USD", 1000)
 
 			// Hold the request inside the server: a balance row lock on
-			// PostgreSQL, the database's write lock on SQLite.
+			// PostgreSQL and MySQL, the database's write lock on SQLite.
 			var release func()
-			if store == "postgres" {
+			if store != "sqlite" {
 				release = lockBalances(t, s, u)
 			} else {
 				release = lockSQLite(t, s)
@@ -38,7 +38,7 @@ func TestDrain(t *testing.T) {
 			body := `{"currency":"USD","amount":250}`
 			begun := storeOps(t, s, "begin")
 			firstc := sendAsync(s, u, "/v1/deposits", body, key)
-			if store == "postgres" {
+			if store != "sqlite" {
 				waitForLockWait(t, s, 1)
 			} else {
 				// The request has begun its transaction; its first

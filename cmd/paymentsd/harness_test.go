@@ -2,7 +2,8 @@ package main_test
 
 // The end-to-end tests drive the real paymentsd binary over real HTTP, on
 // real SQLite files and a real PostgreSQL (DATABASE_URL; each server gets a
-// schema of its own through pgstore/pgtest).
+// schema of its own through pgstore/pgtest); built with -tags mysql (make
+// test-mysql), on a real MySQL or MariaDB too (mysql_test.go).
 
 import (
 	"bytes"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
 // binary is the paymentsd built once for all tests, with the race
@@ -57,11 +59,31 @@ var (
 	modes  = []string{"atomic", "leased"}
 )
 
+// sqlStores are the stores a build tag adds to stores (mysql_test.go), by
+// name: the tests reach their databases through database/sql.
+var sqlStores = map[string]sqlStore{}
+
+type sqlStore struct {
+	// newDB returns a --db value for a fresh, empty database.
+	newDB func(t *testing.T) string
+	// open returns a pool of one connection on a --db value's database;
+	// the caller closes it.
+	open func(t *testing.T, db string) *sql.DB
+	// idemStore is the idem store on a pool of open's.
+	idemStore func(t *testing.T, db *sql.DB) store.Store
+	// lockWaiters counts the connections to the pool's database that run
+	// a balance's locking read: while a test holds the balance, they wait.
+	lockWaiters func(t *testing.T, db *sql.DB) int
+}
+
 // newDB returns a --db value for a fresh, empty database: a SQLite file in
 // the test's temp dir, or a PostgreSQL URL whose search_path is a schema of
 // the test's own.
 func newDB(t *testing.T, store string) string {
 	t.Helper()
+	if k, ok := sqlStores[store]; ok {
+		return k.newDB(t)
+	}
 	if store == "sqlite" {
 		return filepath.Join(t.TempDir(), "paymentsd.db")
 	}
@@ -133,8 +155,13 @@ func startIn(t *testing.T, dir string, environ []string, args ...string) *server
 	}()
 	t.Cleanup(func() {
 		s.stop(t)
-		if strings.Contains(s.stderr.String(), "WARNING: DATA RACE") {
+		switch {
+		case strings.Contains(s.stderr.String(), "WARNING: DATA RACE"):
 			t.Errorf("the race detector found a data race in paymentsd:\n%s", s.stderr.String())
+		case t.Failed() && s.url != "":
+			// Its log (never a body) says what the server saw. (One that
+			// never listened has had it printed already.)
+			t.Logf("paymentsd's log:\n%s", s.stderr.String())
 		}
 	})
 	deadline := time.After(patience)
@@ -369,7 +396,15 @@ func sqlValue[T any](t *testing.T, s *server, query string) T {
 		require.NoError(t, conn.QueryRow(ctx, query).Scan(&n), query)
 		return n
 	}
-	db := s.sqlite(t)
+	var db *sql.DB
+	if k, ok := sqlStores[s.store]; ok {
+		// Closed at once: a server's connections are few, and a test may
+		// query many times.
+		db = k.open(t, s.db)
+		defer db.Close()
+	} else {
+		db = s.sqlite(t)
+	}
 	require.NoError(t, db.QueryRowContext(ctx, query).Scan(&n), query)
 	return n
 }

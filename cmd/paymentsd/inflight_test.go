@@ -28,6 +28,11 @@ func (s *server) idemStore(t *testing.T) store.Store {
 	if s.store == "sqlite" {
 		return sqlitestore.New(s.sqlite(t))
 	}
+	if k, ok := sqlStores[s.store]; ok {
+		db := k.open(t, s.db)
+		t.Cleanup(func() { _ = db.Close() })
+		return k.idemStore(t, db)
+	}
 	pool, err := pgxpool.New(context.Background(), s.db)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -141,6 +146,9 @@ func TestInFlightWhileRunning(t *testing.T) {
 func lockBalances(t *testing.T, s *server, u *user) (release func()) {
 	t.Helper()
 	ctx := context.Background()
+	if _, ok := sqlStores[s.store]; ok {
+		return lockBalancesSQL(t, s, u)
+	}
 	conn, err := pgx.Connect(ctx, s.connURL(t))
 	require.NoError(t, err)
 	tx, err := conn.Begin(ctx)
@@ -167,6 +175,12 @@ func lockBalances(t *testing.T, s *server, u *user) (release func()) {
 func waitForLockWait(t *testing.T, s *server, waiters int) {
 	t.Helper()
 	ctx := context.Background()
+	if k, ok := sqlStores[s.store]; ok {
+		db := k.open(t, s.db)
+		defer db.Close()
+		waitFor(t, func() bool { return k.lockWaiters(t, db) >= waiters }, "%d requests never waited for the balance lock", waiters)
+		return
+	}
 	conn, err := pgx.Connect(ctx, s.connURL(t))
 	require.NoError(t, err)
 	defer conn.Close(ctx)
@@ -179,4 +193,26 @@ func waitForLockWait(t *testing.T, s *server, waiters int) {
 		                            WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
 		return err == nil && n >= waiters
 	}, patience, 10*time.Millisecond, "%d requests never waited for the balance lock", waiters)
+}
+
+// lockBalancesSQL is lockBalances on a store of sqlStores.
+func lockBalancesSQL(t *testing.T, s *server, u *user) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	db := sqlStores[s.store].open(t, s.db)
+	tx, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	rows, err := tx.QueryContext(ctx, `SELECT 1 FROM balances WHERE user_id = '`+u.id+`' FOR UPDATE`)
+	require.NoError(t, err)
+	require.NoError(t, rows.Close())
+	done := false
+	release = func() {
+		if !done {
+			done = true
+			_ = tx.Rollback()
+			_ = db.Close()
+		}
+	}
+	t.Cleanup(release)
+	return release
 }

@@ -12,7 +12,8 @@
 //	paymentsd keys sweep [flags]  delete the records past their retention, once
 //
 // The database is a SQLite file (default paymentsd.db in the working
-// directory) or, given a postgres:// URL, PostgreSQL: see --db. Run
+// directory) or, given a postgres:// URL, PostgreSQL, or, given a mysql://
+// URL, MySQL or MariaDB: see --db. Run
 // "paymentsd help" or any command with -h for its flags; docs/paymentsd.md
 // has the rest.
 package main
@@ -41,8 +42,8 @@ Usage:
   paymentsd help                  show this help
 
 Run 'paymentsd <command> --help' for a command's flags. The database is --db (a
-postgres:// or postgresql:// URL, or a SQLite file path), else $DATABASE_URL,
-else the SQLite file paymentsd.db in the working directory.
+postgres:// or postgresql:// URL, a mysql:// URL, or a SQLite file path), else
+$DATABASE_URL, else the SQLite file paymentsd.db in the working directory.
 `
 
 const usersUsage = `Usage: paymentsd users <subcommand> [flags]
@@ -134,12 +135,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 // dbFlag adds --db to fs. Its value, when not given, is $DATABASE_URL, else
 // the SQLite default.
 func dbFlag(fs *flag.FlagSet) *string {
-	return fs.String("db", "", "the database: a postgres:// or postgresql:// URL for PostgreSQL, or a SQLite file path\n(default $DATABASE_URL, else "+defaultDB+" in the working directory)")
+	return fs.String("db", "", "the database: a postgres:// or postgresql:// URL for PostgreSQL, a mysql://user:password@host:3306/db\nURL for MySQL or MariaDB, or a SQLite file path (default $DATABASE_URL, else "+defaultDB+" in the working directory)")
 }
 
 // resolveDB returns the database a command uses: --db, else $DATABASE_URL,
-// else the SQLite default. A value that is neither a PostgreSQL URL nor a
-// file path is a usage error, before anything is opened or created.
+// else the SQLite default. A value that is neither a PostgreSQL or MySQL
+// URL nor a file path is a usage error, before anything is opened or
+// created.
 func resolveDB(flagValue string, getenv func(string) string) (string, error) {
 	db, from := flagValue, "--db"
 	if db == "" {
@@ -148,14 +150,14 @@ func resolveDB(flagValue string, getenv func(string) string) (string, error) {
 	if db == "" {
 		return defaultDB, nil
 	}
-	if isPostgresURL(db) {
+	if isPostgresURL(db) || isMySQLURL(db) {
 		return db, nil
 	}
 	if conninfo.MatchString(db) {
 		return "", usageError("%s %q is a key=value connection string; give a URL, such as postgres://user@host:5432/dbname", from, redactConninfo(db))
 	}
 	if m := scheme.FindStringSubmatch(db); m != nil {
-		return "", usageError("%s: %s URLs are not supported; give a postgres:// or postgresql:// URL, or a SQLite file path", from, m[1])
+		return "", usageError("%s: %s URLs are not supported; give a postgres:// or postgresql:// URL, a mysql:// URL, or a SQLite file path", from, m[1])
 	}
 	return db, nil
 }

@@ -154,9 +154,12 @@ func writeSecret(t *testing.T, secret string) string {
 }
 
 // payoutArgs are paymentsd's flags for payouts through bankURL; a crashed
-// attempt's lease runs out after a second.
+// attempt's lease runs out after three seconds. A phase's transaction holds
+// the key's row, so a renewal waits for it: on a loaded machine a MySQL
+// phase (ten round trips where PostgreSQL pipelines two) outlasted a lease
+// of one second, and the payout ended 409 lease-lost.
 func payoutArgs(t *testing.T, bankURL, secret string, completeEvery time.Duration) []string {
-	return []string{"--bank-url", bankURL, "--bank-key-secret-file", secret, "--lock-timeout", "1s",
+	return []string{"--bank-url", bankURL, "--bank-key-secret-file", secret, "--lock-timeout", "3s",
 		"--bank-timeout", "10m", "--complete-interval", completeEvery.String()}
 }
 

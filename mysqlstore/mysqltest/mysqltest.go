@@ -7,6 +7,7 @@ package mysqltest
 import (
 	"context"
 	"database/sql"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -89,4 +90,46 @@ func Store(t testing.TB) (*sql.DB, mysqlstore.Options) {
 		t.Fatalf("mysqltest: migrate: %v", err)
 	}
 	return db, opts
+}
+
+// NewDatabase creates a database of the test's own, for tables whose
+// names are fixed (an application's beside the key table), dropped when
+// the test ends, and returns its mysql:// URL: MYSQL_URL's server,
+// user and parameters, another database.
+func NewDatabase(t testing.TB) string {
+	t.Helper()
+	cfg, err := mysqlstore.ParseDSN(URL())
+	if err != nil {
+		t.Fatalf("mysqltest: MYSQL_URL: %v", err)
+	}
+	name := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
+	admin := *cfg
+	admin.DBName = ""
+	db, err := mysqlstore.Open(admin.FormatDSN())
+	if err != nil {
+		t.Fatalf("mysqltest: %v", err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("mysqltest: no MySQL or MariaDB at %s (%v): start one (apt-get install mariadb-server) or set MYSQL_URL", URL(), err)
+	}
+	t.Cleanup(func() {
+		db, err := mysqlstore.Open(admin.FormatDSN())
+		if err != nil {
+			return
+		}
+		defer db.Close()
+		_, _ = db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name)
+	})
+	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + name}
+	switch {
+	case cfg.Passwd != "":
+		u.User = url.UserPassword(cfg.User, cfg.Passwd)
+	case cfg.User != "":
+		u.User = url.User(cfg.User)
+	}
+	if orig, err := url.Parse(URL()); err == nil && orig.Scheme == "mysql" {
+		u.RawQuery = orig.RawQuery
+	}
+	return u.String()
 }

@@ -1,0 +1,26 @@
+module github.com/idem-dev/idem/payments/mysqlledger
+
+go 1.26.0
+
+require (
+	github.com/idem-dev/idem v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/mysqlstore v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/payments v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/sqlstore v0.0.0-00010101000000-000000000000
+)
+
+require (
+	filippo.io/edwards25519 v1.1.0 // indirect
+	github.com/go-sql-driver/mysql v1.9.3 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+)
+
+replace (
+	github.com/idem-dev/idem => ../..
+	github.com/idem-dev/idem/metrics => ../../metrics
+	github.com/idem-dev/idem/mysqlstore => ../../mysqlstore
+	github.com/idem-dev/idem/payments => ..
+	github.com/idem-dev/idem/pgstore => ../../pgstore
+	github.com/idem-dev/idem/sqlitestore => ../../sqlitestore
+	github.com/idem-dev/idem/sqlstore => ../../sqlstore
+)

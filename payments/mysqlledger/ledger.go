@@ -1,0 +1,281 @@
+// Package mysqlledger is the MySQL and MariaDB (InnoDB) Ledger of package
+// payments. Its tables live beside mysqlstore's key table in one database;
+// open it with mysqlstore.Open and create them with Migrate.
+//
+// Every unit of work runs at READ COMMITTED: inside a request it runs in
+// the store's transaction, which is at READ COMMITTED whatever the
+// server's default (REPEATABLE READ for InnoDB), and a unit of its own
+// runs at the same level, so that both behave alike. A unit locks the balances it changes with SELECT … FOR
+// UPDATE, in the order the Service asks for them; a locking read sees the
+// latest committed balance at any isolation level. A unit first locks its
+// user's row, so that the units of one user run one at a time: InnoDB
+// checks a new row's key with gap locks, even at READ COMMITTED, and two
+// units creating a user's missing balance while a third rolls its own
+// creation back (a conversion from a currency never held) deadlock on the
+// gap. PostgreSQL's ON CONFLICT has no such gap; there the units of one
+// user in different currencies run side by side.
+package mysqlledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/sqlstore"
+)
+
+// Ledger keeps the wallet in MySQL or MariaDB.
+type Ledger struct {
+	db *sql.DB
+}
+
+var _ payments.Ledger = (*Ledger)(nil)
+
+// New returns a Ledger on db, which should come from mysqlstore.Open.
+func New(db *sql.DB) *Ledger { return &Ledger{db: db} }
+
+// conn is the request's ambient transaction, or the pool.
+func (l *Ledger) conn(ctx context.Context) sqlstore.DBTX { return sqlstore.DB(ctx, l.db) }
+
+// txOptions: see the package documentation.
+var txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+// micros is a DATETIME(6) column as microseconds since the Unix epoch, so
+// reads need no time parsing from the driver (parseTime may be off).
+func micros(column string) string {
+	return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', " + column + ")"
+}
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// Atomic runs fn in a savepoint of the ambient transaction, or in a READ
+// COMMITTED transaction of its own. Rolling back to the savepoint undoes
+// fn's writes and leaves the ambient transaction usable, so a business
+// error still ends as a stored response.
+func (l *Ledger) Atomic(ctx context.Context, fn func(payments.LedgerTx) error) error {
+	return l.atomic(ctx, func(db sqlstore.DBTX) error { return fn(ledgerTx{&unit{db: db}}) })
+}
+
+func (l *Ledger) atomic(ctx context.Context, fn func(sqlstore.DBTX) error) error {
+	if amb := sqlstore.DB(ctx, nil); amb != nil {
+		return savepoint(ctx, amb, fn)
+	}
+	tx, err := l.db.BeginTx(ctx, txOptions)
+	if err != nil {
+		return fmt.Errorf("mysqlledger: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("mysqlledger: commit: %w", err)
+	}
+	return nil
+}
+
+func savepoint(ctx context.Context, db sqlstore.DBTX, fn func(sqlstore.DBTX) error) error {
+	if _, err := db.ExecContext(ctx, `SAVEPOINT mysqlledger_unit`); err != nil {
+		return fmt.Errorf("mysqlledger: savepoint: %w", err)
+	}
+	if err := fn(db); err != nil {
+		// Undo fn's writes, not the request's: the transaction goes on.
+		// This must run even when ctx is done. (A deadlock's victim has
+		// lost its whole transaction, savepoint included: that error says
+		// so beside fn's.)
+		wctx := context.WithoutCancel(ctx)
+		if _, rerr := db.ExecContext(wctx, `ROLLBACK TO SAVEPOINT mysqlledger_unit`); rerr != nil {
+			return errors.Join(err, fmt.Errorf("mysqlledger: rollback to savepoint: %w", rerr))
+		}
+		if _, rerr := db.ExecContext(wctx, `RELEASE SAVEPOINT mysqlledger_unit`); rerr != nil {
+			return errors.Join(err, fmt.Errorf("mysqlledger: release savepoint: %w", rerr))
+		}
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `RELEASE SAVEPOINT mysqlledger_unit`); err != nil {
+		return fmt.Errorf("mysqlledger: release savepoint: %w", err)
+	}
+	return nil
+}
+
+type ledgerTx struct{ u *unit }
+
+// unit is one unit of work's connection and the user it holds locked.
+type unit struct {
+	db   sqlstore.DBTX
+	user string // "" before the first statement
+}
+
+// db returns the unit's connection once it holds userID's row locked (see
+// the package documentation). A unit touches one user's rows.
+func (t ledgerTx) db(ctx context.Context, userID string) (sqlstore.DBTX, error) {
+	switch t.u.user {
+	case userID:
+		return t.u.db, nil
+	case "":
+	default:
+		return nil, fmt.Errorf("mysqlledger: a unit of work of user %s touched user %s", t.u.user, userID)
+	}
+	var one int
+	if err := t.u.db.QueryRowContext(ctx, `SELECT 1 FROM users WHERE id = ? FOR UPDATE`, userID).Scan(&one); err != nil {
+		return nil, fmt.Errorf("mysqlledger: lock user: %w", err)
+	}
+	t.u.user = userID
+	return t.u.db, nil
+}
+
+const lockBalance = `SELECT amount FROM balances WHERE user_id = ? AND currency = ? FOR UPDATE`
+
+// LockBalance reads and locks the balance in one statement; only a balance
+// that does not exist yet costs two more, to create it and lock it.
+func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int64, error) {
+	db, err := t.db(ctx, userID)
+	if err != nil {
+		return 0, err
+	}
+	var amount int64
+	err = db.QueryRowContext(ctx, lockBalance, userID, currency).Scan(&amount)
+	if !errors.Is(err, sql.ErrNoRows) {
+		if err != nil {
+			return 0, fmt.Errorf("mysqlledger: lock balance: %w", err)
+		}
+		return amount, nil
+	}
+	// A no-op update on a row that exists after all.
+	if _, err := db.ExecContext(ctx, `INSERT INTO balances (user_id, currency, amount, updated_at)
+	    VALUES (?, ?, 0, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE user_id = user_id`, userID, currency); err != nil {
+		return 0, fmt.Errorf("mysqlledger: create balance: %w", err)
+	}
+	if err := db.QueryRowContext(ctx, lockBalance, userID, currency).Scan(&amount); err != nil {
+		return 0, fmt.Errorf("mysqlledger: lock balance: %w", err)
+	}
+	return amount, nil
+}
+
+func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, amount int64) error {
+	db, err := t.db(ctx, userID)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `UPDATE balances SET amount = ?, updated_at = UTC_TIMESTAMP(6) WHERE user_id = ? AND currency = ?`,
+		amount, userID, currency)
+	if err != nil {
+		return fmt.Errorf("mysqlledger: set balance: %w", err)
+	}
+	return nil
+}
+
+// A net that fires makes the INSERT a no-op update of the row it met,
+// which changes nothing: no error, and the transaction goes on. (INSERT
+// IGNORE would turn other errors, a CHECK say, into warnings too.)
+func (t ledgerTx) InsertDeposit(ctx context.Context, d payments.Deposit, key string) (time.Time, bool, error) {
+	return t.insert(ctx, "deposits", d.UserID, d.ID, `
+INSERT INTO deposits (id, user_id, currency, amount, idempotency_key, created_at)
+VALUES (?, ?, ?, ?, NULLIF(?, ''), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE user_id = user_id`, d.ID, d.UserID, d.Currency, d.Amount, key)
+}
+
+func (t ledgerTx) InsertTransaction(ctx context.Context, tr payments.Transaction, key string) (time.Time, bool, error) {
+	return t.insert(ctx, "transactions", tr.UserID, tr.ID, `
+INSERT INTO transactions (id, user_id, source_currency, target_currency, amount, converted_amount, rate, status, idempotency_key, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE user_id = user_id`, tr.ID, tr.UserID, tr.SourceCurrency, tr.TargetCurrency, tr.Amount, tr.ConvertedAmount,
+		tr.Rate, string(tr.Status), key)
+}
+
+// insert runs a movement's insert; the driver counts changed rows, so 1 is
+// an insert and 0 a net that fired.
+func (t ledgerTx) insert(ctx context.Context, table, userID, id, query string, args ...any) (time.Time, bool, error) {
+	db, err := t.db(ctx, userID)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	res, err := db.ExecContext(ctx, query, args...)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("mysqlledger: insert into %s: %w", table, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("mysqlledger: insert into %s: %w", table, err)
+	}
+	if n != 1 {
+		return time.Time{}, false, nil
+	}
+	at, err := created(ctx, db, table, userID, id)
+	return at, err == nil, err
+}
+
+// created reads back the creation time a row was given by the database's
+// clock: MySQL has no INSERT … RETURNING.
+func created(ctx context.Context, db sqlstore.DBTX, table, userID, id string) (time.Time, error) {
+	var us int64
+	err := db.QueryRowContext(ctx, `SELECT `+micros("created_at")+` FROM `+table+` WHERE user_id = ? AND id = ?`, userID, id).Scan(&us)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("mysqlledger: read %s: %w", table, err)
+	}
+	return fromMicros(us), nil
+}
+
+// InsertEntries appends the entries in one statement.
+func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	db, err := t.db(ctx, entries[0].UserID)
+	if err != nil {
+		return err
+	}
+	rows := make([]string, len(entries))
+	args := make([]any, 0, 6*len(entries))
+	for i, e := range entries {
+		rows[i] = `(?, ?, ?, NULLIF(?, ''), NULLIF(?, ''), NULLIF(?, ''), UTC_TIMESTAMP(6))`
+		args = append(args, e.UserID, e.Currency, e.Amount, e.DepositID, e.TransactionID, e.PayoutID)
+	}
+	_, err = db.ExecContext(ctx, `INSERT INTO ledger_entries (user_id, currency, amount, deposit_id, transaction_id, payout_id, created_at)
+VALUES `+strings.Join(rows, ", "), args...)
+	if err != nil {
+		return fmt.Errorf("mysqlledger: insert entries: %w", err)
+	}
+	return nil
+}
+
+// InsertPayout stores a pending payout. bank_key is unique: a second
+// payout with one fails.
+func (t ledgerTx) InsertPayout(ctx context.Context, p payments.Payout, key string) (time.Time, error) {
+	db, err := t.db(ctx, p.UserID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	_, err = db.ExecContext(ctx, `
+INSERT INTO payouts (id, user_id, currency, amount, destination, status, bank_key, idempotency_key, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`,
+		p.ID, p.UserID, p.Currency, p.Amount, p.Destination, string(p.Status), p.BankKey, key)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("mysqlledger: insert payout: %w", err)
+	}
+	return created(ctx, db, "payouts", p.UserID, p.ID)
+}
+
+// SetPayoutStatus records a pending payout's outcome, once. The status
+// always changes, so the count of changed rows is the count of matched
+// ones.
+func (t ledgerTx) SetPayoutStatus(ctx context.Context, userID, id string, status payments.PayoutStatus, transferID string) error {
+	db, err := t.db(ctx, userID)
+	if err != nil {
+		return err
+	}
+	res, err := db.ExecContext(ctx, `
+UPDATE payouts SET status = ?, bank_transfer_id = NULLIF(?, ''), updated_at = UTC_TIMESTAMP(6)
+ WHERE user_id = ? AND id = ? AND status = 'pending'`, string(status), transferID, userID, id)
+	if err != nil {
+		return fmt.Errorf("mysqlledger: set payout status: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return fmt.Errorf("mysqlledger: set payout status: payout %s is not pending (%v)", id, err)
+	}
+	return nil
+}
