@@ -55,6 +55,9 @@ GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 test: check-cc fmt-check vet
 	$(GOTEST) $(GOTESTFLAGS) $(PKGS)
+	@echo "make test: not run here, as they need servers make test does not start:"
+	@echo "  make test-mysql     $(MYSQL_PKGS) and paymentsd on MySQL (MariaDB or MySQL: MYSQL_URL, or apt-get install mariadb-server)"
+	@echo "  make test-rabbitmq  $(RABBITMQ_PKGS) and paymentsd over AMQP (RabbitMQ: AMQP_URL, or apt-get install rabbitmq-server)"
 
 test-short: check-cc fmt-check vet
 	$(GOTEST) -short $(GOTESTFLAGS) $(PKGS)
