@@ -48,7 +48,6 @@ func (h *atomic) complete(ctx context.Context, q *request, resp store.Response) 
 	}
 	// A business error aborted the transaction, taking the claim with it;
 	// the 4xx is final all the same.
-	_ = h.tx.Rollback(ctx)
 	return h.completeAfresh(ctx, q, resp)
 }
 

@@ -63,15 +63,12 @@ func (h *deferred) complete(ctx context.Context, q *request, resp store.Response
 	ran, claimErr := h.dc.DeferredClaimResult()
 	switch {
 	case ran && errors.Is(claimErr, store.ErrKeyExists):
-		_ = h.tx.Rollback(ctx)
 		return errKeyRecorded
 	case ran && claimErr != nil:
-		_ = h.tx.Rollback(ctx)
 		return claimErr
 	case ran || err == nil:
 		return err
 	}
-	_ = h.tx.Rollback(ctx)
 	switch _, gerr := h.m.store.Get(ctx, q.claim.Scope, q.claim.Key); {
 	case gerr == nil:
 		return errKeyRecorded

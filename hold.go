@@ -113,8 +113,16 @@ func notClaimed(err error) result {
 }
 
 // completeAndCommit marks the key COMPLETED with resp in tx, fenced by the
-// attempt's token, and commits: in one step where the store can.
+// attempt's token, and commits: in one step where the store can. When it
+// fails, tx has been rolled back: a completion the fence refused (another
+// attempt took the key) leaves its transaction open, and with it a pool
+// connection that nothing else would give back.
 func completeAndCommit(ctx context.Context, tx store.Tx, a store.Attempt, resp store.Response) (completed bool, err error) {
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(ctx)
+		}
+	}()
 	if cc, ok := tx.(store.CommitCompleter); ok {
 		return cc.CompleteAndCommit(ctx, a, resp)
 	}

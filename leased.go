@@ -66,7 +66,6 @@ func (h *leased) complete(ctx context.Context, q *request, resp store.Response) 
 	// A business error aborted the transaction (a unique violation, say):
 	// its writes are gone, but the 4xx is final. The claim committed on its
 	// own, so the fenced completion can run alone.
-	_ = h.tx.Rollback(ctx)
 	return h.m.store.Complete(ctx, q.claim.Attempt(), resp)
 }
 
