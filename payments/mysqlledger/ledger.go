@@ -25,24 +25,34 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/payments/internal/sqlledger"
 	"github.com/idem-dev/idem/sqlstore"
 )
 
-// Ledger keeps the wallet in MySQL or MariaDB.
+// Ledger keeps the wallet in MySQL or MariaDB. It is a [payments.Ledger].
 type Ledger struct {
-	db *sql.DB
+	base
 }
+
+// base is embedded under an unexported name: only its methods, the reads
+// and Ping of payments.Ledger, are promoted.
+type base = sqlledger.Ledger
 
 var _ payments.Ledger = (*Ledger)(nil)
 
 // New returns a Ledger on db, which should come from mysqlstore.Open.
-func New(db *sql.DB) *Ledger { return &Ledger{db: db} }
-
-// conn is the request's ambient transaction, or the pool.
-func (l *Ledger) conn(ctx context.Context) sqlstore.DBTX { return sqlstore.DB(ctx, l.db) }
-
-// txOptions: see the package documentation.
-var txOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+func New(db *sql.DB) *Ledger {
+	return &Ledger{base: sqlledger.New(db, sqlledger.Dialect{
+		AmbientFunc: func(ctx context.Context) sqlledger.DBTX { return sqlstore.DB(ctx, nil) },
+		Name:        "mysqlledger",
+		CreatedAt:   micros("created_at"),
+		// SUM of a BIGINT is a DECIMAL in MySQL.
+		SumAmount: "CAST(SUM(amount) AS SIGNED)",
+		Savepoint: "mysqlledger_unit",
+		// See the package documentation.
+		TxOptions: &sql.TxOptions{Isolation: sql.LevelReadCommitted},
+	})}
+}
 
 // micros is a DATETIME(6) column as microseconds since the Unix epoch, so
 // reads need no time parsing from the driver (parseTime may be off).
@@ -50,69 +60,25 @@ func micros(column string) string {
 	return "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', " + column + ")"
 }
 
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
 // Atomic runs fn in a savepoint of the ambient transaction, or in a READ
 // COMMITTED transaction of its own. Rolling back to the savepoint undoes
 // fn's writes and leaves the ambient transaction usable, so a business
 // error still ends as a stored response.
 func (l *Ledger) Atomic(ctx context.Context, fn func(payments.LedgerTx) error) error {
-	return l.atomic(ctx, func(db sqlstore.DBTX) error { return fn(ledgerTx{&unit{db: db}}) })
-}
-
-func (l *Ledger) atomic(ctx context.Context, fn func(sqlstore.DBTX) error) error {
-	if amb := sqlstore.DB(ctx, nil); amb != nil {
-		return savepoint(ctx, amb, fn)
-	}
-	tx, err := l.db.BeginTx(ctx, txOptions)
-	if err != nil {
-		return fmt.Errorf("mysqlledger: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("mysqlledger: commit: %w", err)
-	}
-	return nil
-}
-
-func savepoint(ctx context.Context, db sqlstore.DBTX, fn func(sqlstore.DBTX) error) error {
-	if _, err := db.ExecContext(ctx, `SAVEPOINT mysqlledger_unit`); err != nil {
-		return fmt.Errorf("mysqlledger: savepoint: %w", err)
-	}
-	if err := fn(db); err != nil {
-		// Undo fn's writes, not the request's: the transaction goes on.
-		// This must run even when ctx is done. (A deadlock's victim has
-		// lost its whole transaction, savepoint included: that error says
-		// so beside fn's.)
-		wctx := context.WithoutCancel(ctx)
-		if _, rerr := db.ExecContext(wctx, `ROLLBACK TO SAVEPOINT mysqlledger_unit`); rerr != nil {
-			return errors.Join(err, fmt.Errorf("mysqlledger: rollback to savepoint: %w", rerr))
-		}
-		if _, rerr := db.ExecContext(wctx, `RELEASE SAVEPOINT mysqlledger_unit`); rerr != nil {
-			return errors.Join(err, fmt.Errorf("mysqlledger: release savepoint: %w", rerr))
-		}
-		return err
-	}
-	if _, err := db.ExecContext(ctx, `RELEASE SAVEPOINT mysqlledger_unit`); err != nil {
-		return fmt.Errorf("mysqlledger: release savepoint: %w", err)
-	}
-	return nil
+	return sqlledger.Unit(ctx, &l.base, func(db sqlledger.DBTX) error { return fn(ledgerTx{&unit{db: db}}) })
 }
 
 type ledgerTx struct{ u *unit }
 
 // unit is one unit of work's connection and the user it holds locked.
 type unit struct {
-	db   sqlstore.DBTX
+	db   sqlledger.DBTX
 	user string // "" before the first statement
 }
 
 // db returns the unit's connection once it holds userID's row locked (see
 // the package documentation). A unit touches one user's rows.
-func (t ledgerTx) db(ctx context.Context, userID string) (sqlstore.DBTX, error) {
+func (t ledgerTx) db(ctx context.Context, userID string) (sqlledger.DBTX, error) {
 	switch t.u.user {
 	case userID:
 		return t.u.db, nil
@@ -211,13 +177,13 @@ func (t ledgerTx) insert(ctx context.Context, table, userID, id, query string, a
 
 // created reads back the creation time a row was given by the database's
 // clock: MySQL has no INSERT … RETURNING.
-func created(ctx context.Context, db sqlstore.DBTX, table, userID, id string) (time.Time, error) {
+func created(ctx context.Context, db sqlledger.DBTX, table, userID, id string) (time.Time, error) {
 	var us int64
 	err := db.QueryRowContext(ctx, `SELECT `+micros("created_at")+` FROM `+table+` WHERE user_id = ? AND id = ?`, userID, id).Scan(&us)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("mysqlledger: read %s: %w", table, err)
 	}
-	return fromMicros(us), nil
+	return sqlledger.FromMicros(us), nil
 }
 
 // InsertEntries appends the entries in one statement.

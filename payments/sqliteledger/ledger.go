@@ -7,76 +7,57 @@ package sqliteledger
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/payments/internal/sqlledger"
 	"github.com/idem-dev/idem/sqlitestore"
 )
 
-// Ledger keeps the wallet in SQLite.
+// Ledger keeps the wallet in SQLite. It is a [payments.Ledger].
 type Ledger struct {
+	base
 	db *sql.DB
 }
+
+// base is embedded under an unexported name: only its methods, the reads
+// and Ping of payments.Ledger, are promoted.
+type base = sqlledger.Ledger
 
 var _ payments.Ledger = (*Ledger)(nil)
 
 // New returns a Ledger on db, which should come from sqlitestore.Open.
-func New(db *sql.DB) *Ledger { return &Ledger{db: db} }
-
-// db is the request's ambient transaction, or the pool.
-func (l *Ledger) conn(ctx context.Context) sqlitestore.DBTX { return sqlitestore.DB(ctx, l.db) }
+func New(db *sql.DB) *Ledger {
+	return &Ledger{base: sqlledger.New(db, sqlledger.Dialect{
+		AmbientFunc: func(ctx context.Context) sqlledger.DBTX { return sqlitestore.DB(ctx, nil) },
+		Name:        "sqliteledger",
+		CreatedAt:   "created_at",
+		SumAmount:   "sum(amount)",
+		Savepoint:   "payments_atomic",
+		TxOptions:   nil, // BEGIN IMMEDIATE: sqlitestore.Open sets it
+	}), db: db}
+}
 
 // micros is a time as the tables keep it.
 func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
 
 // Atomic runs fn in a savepoint of the ambient transaction, or in a BEGIN
 // IMMEDIATE transaction of its own. Rolling back to the savepoint undoes
 // fn's writes and leaves the ambient transaction usable.
 func (l *Ledger) Atomic(ctx context.Context, fn func(payments.LedgerTx) error) error {
-	if amb := sqlitestore.DB(ctx, nil); amb != nil {
-		return savepoint(ctx, amb, fn)
-	}
-	tx, err := l.db.BeginTx(ctx, nil) // BEGIN IMMEDIATE: sqlitestore.Open sets it
-	if err != nil {
-		return fmt.Errorf("sqliteledger: begin: %w", err)
-	}
-	defer func() { _ = tx.Rollback() }() // after Commit, a no-op
-	if err := fn(ledgerTx{tx}); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqliteledger: commit: %w", err)
-	}
-	return nil
+	return sqlledger.Unit(ctx, &l.base, func(db sqlledger.DBTX) error { return fn(ledgerTx{db}) })
 }
 
-func savepoint(ctx context.Context, db sqlitestore.DBTX, fn func(payments.LedgerTx) error) error {
-	if _, err := db.ExecContext(ctx, `SAVEPOINT payments_atomic`); err != nil {
-		return fmt.Errorf("sqliteledger: savepoint: %w", err)
+// Ping checks a connection, then asks the database for a row.
+func (l *Ledger) Ping(ctx context.Context) error {
+	if err := l.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqliteledger: ping: %w", err)
 	}
-	if err := fn(ledgerTx{db}); err != nil {
-		// Undo fn's writes, not the request's: the transaction goes on.
-		// This must run even when ctx is done.
-		wctx := context.WithoutCancel(ctx)
-		if _, rerr := db.ExecContext(wctx, `ROLLBACK TO payments_atomic`); rerr != nil {
-			return errors.Join(err, fmt.Errorf("sqliteledger: rollback to savepoint: %w", rerr))
-		}
-		if _, rerr := db.ExecContext(wctx, `RELEASE payments_atomic`); rerr != nil {
-			return errors.Join(err, fmt.Errorf("sqliteledger: release savepoint: %w", rerr))
-		}
-		return err
-	}
-	if _, err := db.ExecContext(ctx, `RELEASE payments_atomic`); err != nil {
-		return fmt.Errorf("sqliteledger: release savepoint: %w", err)
-	}
-	return nil
+	return l.base.Ping(ctx)
 }
 
-type ledgerTx struct{ db sqlitestore.DBTX }
+type ledgerTx struct{ db sqlledger.DBTX }
 
 // LockBalance needs no row lock: every writer holds the database's write
 // lock from its first statement to its end.
@@ -129,7 +110,7 @@ func (t ledgerTx) insert(ctx context.Context, now time.Time, query string, args 
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("sqliteledger: insert: %w", err)
 	}
-	return fromMicros(micros(now)), n == 1, nil
+	return sqlledger.FromMicros(micros(now)), n == 1, nil
 }
 
 func (t ledgerTx) InsertEntries(ctx context.Context, entries ...payments.Entry) error {
@@ -154,7 +135,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?)`,
 	if err != nil {
 		return time.Time{}, fmt.Errorf("sqliteledger: insert payout: %w", err)
 	}
-	return fromMicros(now), nil
+	return sqlledger.FromMicros(now), nil
 }
 
 // SetPayoutStatus records a pending payout's outcome, once.
