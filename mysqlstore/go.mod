@@ -13,5 +13,6 @@ require filippo.io/edwards25519 v1.1.0 // indirect
 
 replace (
 	github.com/idem-dev/idem => ..
+	github.com/idem-dev/idem/pgstore => ../pgstore
 	github.com/idem-dev/idem/sqlstore => ../sqlstore
 )
