@@ -78,6 +78,10 @@ type phases struct {
 
 type phasesKey struct{}
 
+// inPhaseKey marks the context Advance gives fn: a key ProviderKey derives
+// there is recorded by that phase, whose transaction holds the record.
+type inPhaseKey struct{}
+
 // withPhases returns the handler's context: it carries the key, and in
 // leased mode on a store.Phaser the attempt's recovery-point state, which
 // run reads back (nil otherwise).
@@ -194,8 +198,27 @@ func (p *phases) advance(ctx context.Context, point string, fn func(ctx context.
 		return rollback(fmt.Errorf("idem: advance to %s: %w", point, err))
 	}
 	if fn != nil {
-		if err := fn(tx.Context(ctx)); err != nil {
+		if err := fn(context.WithValue(tx.Context(ctx), inPhaseKey{}, p)); err != nil {
 			return rollback(err)
+		}
+		// Keys fn derived go with this phase: a phase of their own would
+		// wait for the row this one holds.
+		p.mu.Lock()
+		during := map[string]string{}
+		for provider, key := range p.derived {
+			if _, ok := derived[provider]; !ok {
+				during[provider] = key
+			}
+		}
+		p.mu.Unlock()
+		if len(during) > 0 {
+			if err := tp.Advance(ctx, p.a, point, during); err != nil {
+				return rollback(fmt.Errorf("idem: advance to %s: %w", point, err))
+			}
+			if derived == nil {
+				derived = map[string]string{}
+			}
+			maps.Copy(derived, during)
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -249,8 +272,9 @@ func Pending(ctx context.Context) error {
 // guessed from the client's key.
 //
 // The key is derived once per operation and recorded on the key's record:
-// with the first phase (Advance) when none has committed yet, which must
-// come before the key is sent, else before ProviderKey returns. Every later
+// with the first phase (Advance) when none has committed yet, or when
+// called inside a phase's fn, with that phase: either must commit before
+// the key is sent; else before ProviderKey returns. Every later
 // attempt gets the recorded key, whatever the secret is then: changing the
 // secret never changes the key of an operation under way. It needs a
 // leased-mode handler's context (ErrNoPhases) and, to derive, the secret
@@ -285,9 +309,10 @@ func ProviderKey(ctx context.Context, provider string) (string, error) {
 	p.derived[provider] = key
 	point := p.phase.Point
 	p.mu.Unlock()
-	if point != "" {
+	if point != "" && ctx.Value(inPhaseKey{}) == nil {
 		// A phase has committed: the operation may have reached a
 		// downstream already. The key is recorded before it is used.
+		// (Inside a phase's fn, that phase records it as it commits.)
 		if err := p.advance(ctx, point, nil); err != nil {
 			return "", err
 		}

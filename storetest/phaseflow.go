@@ -311,8 +311,10 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
-	t.Run("KeyDerivedAfterAPhaseIsRecordedAtOnce", func(t *testing.T) {
-		t.Parallel()
+	// acrossRotation runs derive as an attempt under the secret, then as
+	// the next under another, and returns the provider keys they got. Each
+	// attempt is killed before its last phase: released, nothing stored.
+	acrossRotation := func(t *testing.T, derive func(ctx context.Context, point string) string) []string {
 		f := newFlow(t, long, ttl)
 		rotated, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: long,
 			ProviderKeySecret: []byte("the next secret, just as long")})
@@ -322,18 +324,46 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			res := mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
 				point, err := idem.Phase(ctx)
 				require.NoError(t, err)
-				if point == "" {
-					require.NoError(t, idem.Advance(ctx, "debited", nil))
-				}
-				pk, err := idem.ProviderKey(ctx, "fx")
-				require.NoError(t, err)
-				keys = append(keys, pk)
-				// Killed before the next phase: released, nothing stored.
+				keys = append(keys, derive(ctx, point))
 				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
 			})
 			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
 		}
+		return keys
+	}
+
+	t.Run("KeyDerivedAfterAPhaseIsRecordedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		keys := acrossRotation(t, func(ctx context.Context, point string) string {
+			if point == "" {
+				require.NoError(t, idem.Advance(ctx, "debited", nil))
+			}
+			pk, err := idem.ProviderKey(ctx, "fx")
+			require.NoError(t, err)
+			return pk
+		})
 		require.Equal(t, keys[0], keys[1], "the key derived after the first phase was recorded before it was returned")
+	})
+
+	t.Run("KeyDerivedInsideALaterPhaseIsRecordedWithIt", func(t *testing.T) {
+		t.Parallel()
+		keys := acrossRotation(t, func(ctx context.Context, point string) (pk string) {
+			if point != "" {
+				pk, err := idem.ProviderKey(ctx, "fx")
+				require.NoError(t, err)
+				return pk
+			}
+			require.NoError(t, idem.Advance(ctx, "debited", nil))
+			// This phase holds the record's row while fn runs: the key
+			// goes with it, not with a phase of its own that would wait
+			// for that row.
+			require.NoError(t, idem.Advance(ctx, "sent", func(ctx context.Context) (err error) {
+				pk, err = idem.ProviderKey(ctx, "fx")
+				return err
+			}))
+			return pk
+		})
+		require.Equal(t, keys[0], keys[1], "the key derived inside a phase was recorded with it")
 	})
 
 	t.Run("ProviderKeyIsPerLifeAndSecret", func(t *testing.T) {
