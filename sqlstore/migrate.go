@@ -17,12 +17,14 @@ var migrationFiles embed.FS
 
 // migrateSQL is how a dialect applies migrations.
 type migrateSQL struct {
-	lock, unlock string // a session lock on the migrations table's name, $1 or ?
+	// lock takes a session lock on the migrations table's name ($1 or ?)
+	// and answers 1 when it holds it; unlock gives it back.
+	lock, unlock string
 	tableSQL     string // creates the migrations table, %s its name
 }
 
 var postgresMigrate = migrateSQL{
-	lock:   `SELECT pg_advisory_lock(hashtext($1))`,
+	lock:   `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext($1))) AS locked`,
 	unlock: `SELECT pg_advisory_unlock(hashtext($1))`,
 	tableSQL: `CREATE TABLE IF NOT EXISTS %s (
     version    integer     PRIMARY KEY,
@@ -32,6 +34,7 @@ var postgresMigrate = migrateSQL{
 }
 
 var mysqlMigrate = migrateSQL{
+	// 0 after 60 s without the lock, NULL on an error.
 	lock:   `SELECT GET_LOCK(CONCAT('idem.migrate.', ?), 60)`,
 	unlock: `DO RELEASE_LOCK(CONCAT('idem.migrate.', ?))`,
 	tableSQL: `CREATE TABLE IF NOT EXISTS %s (
@@ -82,8 +85,13 @@ func apply(ctx context.Context, db *sql.DB, d Dialect, name, mt string, ms []mig
 		return nil, fmt.Errorf("%s: migrate: %w", name, err)
 	}
 	defer c.Close()
-	if _, err := c.ExecContext(ctx, d.migrate.lock, mt); err != nil {
+	// Migrating without the lock would race another process's ALTERs.
+	var held sql.NullInt64
+	if err := c.QueryRowContext(ctx, d.migrate.lock, mt).Scan(&held); err != nil {
 		return nil, fmt.Errorf("%s: migrate: lock: %w", name, err)
+	}
+	if held.Int64 != 1 {
+		return nil, fmt.Errorf("%s: migrate: another process held the migration lock on %s for too long; try again", name, mt)
 	}
 	defer func() { _, _ = c.ExecContext(context.WithoutCancel(ctx), d.migrate.unlock, mt) }()
 	if _, err := c.ExecContext(ctx, fmt.Sprintf(d.migrate.tableSQL, mt)); err != nil {
