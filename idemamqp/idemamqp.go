@@ -71,8 +71,9 @@ type Consumer struct {
 	connMu sync.Mutex       // guards conn, and is held while reconnecting
 	conn   *amqp.Connection // the one given to New, or the last one Redial opened
 
-	mu  sync.Mutex    // guards pub, and its publishes
-	pub *amqp.Channel // on conn, in confirm mode
+	mu      sync.Mutex       // guards pub and pubConn, and pub's publishes
+	pub     *amqp.Channel    // on pubConn, in confirm mode
+	pubConn *amqp.Connection // the connection pub is on
 }
 
 // New returns a Consumer that processes deliveries with c and publishes
@@ -111,18 +112,28 @@ func (c *Consumer) use(conn *amqp.Connection) error {
 	if conn.IsRecoveryEnabled() {
 		return errors.New("idemamqp: the connection recovers by itself (amqp.Config.Recovery): use Config.Redial instead")
 	}
-	pub, err := conn.Channel()
+	pub, err := confirmChannel(conn)
 	if err != nil {
-		return fmt.Errorf("idemamqp: open channel: %w", err)
-	}
-	if err := pub.Confirm(false); err != nil {
-		return fmt.Errorf("idemamqp: confirm mode: %w", err)
+		return err
 	}
 	c.conn = conn
 	c.mu.Lock()
-	c.pub = pub
+	c.pub, c.pubConn = pub, conn
 	c.mu.Unlock()
 	return nil
+}
+
+// confirmChannel opens a channel on conn in confirm mode.
+func confirmChannel(conn *amqp.Connection) (*amqp.Channel, error) {
+	ch, err := conn.Channel()
+	if err != nil {
+		return nil, fmt.Errorf("idemamqp: open channel: %w", err)
+	}
+	if err := ch.Confirm(false); err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("idemamqp: confirm mode: %w", err)
+	}
+	return ch, nil
 }
 
 // Close closes the connection: the one given to New, or the last one
@@ -296,6 +307,17 @@ func (c *Consumer) publish(ctx context.Context, d amqp.Delivery, dec consumer.De
 // the broker's confirm.
 func (c *Consumer) send(ctx context.Context, queue string, msg amqp.Publishing) error {
 	c.mu.Lock()
+	if c.pub.IsClosed() {
+		// A channel error (the broker closes the channel, not the
+		// connection) would otherwise fail every later publish; a lost
+		// connection is Run's to dial again.
+		pub, err := confirmChannel(c.pubConn)
+		if err != nil {
+			c.mu.Unlock()
+			return err
+		}
+		c.pub = pub
+	}
 	dc, err := c.pub.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, msg)
 	c.mu.Unlock()
 	if err != nil {
