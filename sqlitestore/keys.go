@@ -176,15 +176,23 @@ UPDATE idempotency_keys
         OR (status = 'COMPLETED' AND expires_at <= :now))`
 
 func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
-	var won bool
-	err := k.s.write(ctx, func(q querier, now time.Time) error {
-		fp := c.Fingerprint
-		res, err := q.ExecContext(ctx, k.sql.reacquire,
-			sql.Named("scope", c.Scope), sql.Named("key", c.Key),
+	fp := c.Fingerprint
+	return k.takeOver(ctx, "re-acquire", k.sql.reacquire, func(now time.Time) []any {
+		return []any{sql.Named("scope", c.Scope), sql.Named("key", c.Key),
 			sql.Named("method", fp.Method), sql.Named("path", fp.Path), sql.Named("hash", fp.Hash), sql.Named("version", fp.Version),
 			sql.Named("token", c.Token), sql.Named("now", micros(now)),
 			sql.Named("lock_for", c.Lease.Microseconds()), sql.Named("ttl", c.TTL.Microseconds()),
-			sql.Named("prev_token", prevToken))
+			sql.Named("prev_token", prevToken)}
+	})
+}
+
+// takeOver runs a compare-and-swap on one record (a re-acquire or a
+// completer's take-over) holding the write lock, and reports whether it
+// changed the row: the token in its WHERE clause lets one contender win.
+func (k keys) takeOver(ctx context.Context, op, stmt string, args func(now time.Time) []any) (bool, error) {
+	var won bool
+	err := k.s.write(ctx, func(q querier, now time.Time) error {
+		res, err := q.ExecContext(ctx, stmt, args(now)...)
 		if err != nil {
 			return err
 		}
@@ -193,7 +201,7 @@ func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (b
 		return err
 	})
 	if err != nil {
-		return false, fmt.Errorf("re-acquire: %w", err)
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	return won, nil
 }

@@ -119,21 +119,9 @@ UPDATE idempotency_keys
 // only while it is still that abandoned unfinished record
 // (store.UnfinishedFinder).
 func (s *Store) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
-	var won bool
-	err := s.s.write(ctx, func(q querier, now time.Time) error {
-		res, err := q.ExecContext(ctx, s.sql.resumeUnfinished,
-			sql.Named("scope", c.Scope), sql.Named("key", c.Key), sql.Named("token", c.Token),
+	return s.takeOver(ctx, "resume unfinished", s.sql.resumeUnfinished, func(now time.Time) []any {
+		return []any{sql.Named("scope", c.Scope), sql.Named("key", c.Key), sql.Named("token", c.Token),
 			sql.Named("now", micros(now)), sql.Named("lock_for", c.Lease.Microseconds()),
-			sql.Named("ttl", c.TTL.Microseconds()), sql.Named("prev_token", prevToken))
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		won = n == 1
-		return err
+			sql.Named("ttl", c.TTL.Microseconds()), sql.Named("prev_token", prevToken)}
 	})
-	if err != nil {
-		return false, fmt.Errorf("resume unfinished: %w", err)
-	}
-	return won, nil
 }

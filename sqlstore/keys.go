@@ -113,17 +113,24 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 // the token in the WHERE clause makes the update a compare-and-swap.
 func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	fp := c.Fingerprint
-	s := k.st.sql.reacquire
+	return k.takeOver(ctx, "re-acquire", k.st.sql.reacquire, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+		c.Token, c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)
+}
+
+// takeOver runs s, a compare-and-swap on one record (a re-acquire or a
+// completer's take-over) with a bounded wait for its row, and reports
+// whether it changed the row: the token in its WHERE clause lets one
+// contender win.
+func (k keys) takeOver(ctx context.Context, op string, s stmt, args ...any) (bool, error) {
 	res, err := k.s.bounded(ctx, func(q querier) (sql.Result, error) {
-		return q.ExecContext(ctx, s.sql, s.args(c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
-			c.Token, c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)...)
+		return q.ExecContext(ctx, s.sql, s.args(args...)...)
 	})
 	if err != nil {
-		return false, fmt.Errorf("re-acquire: %w", err)
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("re-acquire: %w", err)
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	return n == 1, nil
 }

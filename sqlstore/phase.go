@@ -81,16 +81,6 @@ func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinish
 // only while it is still that abandoned unfinished record
 // (store.UnfinishedFinder).
 func (s *Store) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
-	r := s.sql.resumeUnfinished
-	res, err := s.keys.s.bounded(ctx, func(q querier) (sql.Result, error) {
-		return q.ExecContext(ctx, r.sql, r.args(c.Scope, c.Key, c.Token, c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)...)
-	})
-	if err != nil {
-		return false, fmt.Errorf("resume unfinished: %w", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("resume unfinished: %w", err)
-	}
-	return n == 1, nil
+	return s.takeOver(ctx, "resume unfinished", s.sql.resumeUnfinished, c.Scope, c.Key, c.Token,
+		c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)
 }
