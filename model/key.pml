@@ -112,7 +112,7 @@ inline effect() {
 #define FENCED(t) (tok == t && st == S_PROCESSING)
 #endif
 
-/* A claimed row: pgstore insertClaim, or reacquire's SET. */
+/* A claimed row: pgsql.InsertClaim, or Reacquire's SET. */
 inline claim_row(t) {
 	st = S_PROCESSING;
 	tok = t;

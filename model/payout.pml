@@ -44,7 +44,7 @@
  *
  *   Client "held:" fenced read    idem.Phase, idem.ProviderKey (phase.go),
  *                                 through store.Phaser.Phase (pgstore and
- *                                 sqlitestore phase.go: selectPhase)
+ *                                 sqlitestore: pgsql.SelectPhase, selectPhase)
  *   DERIVED (the derived key)     idem.ProviderKey: HMAC-SHA256 of the
  *                                 user, the key and the life (deriveKey),
  *                                 recorded with phase A (provider_keys)

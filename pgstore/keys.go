@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/internal/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -39,10 +41,8 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
   FROM idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2`
 
-// finished is true of a row that is not unfinished (store.Phaser): no
-// recovery point, or COMPLETED. Only a finished row can pass its
-// retention, be swept, or start a new life.
-const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
+// finished is true of a row that is not unfinished (keytable.Finished).
+const finished = keytable.Finished
 
 func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	return scanRecord(k.db.QueryRow(ctx, k.sql.selectRecord, scope, key), scope, key)
@@ -86,14 +86,6 @@ func scanRecord(row pgx.Row, scope, key string) (*store.Record, error) {
 	return rec, nil
 }
 
-const insertClaim = `
-INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
-VALUES ($1, $2, $3, $4, $5, $6,
-        'PROCESSING', 1, $7, now(), now() + $8 * interval '1 microsecond', now(), now() + $9 * interval '1 microsecond')
-ON CONFLICT (user_id, idempotency_key) DO NOTHING`
-
 // Insert claims the key with one INSERT … ON CONFLICT DO NOTHING. On
 // conflict it reads the record with a second statement: in READ COMMITTED a
 // new statement sees the row that a concurrent transaction just committed,
@@ -115,30 +107,6 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 	return rec, false, err
 }
 
-// reacquire takes over a re-acquirable row that prevToken still holds. The
-// token in the WHERE clause makes it a compare-and-swap: once one contender
-// has changed the token, every other one matches no row. A finished row
-// past retention starts a new life: new fingerprint, creation, expiry and
-// no recovery point nor provider keys. An unfinished one is resumed in its
-// life, recovery point and provider keys kept (model/payout.pml: a re-acquire of UNKNOWN never starts a new
-// life).
-const reacquire = `
-UPDATE idempotency_keys
-   SET request_method = $3, request_path = $4, request_hash = $5, fingerprint_version = $6,
-       status = 'PROCESSING',
-       attempts   = CASE WHEN expires_at <= now() AND ` + finished + ` THEN 1 ELSE attempts + 1 END,
-       created_at = CASE WHEN expires_at <= now() AND ` + finished + ` THEN now() ELSE created_at END,
-       recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
-       provider_keys  = CASE WHEN status = 'COMPLETED' THEN NULL ELSE provider_keys END,
-       expires_at = GREATEST(expires_at, now() + $9 * interval '1 microsecond'),
-       lock_token = $7, locked_at = now(), lock_expires_at = now() + $8 * interval '1 microsecond',
-       response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $10
-   AND (status = 'FAILED'
-        OR (status = 'PROCESSING' AND lock_expires_at <= now())
-        OR (status = 'COMPLETED' AND expires_at <= now()))`
-
 func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	fp := c.Fingerprint
 	tag, err := k.bounded(ctx, k.sql.reacquire, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
@@ -148,13 +116,6 @@ func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (b
 	}
 	return tag.RowsAffected() == 1, nil
 }
-
-const complete = `
-UPDATE idempotency_keys
-   SET status = 'COMPLETED', lock_expires_at = now(),
-       response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
-       resource_type = nullif($7, ''), resource_id = nullif($8, '')
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
 func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	args, err := completeArgs(l, resp)
@@ -191,25 +152,15 @@ func responseArgs(resp store.Response) ([]any, error) {
 // nothing else in it can raise. The failure aborts the transaction, so a
 // COMMIT sent behind it in the same round trip does not run.
 const completeOrAbort = `
-WITH completed AS (` + complete + `
+WITH completed AS (` + pgsql.Complete + `
  RETURNING 1)
 SELECT 1 / count(*) FROM completed`
 
 const codeDivisionByZero = "22012"
 
-const fail = `
-UPDATE idempotency_keys
-   SET status = 'FAILED', lock_expires_at = now()
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
-
 func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 	return k.fenced(ctx, "fail", k.sql.fail, l.Scope, l.Key, l.Token)
 }
-
-const renew = `
-UPDATE idempotency_keys
-   SET lock_expires_at = now() + $4 * interval '1 microsecond'
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
 
 func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
 	return k.fenced(ctx, "renew", k.sql.renew, l.Scope, l.Key, l.Token, d.Microseconds())

@@ -17,13 +17,6 @@ var (
 	_ store.UnfinishedFinder = (*Store)(nil)
 )
 
-// selectPhase reads the recovery point and the life together, fenced by
-// the token: model/payout.pml's fenced read (rule 5 of docs/model.md).
-const selectPhase = `
-SELECT coalesce(recovery_point, ''), created_at, provider_keys::text
-  FROM idempotency_keys
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
-
 // Phase reads the record's recovery point and life in one statement fenced
 // by a's token.
 func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
@@ -44,15 +37,6 @@ func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
 	return p, nil
 }
 
-// advance merges the new provider keys under the recorded ones: jsonb's
-// || keeps its right operand's value of a key both have.
-const advance = `
-UPDATE idempotency_keys
-   SET recovery_point = $4,
-       provider_keys = CASE WHEN $5::text IS NULL THEN provider_keys
-                            ELSE $5::text::jsonb || coalesce(provider_keys, '{}'::jsonb) END
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
-
 // Advance sets the recovery point and records provider keys, fenced by a's
 // token.
 func (k keys) Advance(ctx context.Context, a store.Attempt, point string, providerKeys map[string]string) error {
@@ -61,16 +45,6 @@ func (k keys) Advance(ctx context.Context, a store.Attempt, point string, provid
 	}
 	return k.fenced(ctx, "advance", k.sql.advance, a.Scope, a.Key, a.Token, point, keytable.EncodeProviderKeys(providerKeys))
 }
-
-// findUnfinished reads the partial index idempotency_keys_unfinished_idx.
-const findUnfinished = `
-SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-       recovery_point, lock_token::text
-  FROM idempotency_keys
- WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'
-   AND (status = 'FAILED' OR lock_expires_at <= now())
- ORDER BY locked_at
- LIMIT $1`
 
 // FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
 func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
@@ -92,18 +66,6 @@ func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinish
 	}
 	return out, nil
 }
-
-// resumeUnfinished is reacquire for the completer: fenced by the listed
-// token and by the record still being abandoned and unfinished, it keeps
-// the record's fingerprint and life (model/payout.pml's Completer).
-const resumeUnfinished = `
-UPDATE idempotency_keys
-   SET status = 'PROCESSING', attempts = attempts + 1,
-       expires_at = GREATEST(expires_at, now() + $5 * interval '1 microsecond'),
-       lock_token = $3, locked_at = now(), lock_expires_at = now() + $4 * interval '1 microsecond'
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $6
-   AND recovery_point IS NOT NULL
-   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lock_expires_at <= now()))`
 
 // ResumeUnfinished takes over the unfinished record prevToken last held,
 // only while it is still that abandoned unfinished record

@@ -1,6 +1,9 @@
 package pgstore
 
-import "github.com/idem-dev/idem/internal/keytable"
+import (
+	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/internal/keytable/pgsql"
+)
 
 // statements are the store's SQL on its key table. The constants are
 // written for the default table; newStatements rewrites them once, when
@@ -16,21 +19,21 @@ func newStatements(table string) *statements {
 	r := func(sql string) string { return keytable.Rewrite(sql, table) }
 	return &statements{
 		selectRecord:           r(selectRecord),
-		insertClaim:            r(insertClaim),
-		reacquire:              r(reacquire),
-		complete:               r(complete),
+		insertClaim:            r(pgsql.InsertClaim),
+		reacquire:              r(pgsql.Reacquire),
+		complete:               r(pgsql.Complete),
 		completeOrAbort:        r(completeOrAbort),
-		fail:                   r(fail),
-		renew:                  r(renew),
+		fail:                   r(pgsql.Fail),
+		renew:                  r(pgsql.Renew),
 		insertCompletedOrAbort: r(insertCompletedOrAbort),
 		sweepLock:              r(sweepLock),
 		deleteExpired:          r(deleteExpired),
 		listCompleted:          r(listCompleted),
 		release:                r(release),
 		replaceResponse:        r(replaceResponse),
-		selectPhase:            r(selectPhase),
-		advance:                r(advance),
-		findUnfinished:         r(findUnfinished),
-		resumeUnfinished:       r(resumeUnfinished),
+		selectPhase:            r(pgsql.SelectPhase),
+		advance:                r(pgsql.Advance),
+		findUnfinished:         r(pgsql.FindUnfinished),
+		resumeUnfinished:       r(pgsql.ResumeUnfinished),
 	}
 }

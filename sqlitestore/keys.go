@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/internal/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -49,10 +50,8 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
   FROM idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key`
 
-// finished is true of a row that is not unfinished (store.Phaser): no
-// recovery point, or COMPLETED. Only a finished row can pass its
-// retention, be swept, or start a new life.
-const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
+// finished is true of a row that is not unfinished (keytable.Finished).
+const finished = keytable.Finished
 
 func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	var rec *store.Record

@@ -56,10 +56,8 @@ func (d Dialect) orDefault() Dialect {
 // String names the dialect.
 func (d Dialect) String() string { return d.orDefault().name }
 
-// finished is true of a row that is not unfinished (store.Phaser): no
-// recovery point, or COMPLETED. Only a finished row can pass its
-// retention, be swept, or start a new life.
-const finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
+// finished is true of a row that is not unfinished (keytable.Finished).
+const finished = keytable.Finished
 
 // DefaultTable is the key table's name when Options.Table is empty.
 const DefaultTable = keytable.Default
