@@ -1,17 +1,66 @@
 package idem_test
 
 import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
 
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/memstore"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/storetest"
 )
+
+func newMemstore(*testing.T) store.Store { return memstore.New() }
 
 // The middleware's behaviour, in every configuration, on the in-memory
 // reference store: the request path tests itself without a database. The
 // SQL stores run the same half of storetest, and the store contract too.
 func TestBehaviour(t *testing.T) {
 	t.Parallel()
-	storetest.RunBehaviour(t, func(*testing.T) store.Store { return memstore.New() })
+	storetest.RunBehaviour(t, newMemstore)
+}
+
+// The same, with a TraceFunc, so that every store operation goes through
+// the tracing wrapper: the wrapper changes nothing the middleware does,
+// and every operation it reports, it ends.
+func TestBehaviourTraced(t *testing.T) {
+	t.Parallel()
+	var (
+		mu    sync.Mutex
+		open  int
+		seen  = map[string]bool{}
+		trace = func(ctx context.Context, op string) (context.Context, func(error)) {
+			mu.Lock()
+			defer mu.Unlock()
+			open++
+			seen[op] = true
+			return ctx, func(err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				open--
+				seen[op+" "+idem.TraceResult(err)] = true
+			}
+		}
+	)
+	t.Run("Configs", func(t *testing.T) {
+		for _, c := range storetest.MiddlewareConfigs() {
+			c.Config.TraceFunc = trace
+			t.Run("Middleware"+c.Name, func(t *testing.T) { t.Parallel(); storetest.RunMiddleware(t, newMemstore, c.Config) })
+			t.Run("Do"+c.Name, func(t *testing.T) { t.Parallel(); storetest.RunDo(t, newMemstore, c.Config) })
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, open, "every operation reported was ended")
+	for _, op := range []string{
+		idem.OpGet + " ok", idem.OpGet + " not_found", idem.OpInsert + " ok", idem.OpInsert + " key_exists",
+		idem.OpReacquire + " ok", idem.OpComplete + " ok", idem.OpFail + " ok",
+		idem.OpBegin + " ok", idem.OpCommit + " ok", idem.OpRollback + " ok",
+	} {
+		require.True(t, seen[op], "%s not seen in %v", op, slices.Sorted(maps.Keys(seen)))
+	}
 }
