@@ -39,18 +39,14 @@ func paid(n int32) idem.Reply {
 	return idem.Reply{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"payment":"p%d"}`, n)}
 }
 
-// renewalsDown is a memstore whose lease renewals fail while down is set,
-// as a database that cannot be reached would make them.
-type renewalsDown struct {
-	*memstore.Store
-	down atomic.Bool
-}
+// unrenewableStore is a memstore whose lease renewals fail, as they
+// would against a database that cannot be reached.
+type unrenewableStore struct{ *memstore.Store }
 
-func (s *renewalsDown) Renew(ctx context.Context, a store.Attempt, d time.Duration) error {
-	if s.down.Load() {
-		return errors.New("connection refused")
-	}
-	return s.Store.Renew(ctx, a, d)
+func unrenewable() unrenewableStore { return unrenewableStore{memstore.New()} }
+
+func (unrenewableStore) Renew(context.Context, store.Attempt, time.Duration) error {
+	return errors.New("connection refused")
 }
 
 // leased returns a leased-mode middleware on s with a 30s lease, renewed
@@ -157,9 +153,7 @@ func TestLease(t *testing.T) {
 	t.Run("FailedRenewalsLapseTheLease", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			s := &renewalsDown{Store: memstore.New()}
-			s.down.Store(true)
-			mw, _ := leased(t, s, time.Hour)
+			mw, _ := leased(t, unrenewable(), time.Hour)
 			cause := make(chan error, 1)
 			begun := time.Now()
 			done := start(mw, "k", func(ctx context.Context) idem.Reply {
@@ -218,8 +212,7 @@ func TestLease(t *testing.T) {
 	t.Run("StaleCompletionIsFencedOut", func(t *testing.T) {
 		t.Parallel()
 		synctest.Test(t, func(t *testing.T) {
-			s := &renewalsDown{Store: memstore.New()}
-			s.down.Store(true)
+			s := unrenewable()
 			mw, _ := leased(t, s, time.Hour)
 			var runs atomic.Int32
 			proceed := make(chan struct{})
