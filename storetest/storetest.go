@@ -14,9 +14,10 @@
 //		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 //	}
 //
-// The core tests the middleware on memstore with RunBehaviour alone; its
-// lease renewals and maximum life are tested there under testing/synctest,
-// with a fake clock, rather than here with real leases.
+// The core runs both halves on memstore: the contract in package memstore,
+// the behaviour in package idem, where the lease's renewals and maximum
+// life are tested under testing/synctest, with a fake clock, rather than
+// here with real leases.
 //
 // RunConsumer, given a business table besides (a [Business]), drives
 // package consumer on the store as a broker adapter does.
