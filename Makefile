@@ -31,9 +31,12 @@ GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
 # Every module of the workspace (go.work): ./... alone names the root's.
-PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/...
+PKGS        ?= ./... ./idemshared/... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/... $(INTEGRATION_PKGS)
+# The adapters' and sqlstore's tests with a store of another module (module
+# integration), but for idemamqp's: RABBITMQ_PKGS.
+INTEGRATION_PKGS ?= ./integration/ ./integration/idemecho/... ./integration/idemgin/... ./integration/idemgrpc/... ./integration/idemnats/... ./integration/idemotel/... ./integration/metrics/... ./integration/sqlstore/...
 # Modules whose tests need a broker that is not embedded: make test-rabbitmq.
-RABBITMQ_PKGS ?= ./idemamqp/...
+RABBITMQ_PKGS ?= ./idemamqp/... ./integration/idemamqp/...
 # paymentsd's end-to-end tests over RabbitMQ, in files built with -tags rabbitmq.
 RABBITMQ_E2E  ?= -tags rabbitmq -run AMQP ./cmd/paymentsd
 # The modules whose tests need MySQL or MariaDB: make test-mysql runs them.
