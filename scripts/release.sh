@@ -8,6 +8,7 @@
 #   VERSION  default: git describe of the newest core tag (vX.Y.Z), with
 #            -dirty for a changed tree; v0.0.0-dev without tags
 #   COMMIT   default: git rev-parse HEAD
+#   PLATFORMS  default: "linux/amd64 linux/arm64 darwin/amd64 darwin/arm64"
 #
 # Needs Go and git; no C compiler (CGO_ENABLED=0: SQLite is pure Go).
 set -euo pipefail
@@ -17,7 +18,7 @@ GO=${GO:-go}
 VERSION=${VERSION:-$(git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null || echo v0.0.0-dev)}
 COMMIT=${COMMIT:-$(git rev-parse HEAD)}
 binaries=(paymentsd bankd idem-gateway)
-platforms=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64)
+read -r -a platforms <<<"${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}"
 pkg=github.com/idem-dev/idem/cmd/internal/version
 ldflags="-s -w -X $pkg.Version=$VERSION -X $pkg.Commit=$COMMIT"
 
