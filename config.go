@@ -179,7 +179,7 @@ type Config struct {
 	// The middleware adds Retry-After where the problem has one. Keep the
 	// status: clients decide whether to retry by it. Default: RFC 9457
 	// problem details (docs/problems.md).
-	ProblemFunc func(Problem) Reply
+	ProblemFunc func(Problem) Response
 }
 
 // RouteOptions are the limits one route may set otherwise than its

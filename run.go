@@ -43,7 +43,7 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		}
 		out = outcome{kind: outcomePanicked, captured: c, panicked: p}
 	}()
-	hctx, p := m.withPhases(hctx, q)
+	hctx, p := m.withRecovery(hctx, q)
 	q.work(q.handlerContext(hctx), c)
 	returned = true
 

@@ -102,7 +102,7 @@ func (m *Middleware) remember(q *request, resp store.Response) {
 // limit, a problem response saying so.
 func (m *Middleware) storedResponse(c *capture) store.Response {
 	if c.overflow {
-		r := m.problemReply(ProblemResponseTooLarge, http.StatusInternalServerError,
+		r := m.problemResponse(ProblemResponseTooLarge, http.StatusInternalServerError,
 			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes))
 		return store.Response{StatusCode: r.StatusCode, Header: r.Header, Body: r.Body}
 	}

@@ -18,7 +18,7 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 		st     struct{ store.Store }            // construction never touches it
 		finder struct{ store.UnfinishedFinder } // nor this
 	)
-	resume := func(context.Context, store.Unfinished) idem.Reply { return idem.Reply{} }
+	resume := func(context.Context, store.Unfinished) idem.Response { return idem.Response{} }
 	leased, err := idem.New(st, idem.Config{Mode: idem.ModeLeased})
 	require.NoError(t, err)
 

@@ -187,7 +187,7 @@ func TestStoreErrorIsASpanError(t *testing.T) {
 	mw, err := idem.New(st, idem.Config{StartFunc: tel.Start, TraceFunc: tel.Trace})
 	require.NoError(t, err)
 	res := mw.Do(context.Background(), idem.Call{Scope: "alice", Key: "k1", Fingerprint: store.Fingerprint{Version: 1, Method: "Pay", Path: "Pay", Hash: make([]byte, 32)}},
-		func(context.Context) idem.Reply { return idem.Reply{StatusCode: 200} })
+		func(context.Context) idem.Response { return idem.Response{StatusCode: 200} })
 	require.Equal(t, idem.OutcomeStoreError, res.Outcome)
 	var sawStoreError bool
 	for _, s := range spans.Ended() {

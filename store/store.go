@@ -3,7 +3,7 @@
 // ([Store], [Tx], [Keys]), the values it keeps ([Record], [Claim],
 // [Response]), the errors it answers with, and the optional capabilities a
 // store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter],
-// [KeyResolver], [Phaser], [UnfinishedFinder]).
+// [KeyResolver], [Advancer], [UnfinishedFinder]).
 //
 // Users of the middleware never import it: they hand a store (pgstore,
 // sqlitestore) to idem.New. Authors of a new store implement it and run
@@ -101,7 +101,7 @@ type Record struct {
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	Expired        bool // past retention: the record no longer binds the key
-	// RecoveryPoint is the last recovery point committed (Phaser), "" for
+	// RecoveryPoint is the last recovery point committed (Advancer), "" for
 	// none. An unfinished record (a point, not COMPLETED) is never Expired.
 	RecoveryPoint string
 }
