@@ -26,8 +26,8 @@
 // [ModeLeased] (the default) commits the claim first and holds the key with
 // a renewed, fenced lease of bounded life ([Config.MaxLeaseLife]); choose it
 // when the handler calls anything outside the database. [ModeAtomic] runs
-// the claim, the handler and the completion in one transaction; with
-// [Config.DeferClaim] the claim moves to the completion. docs/modes.md
+// the claim, the handler and the completion in one transaction;
+// [ModeAtomicDeferred] moves the claim to the completion. docs/modes.md
 // compares the three.
 //
 // # The request, step by step

@@ -35,7 +35,7 @@ func (m *Middleware) holder(q *request) holder {
 	switch {
 	case m.cfg.Mode == ModeLeased:
 		return &leased{m: m}
-	case m.cfg.DeferClaim && !q.claimFirst:
+	case m.cfg.Mode == ModeAtomicDeferred && !q.claimFirst:
 		return &deferred{atomic: atomic{m: m}}
 	}
 	return &atomic{m: m}

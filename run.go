@@ -56,7 +56,7 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		// not the client's answer either: the attempt that took the key
 		// over has it.
 		return outcome{kind: outcomeHoldEnded, captured: c, cause: cause}
-	case m.cfg.Mode == ModeAtomic && q.ctx.Err() != nil:
+	case m.cfg.Mode.atomic() && q.ctx.Err() != nil:
 		return outcome{kind: outcomeClientGone, captured: c, cause: q.ctx.Err()}
 	case !isFinal(status), p.isPending():
 		// Pending (phase.go): the answer is not stored; the key is

@@ -30,7 +30,7 @@ const (
 //
 // The error is the store's, unchanged: [store.ErrNotFound],
 // [store.ErrLeaseLost], [store.ErrWaitTimeout] and [store.ErrKeyExists] are
-// answers, not failures. A deferred claim ([Config.DeferClaim]) is reported
+// answers, not failures. A deferred claim ([ModeAtomicDeferred]) is reported
 // as an OpInsert once it has run, with no time of its own; a Rollback after
 // a Commit is not reported. Lease renewals run on a context of their own,
 // so their spans have no parent. Module idemotel traces with

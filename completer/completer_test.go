@@ -24,7 +24,9 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 
 	_, err = completer.New(leased, finder, resume, completer.Config{})
 	require.NoError(t, err)
-	_, err = completer.New(leased.WithMode(idem.ModeAtomic), finder, resume, completer.Config{})
+	atomic, err := leased.WithMode(idem.ModeAtomic)
+	require.NoError(t, err)
+	_, err = completer.New(atomic, finder, resume, completer.Config{})
 	require.ErrorContains(t, err, "leased mode")
 	_, err = completer.New(leased, nil, resume, completer.Config{})
 	require.Error(t, err)

@@ -17,7 +17,7 @@
 // Events and metrics carry gin's route pattern with the method, as
 // "POST /v1/payments/:id".
 //
-// gin runs a chain once, so in atomic mode with Config.DeferClaim a request
+// gin runs a chain once, so in atomic mode with ModeAtomicDeferred a request
 // the middleware must run a second time (its deferred claim lost to a
 // record it may re-acquire) is answered 503 and released, for the client
 // to retry.

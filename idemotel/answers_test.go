@@ -64,7 +64,7 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 	t.Run("KeyExists", func(t *testing.T) {
 		t.Parallel()
 		g := make(gate, 4)
-		f := newFixtureWith(t, idem.Config{Mode: idem.ModeAtomic, DeferClaim: true}, g)
+		f := newFixtureWith(t, idem.Config{Mode: idem.ModeAtomicDeferred}, g)
 		first := f.postAsync(t, "k1", `{}`)
 		releaseFirst := <-g
 		second := f.postAsync(t, "k1", `{}`)

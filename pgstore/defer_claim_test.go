@@ -108,7 +108,7 @@ func postDeferred(t *testing.T, url, key string) answer {
 	return send(t, url+"/v1/payments", key, "application/json", `{"amount":100}`)
 }
 
-var deferredCached = idem.Config{Mode: idem.ModeAtomic, DeferClaim: true, ReplayCacheBytes: 1 << 20}
+var deferredCached = idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: 1 << 20}
 
 // TestDeferredClaimRoundTrips: with the claim deferred to the completion
 // and a replay cache, a fresh request costs the store the handler's batch

@@ -60,9 +60,9 @@ func MiddlewareConfigs() []MiddlewareConfig {
 	return []MiddlewareConfig{
 		{"Leased", idem.Config{Mode: idem.ModeLeased}},
 		{"Atomic", idem.Config{Mode: idem.ModeAtomic}},
-		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true}},
+		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomicDeferred}},
 		{"LeasedCached", idem.Config{Mode: idem.ModeLeased, ReplayCacheBytes: cache}},
-		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true, ReplayCacheBytes: cache}},
+		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: cache}},
 	}
 }
 
