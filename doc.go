@@ -50,8 +50,8 @@
 //  4. leased.go (with lease.go, the renewals), atomic.go, deferred.go: the
 //     three holders.
 //  5. run.go: the handler runs with its response captured, and returns an
-//     outcome: final, retriable, panicked, client gone, hold ended.
-//  6. settle.go: the one place an outcome becomes the key's new state. A
+//     ending: final, retriable, panicked, client gone, hold ended.
+//  6. settle.go: the one place an ending becomes the key's new state. A
 //     final response (2xx, 3xx, 4xx but 408 and 429) is completed in the
 //     handler's transaction and committed before the client sees a byte;
 //     anything else rolls back and releases the key for a retry.

@@ -52,7 +52,7 @@ func (h *leased) hold(ctx context.Context, q *request) (context.Context, result,
 func (h *leased) stop(q *request) error {
 	q.event.Renewals = h.stopped()
 	cause := context.Cause(h.hctx)
-	if errors.Is(cause, store.ErrLeaseLost) || errors.Is(cause, ErrLeaseExpired) || errors.Is(cause, ErrLeaseMaxLife) {
+	if errors.Is(cause, store.ErrNotHeld) || errors.Is(cause, ErrLeaseExpired) || errors.Is(cause, ErrLeaseMaxLife) {
 		return cause
 	}
 	return nil
@@ -77,7 +77,7 @@ func (h *leased) release(ctx context.Context, q *request) error {
 // fail marks the record FAILED so a retry may take the key at once. An
 // attempt that no longer holds the key has nothing to release.
 func (h *leased) fail(ctx context.Context, q *request) error {
-	if err := h.m.store.Fail(ctx, q.claim.Attempt()); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+	if err := h.m.store.Fail(ctx, q.claim.Attempt()); err != nil && !errors.Is(err, store.ErrNotHeld) {
 		return fmt.Errorf("release key: %w", err)
 	}
 	return nil

@@ -134,7 +134,7 @@ func (p *recovery) load(ctx context.Context) (store.Progress, error) {
 // RecoveryPoint returns the recovery point the handler's attempt resumes at: ""
 // for a request that starts afresh, else the last point a phase of an
 // earlier attempt committed (Advance), or this attempt's own since. It
-// fails with store.ErrLeaseLost (wrapped) when the attempt no longer holds
+// fails with store.ErrNotHeld (wrapped) when the attempt no longer holds
 // its key: the handler must then stop, since the point it would act on may
 // be another attempt's. It needs a leased-mode handler's context on a store
 // with recovery points, else ErrNoRecoveryPoints.
@@ -152,7 +152,7 @@ func RecoveryPoint(ctx context.Context) (string, error) {
 // transaction of the store, fenced by the attempt's token, before Advance
 // returns. fn runs with a context that carries that transaction
 // (pgstore.DB, sqlitestore.DB reach it), not the request's. When fn fails,
-// or the attempt no longer holds its key (store.ErrLeaseLost, wrapped),
+// or the attempt no longer holds its key (store.ErrNotHeld, wrapped),
 // nothing of the phase commits and the point stays where it was. point must
 // not be empty: nothing sets a record back to "nothing happened". fn may be
 // nil, for a phase that only records its point.

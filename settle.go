@@ -22,13 +22,13 @@ const (
 	thenRecordOrRerun             // answer from the record, or run again claiming the key first
 )
 
-// settle turns an outcome into the key's new state and the client's
+// settle turns an ending into the key's new state and the client's
 // answer: a final response is completed and committed before anyone sees
 // it; anything else is rolled back and the key released for a retry. A
 // panic is re-raised after that.
 //
-// model/key.pml models what each outcome does to the key; keep them in step.
-func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outcome) (result, then) {
+// model/key.pml models what each ending does to the key; keep them in step.
+func (m *Middleware) settle(ctx context.Context, q *request, h holder, out ending) (result, then) {
 	// The finishing writes must not be cut short by a client that leaves.
 	ctx, cancel := m.detached(ctx)
 	defer cancel()
@@ -42,14 +42,14 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outco
 		return err
 	}
 	switch out.kind {
-	case outcomePanicked:
+	case endedPanicked:
 		m.abandon(q, h, fmt.Errorf("handler panicked: %v", out.panicked))
 		panic(out.panicked)
-	case outcomeClientGone:
+	case endedClientGone:
 		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), release())}, thenAnswer
-	case outcomeHoldEnded:
+	case endedHoldLost:
 		return leaseLost(errors.Join(out.cause, release())), thenAnswer
-	case outcomeRetriable:
+	case endedRetriable:
 		res := result{outcome: OutcomeFailed, captured: out.captured, err: release()}
 		if unknown {
 			return res, thenRecordFirst
@@ -63,7 +63,7 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outco
 		return result{outcome: OutcomeExecuted, captured: out.captured, stored: &resp}, thenAnswer
 	case errors.Is(err, errKeyRecorded):
 		return result{}, thenRecordOrRerun
-	case errors.Is(err, store.ErrLeaseLost):
+	case errors.Is(err, store.ErrNotHeld):
 		return leaseLost(err), thenAnswer
 	case errors.Is(err, store.ErrWaitTimeout):
 		return inFlight(), thenAnswer

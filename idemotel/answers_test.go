@@ -86,7 +86,7 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 		_, err := f.pool.Exec(context.Background(), `UPDATE idempotency_keys SET lock_token = gen_random_uuid()`)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusConflict, <-first, "lease lost")
-		f.requireAnswer(t, "idem.renew", "lease_lost")
+		f.requireAnswer(t, "idem.renew", "not_held")
 		reqs := f.requestSpans()
 		require.Len(t, reqs, 1)
 		require.Equal(t, string(idem.OutcomeLeaseLost), attrs(reqs[0])["idem.outcome"].AsString())

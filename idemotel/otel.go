@@ -155,12 +155,12 @@ func (t *Telemetry) Start(ctx context.Context) (context.Context, func(idem.Event
 
 // Trace opens the span of one store operation and times it: plug it into
 // idem.Config.TraceFunc (with idem.TraceAll beside metrics.Trace).
-func (t *Telemetry) Trace(ctx context.Context, op string) (context.Context, func(error)) {
+func (t *Telemetry) Trace(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, "idem."+op, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, "idem."+string(op), trace.WithSpanKind(trace.SpanKindClient))
 	return ctx, func(err error) {
 		result := idem.TraceResult(err)
-		opAttr := attribute.String("idem.operation", op)
+		opAttr := attribute.String("idem.operation", string(op))
 		span.SetAttributes(opAttr, attribute.String("idem.result", result))
 		if result == "error" {
 			span.RecordError(err)
@@ -169,7 +169,7 @@ func (t *Telemetry) Trace(ctx context.Context, op string) (context.Context, func
 		span.End()
 		t.storeDuration.Record(ctx, time.Since(start).Seconds(),
 			metric.WithAttributes(opAttr, attribute.String("idem.result", result)))
-		if result == "lease_lost" {
+		if result == "not_held" {
 			t.fencing.Add(ctx, 1, metric.WithAttributes(opAttr))
 		}
 	}

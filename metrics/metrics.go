@@ -15,7 +15,7 @@
 //	reacquires_total{route}                         counter    requests that took over a FAILED, lease-expired or expired record
 //	lease_renewals_total{route}                     counter    lease renewals while leased-mode handlers ran
 //	fencing_rejections_total{op}                    counter    writes (complete, fail, renew) refused because another attempt holds the record
-//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, lease_lost, wait_timeout, key_exists or error
+//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, not_held, wait_timeout, key_exists or error
 //	sweep_deleted_total                             counter    expired records the sweeper deleted
 //	sweep_batches_total{result}                     counter    sweeper batches; result is ok, busy (another replica sweeps) or error
 //	sweep_batch_duration_seconds                    histogram  each sweeper batch
@@ -143,13 +143,13 @@ func (m *Metrics) Observe(e idem.Event) {
 
 // Trace times one store operation: plug it into idem.Config.TraceFunc
 // (with idem.TraceAll to trace as well).
-func (m *Metrics) Trace(ctx context.Context, op string) (context.Context, func(error)) {
+func (m *Metrics) Trace(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 	start := time.Now()
 	return ctx, func(err error) {
 		result := idem.TraceResult(err)
-		m.storeDuration.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
-		if result == "lease_lost" {
-			m.fencing.WithLabelValues(op).Inc()
+		m.storeDuration.WithLabelValues(string(op), result).Observe(time.Since(start).Seconds())
+		if result == "not_held" {
+			m.fencing.WithLabelValues(string(op)).Inc()
 		}
 	}
 }

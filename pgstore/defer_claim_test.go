@@ -277,7 +277,7 @@ func TestDeferredClaimIsTraced(t *testing.T) {
 		inserts []error
 	)
 	cfg := deferredCached
-	cfg.TraceFunc = func(ctx context.Context, op string) (context.Context, func(error)) {
+	cfg.TraceFunc = func(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 		return ctx, func(err error) {
 			if op == idem.OpInsert {
 				mu.Lock()

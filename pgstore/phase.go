@@ -27,7 +27,7 @@ func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, er
 	err := k.db.QueryRow(ctx, k.sql.selectPhase, a.Scope, a.Key, a.Token).Scan(&p.Point, &p.Life, &provider)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
 	case err != nil:
 		return store.Progress{}, fmt.Errorf("phase: %w", translate(err))
 	}

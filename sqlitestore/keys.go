@@ -265,7 +265,7 @@ func (k keys) fenced(ctx context.Context, op, query string, l store.Attempt, arg
 		}
 		n, err := res.RowsAffected()
 		if err == nil && n == 0 {
-			return store.ErrLeaseLost
+			return store.ErrNotHeld
 		}
 		return err
 	})

@@ -38,7 +38,7 @@ func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, er
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
 	case err != nil:
 		return store.Progress{}, fmt.Errorf("phase: %w", err)
 	}

@@ -31,7 +31,7 @@ func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, er
 	err = q.QueryRowContext(ctx, s.sql, s.args(a.Scope, a.Key, a.Token)...).Scan(&p.Point, dbTime{&p.Life}, &provider)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
 	case err != nil:
 		return store.Progress{}, fmt.Errorf("phase: %w", k.st.translate(err))
 	}

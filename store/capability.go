@@ -68,7 +68,7 @@ type ExpiredDeleter interface {
 //
 // Release and ReplaceResponse are fenced on the record's state: they change
 // the record only while it is COMPLETED and a.Token is the token of the
-// attempt that completed it, and otherwise fail with ErrLeaseLost (the key
+// attempt that completed it, and otherwise fail with ErrNotHeld (the key
 // is unused, a retry re-acquired it after its retention, or another
 // operator released it first). A record in PROCESSING, whose attempt may
 // still be running, is never touched.
@@ -117,11 +117,11 @@ type Progress struct {
 type Advancer interface {
 	Keys
 	// Progress reads the recovery point and the record's life in one
-	// statement fenced by a's token: ErrLeaseLost when a no longer holds
+	// statement fenced by a's token: ErrNotHeld when a no longer holds
 	// the key. An attempt that lost its hold must never act on a later
 	// attempt's point.
 	Progress(ctx context.Context, a Attempt) (Progress, error)
-	// Advance sets the recovery point, fenced by a's token (ErrLeaseLost
+	// Advance sets the recovery point, fenced by a's token (ErrNotHeld
 	// otherwise), and records keys, by provider, in the same statement: a
 	// provider's key recorded before is kept, never replaced. In a Tx it
 	// commits with the transaction's other writes. point must not be

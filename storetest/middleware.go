@@ -312,7 +312,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, rec.Status)
 		require.Equal(t, 2, rec.Attempts)
-		require.ErrorIs(t, s.store.Complete(ctx, crashed, store.Response{StatusCode: 201}), store.ErrLeaseLost)
+		require.ErrorIs(t, s.store.Complete(ctx, crashed, store.Response{StatusCode: 201}), store.ErrNotHeld)
 	})
 
 	t.Run("ResponseTooLargeIsStoredAsProblem", func(t *testing.T) {

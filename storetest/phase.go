@@ -71,13 +71,13 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 		other := c.Attempt()
 		other.Token = claim("alice", c.Key, "body", long, ttl).Token
 		_, err = p.Progress(ctx, other)
-		require.ErrorIs(t, err, store.ErrLeaseLost)
-		require.ErrorIs(t, p.Advance(ctx, other, "paid", nil), store.ErrLeaseLost)
+		require.ErrorIs(t, err, store.ErrNotHeld)
+		require.ErrorIs(t, p.Advance(ctx, other, "paid", nil), store.ErrNotHeld)
 		require.Error(t, p.Advance(ctx, c.Attempt(), "", nil), "no point means nothing happened: never set back")
 
 		require.NoError(t, s.Fail(ctx, c.Attempt()))
 		_, err = p.Progress(ctx, c.Attempt())
-		require.ErrorIs(t, err, store.ErrLeaseLost, "a released hold reads nothing")
+		require.ErrorIs(t, err, store.ErrNotHeld, "a released hold reads nothing")
 	})
 
 	t.Run("PointCommitsWithItsTransaction", func(t *testing.T) {

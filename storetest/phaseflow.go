@@ -206,7 +206,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, 1, r.Finished)
 		oneTransfer(t, f)
 		_, err = sp.Progress(ctx, c.Attempt())
-		require.ErrorIs(t, err, store.ErrLeaseLost, "the dead attempt is fenced out")
+		require.ErrorIs(t, err, store.ErrNotHeld, "the dead attempt is fenced out")
 	})
 
 	t.Run("CompleterResumesOnlyTheRecordItListed", func(t *testing.T) {
