@@ -16,14 +16,14 @@ type Op string
 // operations keep their names; Begin, Commit and Rollback frame them.
 const (
 	OpGet       Op = "get"
-	OpInsert    = "insert"
-	OpReacquire = "reacquire"
-	OpComplete  = "complete"
-	OpFail      = "fail"
-	OpRenew     = "renew"
-	OpBegin     = "begin"
-	OpCommit    = "commit"
-	OpRollback  = "rollback"
+	OpInsert    Op = "insert"
+	OpReacquire Op = "reacquire"
+	OpComplete  Op = "complete"
+	OpFail      Op = "fail"
+	OpRenew     Op = "renew"
+	OpBegin     Op = "begin"
+	OpCommit    Op = "commit"
+	OpRollback  Op = "rollback"
 )
 
 // TraceFunc is called as a store operation of the middleware starts, with

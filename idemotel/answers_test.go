@@ -98,6 +98,6 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 			op, _ := dp.Attributes.Value("idem.operation")
 			byOp[op.AsString()] += dp.Value
 		}
-		require.Equal(t, int64(1), byOp[idem.OpRenew], "fencing rejections by operation: %v", byOp)
+		require.Equal(t, int64(1), byOp[string(idem.OpRenew)], "fencing rejections by operation: %v", byOp)
 	})
 }
