@@ -23,7 +23,7 @@
 // route is idem.Event.Route, the router's pattern with the method (a
 // ServeMux's, chi's, or gin's and echo's through idemgin and idemecho),
 // never the concrete path, so that its values stay few; "unrouted" when no
-// router matched the request (set Opts.RouteFunc then). The store histograms need
+// router matched the request (set Config.RouteFunc then). The store histograms need
 // Config.TraceFunc; the rest need only Config.ObserveFunc.
 package metrics
 
@@ -39,8 +39,8 @@ import (
 	"github.com/idem-dev/idem/sweeper"
 )
 
-// Opts configures NewWithOpts. Its zero value is valid.
-type Opts struct {
+// Config configures NewWithOpts. Its zero value is valid.
+type Config struct {
 	// RouteFunc names the route label of an event. Default: Event.Route,
 	// or "unrouted" when it is empty. Return a route template, never a
 	// concrete path, or the series multiply without bound.
@@ -68,10 +68,10 @@ var storeBuckets = []float64{.00025, .0005, .001, .0025, .005, .01, .025, .05, .
 // New returns Metrics registered with reg (none when reg is nil). It panics
 // when reg already holds metrics of the same names, as
 // prometheus.MustRegister does.
-func New(reg prometheus.Registerer) *Metrics { return NewWithOpts(reg, Opts{}) }
+func New(reg prometheus.Registerer) *Metrics { return NewWithOpts(reg, Config{}) }
 
 // NewWithOpts is New with options.
-func NewWithOpts(reg prometheus.Registerer, opts Opts) *Metrics {
+func NewWithOpts(reg prometheus.Registerer, opts Config) *Metrics {
 	m := &Metrics{
 		routeFunc: opts.RouteFunc,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -194,7 +194,7 @@ func TestMetrics(t *testing.T) {
 		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed})
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "unrouted"))
 		reg = prometheus.NewRegistry()
-		m = metrics.NewWithOpts(reg, metrics.Opts{RouteFunc: func(idem.Event) string { return "/v1/payments/{id}" }})
+		m = metrics.NewWithOpts(reg, metrics.Config{RouteFunc: func(idem.Event) string { return "/v1/payments/{id}" }})
 		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed, Path: "/v1/payments/p1"})
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "/v1/payments/{id}"))
 	})
