@@ -74,8 +74,8 @@ func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Resp
 	return tx.Commit(ctx)
 }
 
-// release rolls back: the claim goes with the handler's writes.
-func (h *atomic) release(ctx context.Context, _ *request) error {
+// free rolls back: the claim goes with the handler's writes.
+func (h *atomic) free(ctx context.Context, _ *request) error {
 	_ = h.tx.Rollback(ctx)
 	return nil
 }

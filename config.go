@@ -130,7 +130,7 @@ type Config struct {
 	ReplayCacheBytes int64
 
 	// StoreTimeout bounds the writes that finish a request (completion,
-	// release), which run even when the client has gone. Default 10s.
+	// freeing the key), which run even when the client has gone. Default 10s.
 	StoreTimeout time.Duration
 
 	// ProblemTypeBase prefixes the type URI of every problem response.

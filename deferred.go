@@ -81,8 +81,8 @@ func (h *deferred) complete(ctx context.Context, q *request, resp store.Response
 	return err
 }
 
-// release rolls back: the claim never ran (errKeyUnknown).
-func (h *deferred) release(ctx context.Context, q *request) error {
+// free rolls back: the claim never ran (errKeyUnknown).
+func (h *deferred) free(ctx context.Context, q *request) error {
 	_ = h.tx.Rollback(ctx)
 	if h.dc == nil {
 		return nil

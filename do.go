@@ -30,9 +30,9 @@ type Call struct {
 	Resumes string
 }
 
-// Response is an answer in HTTP's terms, whatever the door: a status (2xx, 3xx
-// and 4xx but 408 and 429 are final and stored; anything else is released
-// for a retry), headers, and the body's bytes. A door maps it to its own
+// Response is a response in HTTP's terms, whatever the door: a status (2xx, 3xx
+// and 4xx but 408 and 429 are final and stored; anything else frees
+// the key for a retry), headers, and the body's bytes. A door maps it to its own
 // (gRPC codes, a published result).
 type Response struct {
 	StatusCode int
@@ -59,7 +59,7 @@ type Result struct {
 // another fingerprint gets 422, a key in flight 409. work runs with a
 // context that carries the store's transaction (pgstore.DB) and the key
 // (KeyFromContext); in atomic mode a ctx that ends before the commit rolls
-// the work back. A panic in work is re-raised after the key is released.
+// the work back. A panic in work is re-raised after the key is freed.
 func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Context) Response) Result {
 	q := m.begin(ctx)
 	q.event = Event{Mode: m.cfg.Mode, Method: c.Method, Path: c.Route, Route: c.Route}

@@ -43,7 +43,7 @@
 //     the replay cache ([Config.ReplayCacheBytes]) or one read: replay,
 //     409 in flight, 422 reused. Then execute runs the loop: hold, run,
 //     settle.
-//  3. hold.go: the holder interface (hold, complete, release) and claim,
+//  3. hold.go: the holder interface (hold, complete, free) and claim,
 //     the one atomic INSERT … ON CONFLICT DO NOTHING, or the conditional
 //     UPDATE that re-acquires a FAILED, lease-expired or expired record.
 //     Never SELECT-then-INSERT.
@@ -54,7 +54,7 @@
 //  6. settle.go: the one place an ending becomes the key's new state. A
 //     final response (2xx, 3xx, 4xx but 408 and 429) is completed in the
 //     handler's transaction and committed before the client sees a byte;
-//     anything else rolls back and releases the key for a retry.
+//     anything else rolls back and frees the key for a retry.
 //  7. respond.go: the only file that writes a response.
 //
 // Errors the middleware answers itself are RFC 9457 problem responses

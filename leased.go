@@ -69,16 +69,16 @@ func (h *leased) complete(ctx context.Context, q *request, resp store.Response) 
 	return h.m.store.Complete(ctx, q.claim.Attempt(), resp)
 }
 
-func (h *leased) release(ctx context.Context, q *request) error {
+func (h *leased) free(ctx context.Context, q *request) error {
 	_ = h.tx.Rollback(ctx)
 	return h.fail(ctx, q)
 }
 
 // fail marks the record FAILED so a retry may take the key at once. An
-// attempt that no longer holds the key has nothing to release.
+// attempt that no longer holds the key has nothing to free.
 func (h *leased) fail(ctx context.Context, q *request) error {
 	if err := h.m.store.Fail(ctx, q.claim.Attempt()); err != nil && !errors.Is(err, store.ErrNotHeld) {
-		return fmt.Errorf("release key: %w", err)
+		return fmt.Errorf("free key: %w", err)
 	}
 	return nil
 }

@@ -244,7 +244,7 @@ func (p *recovery) advance(ctx context.Context, point string, fn func(ctx contex
 // did not answer) and must be finished later. The middleware then sends
 // the handler's answer (202 and a pending status, say) to this client
 // only, does not store it, rolls back the request's own transaction (the
-// committed recovery stay) and releases the key, so that the client's retry,
+// committed phases stay) and frees the key, so that the client's retry,
 // or a completer, resumes the operation at its point. It fails when no
 // phase has committed a point: there is nothing to resume.
 func Pending(ctx context.Context) error {

@@ -62,7 +62,7 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out ending
 		return ending{kind: endedClientGone, captured: c, cause: q.ctx.Err()}
 	case !isFinal(status), p.isPending():
 		// Pending (phase.go): the answer is not stored; the key is
-		// released with its recovery point for a retry or a completer.
+		// freed with its recovery point for a retry or a completer.
 		return ending{kind: endedRetriable, captured: c}
 	}
 	return ending{kind: endedFinal, captured: c}

@@ -24,7 +24,7 @@ const (
 
 // settle turns an ending into the key's new state and the client's
 // answer: a final response is completed and committed before anyone sees
-// it; anything else is rolled back and the key released for a retry. A
+// it; anything else is rolled back and the key freed for a retry. A
 // panic is re-raised after that.
 //
 // model/key.pml models what each ending does to the key; keep them in step.
@@ -33,8 +33,8 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 	ctx, cancel := m.detached(ctx)
 	defer cancel()
 	unknown := false // a deferred claim never ran (errKeyUnknown)
-	release := func() error {
-		err := h.release(ctx, q)
+	free := func() error {
+		err := h.free(ctx, q)
 		if errors.Is(err, errKeyUnknown) {
 			unknown = true
 			return nil
@@ -46,11 +46,11 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 		m.abandon(q, h, fmt.Errorf("handler panicked: %v", out.panicked))
 		panic(out.panicked)
 	case endedClientGone:
-		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), release())}, thenAnswer
+		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), free())}, thenAnswer
 	case endedHoldLost:
-		return leaseLost(errors.Join(out.cause, release())), thenAnswer
+		return leaseLost(errors.Join(out.cause, free())), thenAnswer
 	case endedRetriable:
-		res := result{outcome: OutcomeFailed, captured: out.captured, err: release()}
+		res := result{outcome: OutcomeFailed, captured: out.captured, err: free()}
 		if unknown {
 			return res, thenRecordFirst
 		}
@@ -68,17 +68,17 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 	case errors.Is(err, store.ErrWaitTimeout):
 		return inFlight(), thenAnswer
 	default:
-		return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), release())), thenAnswer
+		return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), free())), thenAnswer
 	}
 }
 
-// abandon rolls back and releases the key of a handler that did not
+// abandon rolls back and frees the key of a handler that did not
 // return (a panic, runtime.Goexit), recording why on the Event: respond
 // never runs for it.
 func (m *Middleware) abandon(q *request, h holder, cause error) {
 	ctx, cancel := m.detached(q.ctx)
 	defer cancel()
-	err := h.release(ctx, q)
+	err := h.free(ctx, q)
 	if errors.Is(err, errKeyUnknown) {
 		err = nil
 	}
