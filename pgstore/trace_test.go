@@ -29,7 +29,7 @@ type recorder struct {
 }
 
 func (r *recorder) trace(ctx context.Context, op idem.Op) (context.Context, func(error)) {
-	return context.WithValue(ctx, spanKey{}, op), func(err error) {
+	return context.WithValue(ctx, spanKey{}, string(op)), func(err error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch {
