@@ -33,16 +33,16 @@ func TestBehaviourTraced(t *testing.T) {
 		mu    sync.Mutex
 		open  int
 		seen  = map[string]bool{}
-		trace = func(ctx context.Context, op string) (context.Context, func(error)) {
+		trace = func(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 			mu.Lock()
 			defer mu.Unlock()
 			open++
-			seen[op] = true
+			seen[string(op)] = true
 			return ctx, func(err error) {
 				mu.Lock()
 				defer mu.Unlock()
 				open--
-				seen[op+" "+idem.TraceResult(err)] = true
+				seen[string(op)+" "+idem.TraceResult(err)] = true
 			}
 		}
 	)
@@ -57,9 +57,9 @@ func TestBehaviourTraced(t *testing.T) {
 	defer mu.Unlock()
 	require.Zero(t, open, "every operation reported was ended")
 	for _, op := range []string{
-		idem.OpGet + " ok", idem.OpGet + " not_found", idem.OpInsert + " ok", idem.OpInsert + " key_exists",
-		idem.OpReacquire + " ok", idem.OpComplete + " ok", idem.OpFail + " ok",
-		idem.OpBegin + " ok", idem.OpCommit + " ok", idem.OpRollback + " ok",
+		string(idem.OpGet) + " ok", string(idem.OpGet) + " not_found", string(idem.OpInsert) + " ok", string(idem.OpInsert) + " key_exists",
+		string(idem.OpReacquire) + " ok", string(idem.OpComplete) + " ok", string(idem.OpFail) + " ok",
+		string(idem.OpBegin) + " ok", string(idem.OpCommit) + " ok", string(idem.OpRollback) + " ok",
 	} {
 		require.True(t, seen[op], "%s not seen in %v", op, slices.Sorted(maps.Keys(seen)))
 	}

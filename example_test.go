@@ -97,8 +97,8 @@ func ExampleIgnoreJSONFields() {
 func ExampleConfig_problemFunc() {
 	mw, err := idem.New(memstore.New(), idem.Config{
 		ValidateKeyFunc: idem.UUIDKey,
-		ProblemFunc: func(p idem.Problem) idem.Reply {
-			return idem.Reply{
+		ProblemFunc: func(p idem.Problem) idem.Response {
+			return idem.Response{
 				StatusCode: p.Status,
 				Header:     http.Header{"Content-Type": {"application/json"}},
 				Body:       fmt.Appendf(nil, `{"error":{"code":%q,"message":%q}}`, p.Type, p.Detail),
@@ -165,9 +165,9 @@ func ExampleLogEvents() {
 	post(h, "k1", `{"amount":1000}`)
 	fmt.Println("replays:", replays)
 	// Output:
-	// level=INFO msg="idempotent request" user=user-42 key=k1 method=POST path=/v1/payments route="" mode=leased outcome=executed status=201
+	// level=INFO msg="idempotent request" scope=user-42 key=k1 method=POST path=/v1/payments route="" mode=leased outcome=executed status=201
 	// 201 {"payment":"p1"} replayed: false
-	// level=INFO msg="idempotent request" user=user-42 key=k1 method=POST path=/v1/payments route="" mode=leased outcome=replayed status=201
+	// level=INFO msg="idempotent request" scope=user-42 key=k1 method=POST path=/v1/payments route="" mode=leased outcome=replayed status=201
 	// 201 {"payment":"p1"} replayed: true
 	// replays: 1
 }
@@ -195,14 +195,14 @@ func ExampleAdvance() {
 		return answers > 1
 	}
 	debits := 0
-	payout := func(ctx context.Context) idem.Reply {
-		point, err := idem.Phase(ctx)
+	payout := func(ctx context.Context) idem.Response {
+		point, err := idem.RecoveryPoint(ctx)
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			return idem.Response{StatusCode: http.StatusServiceUnavailable}
 		}
 		bankKey, err := idem.ProviderKey(ctx, "bank")
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusInternalServerError}
+			return idem.Response{StatusCode: http.StatusInternalServerError}
 		}
 		if point == "" {
 			// The debit's writes would go through pgstore.DB(ctx, pool):
@@ -212,25 +212,25 @@ func ExampleAdvance() {
 				return nil
 			})
 			if err != nil {
-				return idem.Reply{StatusCode: http.StatusInternalServerError}
+				return idem.Response{StatusCode: http.StatusInternalServerError}
 			}
 		}
 		if !send(bankKey) { // resuming, the same key: the bank deduplicates
 			if err := idem.Pending(ctx); err != nil {
-				return idem.Reply{StatusCode: http.StatusInternalServerError}
+				return idem.Response{StatusCode: http.StatusInternalServerError}
 			}
-			return idem.Reply{StatusCode: http.StatusAccepted, Body: []byte("pending")}
+			return idem.Response{StatusCode: http.StatusAccepted, Body: []byte("pending")}
 		}
-		return idem.Reply{StatusCode: http.StatusCreated, Body: []byte("paid")}
+		return idem.Response{StatusCode: http.StatusCreated, Body: []byte("paid")}
 	}
 
 	h := sha256.Sum256([]byte(`{"amount":2500}`))
 	call := idem.Call{Scope: "alice", Key: "payout-1", Method: "POST", Route: "/v1/payouts",
 		Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/payouts", Hash: h[:]}}
 	first := mw.Do(ctx, call, payout)
-	fmt.Println("request:", first.Reply.StatusCode, string(first.Reply.Body))
+	fmt.Println("request:", first.Response.StatusCode, string(first.Response.Body))
 
-	c, err := completer.New(mw, s, func(ctx context.Context, _ store.Unfinished) idem.Reply { return payout(ctx) }, completer.Config{})
+	c, err := completer.New(mw, s, func(ctx context.Context, _ store.Unfinished) idem.Response { return payout(ctx) }, completer.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func ExampleAdvance() {
 	}
 	fmt.Println("completer finished:", round.Finished)
 	retry := mw.Do(ctx, call, payout)
-	fmt.Println("retry:", retry.Reply.StatusCode, string(retry.Reply.Body), "replayed:", retry.Replayed)
+	fmt.Println("retry:", retry.Response.StatusCode, string(retry.Response.Body), "replayed:", retry.Replayed)
 	fmt.Println("debits:", debits, "transfers:", len(transfers))
 	// Output:
 	// request: 202 pending

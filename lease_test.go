@@ -35,8 +35,8 @@ func payment(key string) idem.Call {
 }
 
 // paid is a final answer that names the run that gave it.
-func paid(n int32) idem.Reply {
-	return idem.Reply{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"payment":"p%d"}`, n)}
+func paid(n int32) idem.Response {
+	return idem.Response{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"payment":"p%d"}`, n)}
 }
 
 // unrenewableStore is a memstore whose lease renewals fail, as they
@@ -64,17 +64,17 @@ func leased(t *testing.T, s store.Store, maxLife time.Duration) (*idem.Middlewar
 
 // start runs work for key in the background; its Result arrives on the
 // channel returned.
-func start(mw *idem.Middleware, key string, work func(context.Context) idem.Reply) chan idem.Result {
+func start(mw *idem.Middleware, key string, work func(context.Context) idem.Response) chan idem.Result {
 	done := make(chan idem.Result, 1)
 	go func() { done <- mw.Do(context.Background(), payment(key), work) }()
 	return done
 }
 
 // notRun is work that must not run.
-func notRun(t *testing.T) func(context.Context) idem.Reply {
-	return func(context.Context) idem.Reply {
+func notRun(t *testing.T) func(context.Context) idem.Response {
+	return func(context.Context) idem.Response {
 		t.Error("a duplicate ran while the key was held")
-		return idem.Reply{StatusCode: http.StatusInternalServerError}
+		return idem.Response{StatusCode: http.StatusInternalServerError}
 	}
 }
 
@@ -83,9 +83,9 @@ func notRun(t *testing.T) func(context.Context) idem.Reply {
 func requireLeaseLost(t *testing.T, r idem.Result) {
 	t.Helper()
 	require.Equal(t, idem.OutcomeLeaseLost, r.Outcome, "%v", r.Err)
-	require.Equal(t, http.StatusConflict, r.Reply.StatusCode)
-	require.Contains(t, string(r.Reply.Body), string(idem.ProblemLeaseLost))
-	require.Equal(t, "1", r.Reply.Header.Get("Retry-After"))
+	require.Equal(t, http.StatusConflict, r.Response.StatusCode)
+	require.Contains(t, string(r.Response.Body), string(idem.ProblemLeaseLost))
+	require.Equal(t, "1", r.Response.Header.Get("Retry-After"))
 }
 
 func TestLease(t *testing.T) {
@@ -97,7 +97,7 @@ func TestLease(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			s := memstore.New()
 			mw, events := leased(t, s, time.Hour)
-			done := start(mw, "k", func(context.Context) idem.Reply {
+			done := start(mw, "k", func(context.Context) idem.Response {
 				time.Sleep(5 * time.Minute) // ten leases long
 				return paid(1)
 			})
@@ -107,7 +107,7 @@ func TestLease(t *testing.T) {
 			require.True(t, rec.LeaseLive, "renewed: the lease outlives its first 30s eight times over")
 			dup := mw.Do(ctx, payment("k"), notRun(t))
 			require.Equal(t, idem.OutcomeInFlight, dup.Outcome, "%v", dup.Err)
-			require.Equal(t, http.StatusConflict, dup.Reply.StatusCode)
+			require.Equal(t, http.StatusConflict, dup.Response.StatusCode)
 
 			r := <-done
 			require.Equal(t, idem.OutcomeExecuted, r.Outcome, "%v", r.Err)
@@ -123,11 +123,11 @@ func TestLease(t *testing.T) {
 			mw, _ := leased(t, s, time.Hour)
 			running, cause := make(chan struct{}), make(chan error, 1)
 			begun := time.Now()
-			done := start(mw, "k", func(ctx context.Context) idem.Reply {
+			done := start(mw, "k", func(ctx context.Context) idem.Response {
 				close(running)
 				<-ctx.Done() // a bank call, cut short when the hold is found lost
 				cause <- context.Cause(ctx)
-				return idem.Reply{StatusCode: http.StatusBadGateway}
+				return idem.Response{StatusCode: http.StatusBadGateway}
 			})
 			<-running
 			// Another attempt takes the key over, as after a pause longer
@@ -140,7 +140,7 @@ func TestLease(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, won)
 
-			require.ErrorIs(t, <-cause, store.ErrLeaseLost)
+			require.ErrorIs(t, <-cause, store.ErrNotHeld)
 			require.Equal(t, 10*time.Second, time.Since(begun), "found by the first renewal, a third of a lease in")
 			requireLeaseLost(t, <-done)
 			rec, err = s.Get(ctx, "alice", "k")
@@ -156,10 +156,10 @@ func TestLease(t *testing.T) {
 			mw, _ := leased(t, unrenewable(), time.Hour)
 			cause := make(chan error, 1)
 			begun := time.Now()
-			done := start(mw, "k", func(ctx context.Context) idem.Reply {
+			done := start(mw, "k", func(ctx context.Context) idem.Response {
 				<-ctx.Done()
 				cause <- context.Cause(ctx)
-				return idem.Reply{StatusCode: http.StatusBadGateway}
+				return idem.Response{StatusCode: http.StatusBadGateway}
 			})
 			require.ErrorIs(t, <-cause, idem.ErrLeaseExpired)
 			require.Equal(t, 30*time.Second, time.Since(begun), "a whole lease with no renewal")
@@ -175,7 +175,7 @@ func TestLease(t *testing.T) {
 			var runs atomic.Int32
 			hang, cause := make(chan struct{}), make(chan error, 1)
 			begun := time.Now()
-			work := func(ctx context.Context) idem.Reply {
+			work := func(ctx context.Context) idem.Response {
 				n := runs.Add(1)
 				if n == 1 {
 					// A bank call with no timeout: it ignores its context.
@@ -199,13 +199,13 @@ func TestLease(t *testing.T) {
 			time.Sleep(time.Until(rec.LeaseExpiresAt))
 			retry := mw.Do(ctx, payment("k"), work)
 			require.Equal(t, idem.OutcomeExecuted, retry.Outcome, "%v", retry.Err)
-			require.Equal(t, `{"payment":"p2"}`, string(retry.Reply.Body))
+			require.Equal(t, `{"payment":"p2"}`, string(retry.Response.Body))
 
 			close(hang) // the hung handler answers at last: too late to count
 			requireLeaseLost(t, <-first)
 			again := mw.Do(ctx, payment("k"), notRun(t))
 			require.True(t, again.Replayed)
-			require.Equal(t, retry.Reply.Body, again.Reply.Body, "the record keeps the retry's answer")
+			require.Equal(t, retry.Response.Body, again.Response.Body, "the record keeps the retry's answer")
 		})
 	})
 
@@ -216,7 +216,7 @@ func TestLease(t *testing.T) {
 			mw, _ := leased(t, s, time.Hour)
 			var runs atomic.Int32
 			proceed := make(chan struct{})
-			work := func(ctx context.Context) idem.Reply {
+			work := func(ctx context.Context) idem.Response {
 				n := runs.Add(1)
 				if n == 1 {
 					<-proceed // paused past its lease, it never looks at its context

@@ -25,12 +25,12 @@ func ExampleConsumer() {
 		log.Fatal(err)
 	}
 	payments := 0
-	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		if string(m.Body) != `{"amount":100}` {
-			return idem.Reply{StatusCode: http.StatusBadRequest, Body: []byte(`{"error":"unknown command"}`)} // final: dead-lettered
+			return idem.Response{StatusCode: http.StatusBadRequest, Body: []byte(`{"error":"unknown command"}`)} // final: dead-lettered
 		}
 		payments++
-		return idem.Reply{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, payments)}
+		return idem.Response{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, payments)}
 	}, consumer.Config{})
 	if err != nil {
 		log.Fatal(err)
@@ -43,7 +43,7 @@ func ExampleConsumer() {
 	}
 	for _, m := range deliveries {
 		d := c.Process(ctx, m)
-		fmt.Println(d.Action, d.Result.Outcome, d.Result.Reply.StatusCode, string(d.Result.Reply.Body))
+		fmt.Println(d.Action, d.Result.Outcome, d.Result.Response.StatusCode, string(d.Result.Response.Body))
 	}
 	fmt.Println("payments:", payments)
 	// Output:
@@ -76,9 +76,9 @@ func ExampleConsumer_Process() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		// pgstore.DB(ctx, pool) is the message's transaction.
-		return idem.Reply{StatusCode: 201, Body: []byte(`{"ok":true}`)}
+		return idem.Response{StatusCode: 201, Body: []byte(`{"ok":true}`)}
 	}, consumer.Config{})
 	if err != nil {
 		log.Fatal(err)
@@ -96,7 +96,7 @@ func ExampleConsumer_Process() {
 				err = dl.Ack()
 			}
 		case consumer.Ack:
-			if r := d.Result.Reply; r != nil { // the answer, executed or replayed
+			if r := d.Result.Response; r != nil { // the answer, executed or replayed
 				err = dl.Publish("payments.results", &consumer.Message{Header: c.ResultHeader(d), Body: r.Body})
 			}
 			if err == nil {

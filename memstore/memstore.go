@@ -64,10 +64,10 @@ var (
 	_ store.Store            = (*Store)(nil)
 	_ store.ExpiredDeleter   = (*Store)(nil)
 	_ store.KeyResolver      = (*Store)(nil)
-	_ store.Phaser           = (*Store)(nil)
+	_ store.Advancer         = (*Store)(nil)
 	_ store.UnfinishedFinder = (*Store)(nil)
 	_ store.Tx               = (*Tx)(nil)
-	_ store.Phaser           = (*Tx)(nil)
+	_ store.Advancer         = (*Tx)(nil)
 	_ store.ClaimDeferrer    = (*Tx)(nil)
 )
 
@@ -137,9 +137,9 @@ func (s *Store) Renew(ctx context.Context, a store.Attempt, d time.Duration) err
 	return s.auto(ctx, func(t *Tx) error { return t.Renew(ctx, a, d) })
 }
 
-// Phase reads the recovery point and the life, fenced by a's token.
-func (s *Store) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
-	return s.begin(0).Phase(ctx, a)
+// Progress reads the recovery point and the life, fenced by a's token.
+func (s *Store) Progress(ctx context.Context, a store.Attempt) (store.Progress, error) {
+	return s.begin(0).Progress(ctx, a)
 }
 
 // Advance sets the recovery point and records provider keys, fenced by a's

@@ -241,11 +241,11 @@ func (t *Tx) takeOver(ctx context.Context, c store.Claim, may func(*record, time
 }
 
 // fenced changes the record a's token holds in status with change, else
-// fails with store.ErrLeaseLost.
+// fails with store.ErrNotHeld.
 func (t *Tx) fenced(ctx context.Context, op string, a store.Attempt, status store.Status, change func(*record, time.Time)) error {
 	err := t.write(ctx, store.KeyRef{Scope: a.Scope, Key: a.Key}, func(cur *record, now time.Time) (*record, error) {
 		if cur == nil || cur.Token != a.Token || cur.Status != status {
-			return nil, store.ErrLeaseLost
+			return nil, store.ErrNotHeld
 		}
 		next := cur.clone()
 		change(next, now)
@@ -282,24 +282,24 @@ func (t *Tx) Renew(ctx context.Context, a store.Attempt, d time.Duration) error 
 	})
 }
 
-// Phase reads the recovery point and the life in one read fenced by a's
-// token (store.Phaser).
-func (t *Tx) Phase(_ context.Context, a store.Attempt) (store.Phase, error) {
+// Progress reads the recovery point and the life in one read fenced by a's
+// token (store.Advancer).
+func (t *Tx) Progress(_ context.Context, a store.Attempt) (store.Progress, error) {
 	s := t.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := t.open(); err != nil {
-		return store.Phase{}, fmt.Errorf("phase: %w", err)
+		return store.Progress{}, fmt.Errorf("progress: %w", err)
 	}
 	r := t.visible(store.KeyRef{Scope: a.Scope, Key: a.Key})
 	if r == nil || r.Token != a.Token || r.Status != store.StatusProcessing {
-		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("progress: %w", store.ErrNotHeld)
 	}
-	return store.Phase{Point: r.RecoveryPoint, Life: r.CreatedAt, ProviderKeys: maps.Clone(r.providerKeys)}, nil
+	return store.Progress{Point: r.RecoveryPoint, Life: r.CreatedAt, ProviderKeys: maps.Clone(r.providerKeys)}, nil
 }
 
 // Advance sets the recovery point, fenced by a's token, and records keys a
-// provider has none of yet (store.Phaser).
+// provider has none of yet (store.Advancer).
 func (t *Tx) Advance(ctx context.Context, a store.Attempt, point string, keys map[string]string) error {
 	if point == "" {
 		return errors.New("memstore: advance: the recovery point is empty")

@@ -53,7 +53,7 @@ func RunContract(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Race", func(t *testing.T) { t.Parallel(); RunRace(t, newStore) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	t.Run("Resolve", func(t *testing.T) { t.Parallel(); RunResolve(t, newStore) })
-	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunPhase(t, newStore) })
+	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunAdvancer(t, newStore) })
 }
 
 // RunBehaviour checks what the middleware does on the store: every
@@ -82,9 +82,9 @@ func MiddlewareConfigs() []MiddlewareConfig {
 	return []MiddlewareConfig{
 		{"Leased", idem.Config{Mode: idem.ModeLeased}},
 		{"Atomic", idem.Config{Mode: idem.ModeAtomic}},
-		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true}},
+		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomicDeferred}},
 		{"LeasedCached", idem.Config{Mode: idem.ModeLeased, ReplayCacheBytes: cache}},
-		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true, ReplayCacheBytes: cache}},
+		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: cache}},
 	}
 }
 
