@@ -2,8 +2,7 @@ package idem_test
 
 import (
 	"context"
-	"maps"
-	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -26,7 +25,7 @@ func TestBehaviour(t *testing.T) {
 
 // The same, with a TraceFunc, so that every store operation goes through
 // the tracing wrapper: the wrapper changes nothing the middleware does,
-// and every operation it reports, it ends.
+// every operation it reports it ends, and none of them fails.
 func TestBehaviourTraced(t *testing.T) {
 	t.Parallel()
 	var (
@@ -56,11 +55,7 @@ func TestBehaviourTraced(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Zero(t, open, "every operation reported was ended")
-	for _, op := range []string{
-		string(idem.OpGet) + " ok", string(idem.OpGet) + " not_found", string(idem.OpInsert) + " ok", string(idem.OpInsert) + " key_exists",
-		string(idem.OpReacquire) + " ok", string(idem.OpComplete) + " ok", string(idem.OpFail) + " ok",
-		string(idem.OpBegin) + " ok", string(idem.OpCommit) + " ok", string(idem.OpRollback) + " ok",
-	} {
-		require.True(t, seen[op], "%s not seen in %v", op, slices.Sorted(maps.Keys(seen)))
+	for op := range seen {
+		require.False(t, strings.HasSuffix(op, " error"), "%s: the store never fails here", op)
 	}
 }
