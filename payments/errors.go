@@ -36,17 +36,20 @@ func (e *InsufficientFundsError) Error() string {
 	return fmt.Sprintf("payments: insufficient funds: the %s balance is %d, the transaction needs %d", e.Currency, e.Balance, e.Requested)
 }
 
-// BalanceLimitError says a credit would take a balance past the service's
-// MaxBalance. Nothing moved.
+// BalanceLimitError says a credit would take a balance, with what its
+// pending payouts reserve for their refunds, past the service's MaxBalance.
+// Nothing moved.
 type BalanceLimitError struct {
 	Currency string
 	Balance  int64
+	Reserved int64 // held for the refunds of pending payouts
 	Credit   int64
 	Limit    int64
 }
 
 func (e *BalanceLimitError) Error() string {
-	return fmt.Sprintf("payments: crediting %d to the %s balance of %d would exceed the limit of %d", e.Credit, e.Currency, e.Balance, e.Limit)
+	return fmt.Sprintf("payments: crediting %d to the %s balance of %d (%d reserved by pending payouts) would exceed the limit of %d",
+		e.Credit, e.Currency, e.Balance, e.Reserved, e.Limit)
 }
 
 // FieldError is what is wrong with one field of a request.
