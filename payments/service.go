@@ -199,7 +199,7 @@ func (s *Service) checkCurrency(v *ValidationError, field, code string) {
 	case code == "":
 		v.Add(field, "is required")
 	case !money.ValidCode(code):
-		v.Add(field, "%q is not a currency code (three upper-case letters, such as USD)", code)
+		v.Add(field, "%s is not a currency code (three upper-case letters, such as USD)", echo(code))
 	default:
 		if _, ok := s.rates.Currency(code); !ok {
 			v.Add(field, "%s is not supported; supported: %s", code, strings.Join(s.rates.Codes(), ", "))

@@ -175,6 +175,9 @@ func invalidDetail(v *payments.ValidationError) string {
 			parts[i] = f.Field + " " + f.Detail
 		}
 	}
+	if v.Unlisted > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more problems, not listed", v.Unlisted))
+	}
 	return "The request is invalid: " + strings.Join(parts, "; ") + "."
 }
 
