@@ -55,6 +55,7 @@ type serveFlags struct {
 	maxIdleConns    int
 	idleTimeout     time.Duration
 	metricsAddr     string
+	metricsExplicit bool // --metrics-addr was given: an address that cannot be bound fails the start
 	logFormat       string
 	idemMode        idem.Mode     // parsed from mode
 	dbURL           string        // db, else $DATABASE_URL, else the default
@@ -97,6 +98,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	fs.Visit(func(fl *flag.Flag) { f.metricsExplicit = f.metricsExplicit || fl.Name == "metrics-addr" })
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -164,10 +166,19 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	defer ln.Close() // Serve closes it too; this covers the returns before Serve
 	var mln net.Listener
 	if f.metricsAddr != "" {
-		if mln, err = net.Listen("tcp", f.metricsAddr); err != nil {
+		mln, err = net.Listen("tcp", f.metricsAddr)
+		switch {
+		case err == nil:
+			defer mln.Close()
+		case f.metricsExplicit:
 			return fmt.Errorf("listen on %s (--metrics-addr): %w", f.metricsAddr, err)
+		default:
+			// The default port taken (another paymentsd, another exporter)
+			// must not stop a quickstart: metrics are not the service.
+			logger.Warn("serving no metrics: the default --metrics-addr cannot be bound; give --metrics-addr to choose another",
+				"addr", f.metricsAddr, "err", err)
+			mln = nil
 		}
-		defer mln.Close()
 	}
 
 	b, err := openBackend(ctx, f.dbURL)
@@ -309,9 +320,9 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			return err
 		}
 	}
-	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String()}
+	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String(), "metrics", "off"}
 	if mln != nil {
-		attrs = append(attrs, "metrics", "http://"+mln.Addr().String()+"/metrics")
+		attrs[len(attrs)-1] = "http://" + mln.Addr().String() + "/metrics"
 	}
 	logger.Info("listening", attrs...)
 	switch {

@@ -2,10 +2,14 @@ package main_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -18,6 +22,41 @@ func TestMetricsListener(t *testing.T) {
 	require.Contains(t, scrape(t, s), "go_goroutines")
 	r := do(t, s, nil, http.MethodGet, "/metrics", "")
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r)
+}
+
+// TestMetricsPortTaken: with the default metrics port taken, paymentsd
+// warns and serves without metrics; an explicit --metrics-addr that
+// cannot be bound still stops it.
+func TestMetricsPortTaken(t *testing.T) {
+	t.Parallel()
+	// Whether this test holds the default port or something else already
+	// does, it is taken.
+	if ln, err := net.Listen("tcp", "127.0.0.1:9464"); err == nil {
+		t.Cleanup(func() { _ = ln.Close() })
+	}
+	db := newDB(t, "sqlite")
+	stderr := &proctest.Buffer{}
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", db)
+	cmd.Env, cmd.Stderr = env(), stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitFor(t, func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("paymentsd exited (%v):\n%s", err, stderr)
+		default:
+		}
+		return listening.MatchString(stderr.String())
+	}, "paymentsd's listening line: %s", stderr)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-exited)
+	require.Contains(t, stderr.String(), `level=WARN msg="serving no metrics: the default --metrics-addr cannot be bound`)
+	require.Contains(t, stderr.String(), "metrics=off")
+
+	_, errOut, code := runCLI(t, env(), "serve", "--addr", "127.0.0.1:0", "--db", db, "--metrics-addr", "127.0.0.1:9464")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "listen on 127.0.0.1:9464 (--metrics-addr)")
 }
 
 // TestLogFormatJSON: with --log-format json every line serve prints on
