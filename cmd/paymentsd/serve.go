@@ -140,6 +140,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	warnReadable(logger, "--bank-key-secret-file", f.bankKeySecret)
 	// From here on every line is the logger's, the last one too.
 	if err := serveOn(ctx, f, logger, stdout); err != nil {
 		logger.Error("paymentsd stopped", "err", err)
@@ -388,6 +389,17 @@ func openBank(f serveFlags, getenv func(string) string) (payments.Bank, []byte, 
 		return nil, nil, usageError("serve: --bank-url needs a secret of at least %d bytes to derive the bank's keys with (--bank-key-secret-file or $PAYMENTSD_BANK_KEY_SECRET)", idem.MinProviderKeySecret)
 	}
 	return bank, secret, nil
+}
+
+// warnReadable warns when the file a flag names holds a secret that its
+// group or others may read.
+func warnReadable(logger *slog.Logger, flag, path string) {
+	if path == "" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		logger.Warn("a file holding a secret is readable by others than its owner; chmod 600 it", "flag", flag, "path", path, "mode", fi.Mode().Perm().String())
+	}
 }
 
 func readRates(path string) (*money.Table, error) {

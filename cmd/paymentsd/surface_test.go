@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,6 +59,28 @@ func TestMetricsPortTaken(t *testing.T) {
 	_, errOut, code := runCLI(t, env(), "serve", "--addr", "127.0.0.1:0", "--db", db, "--metrics-addr", "127.0.0.1:9464")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "listen on 127.0.0.1:9464 (--metrics-addr)")
+}
+
+// TestFilesOwnerOnly: the SQLite files of paymentsd and bankd (databases,
+// WAL and shared memory) are created readable by their owner only, and a
+// secret file others may read draws a warning.
+func TestFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bank := startBank(t, filepath.Join(dir, "bank.db"))
+	secret := filepath.Join(dir, "bank-key-secret")
+	require.NoError(t, os.WriteFile(secret, []byte("a secret of the files test, long enough\n"), 0o644))
+	db := filepath.Join(dir, "paymentsd.db")
+	s := startServer(t, db, "--bank-url", bank.url, "--bank-key-secret-file", secret)
+	u := s.newUser(t)
+	u.deposit(t, "USD", 100)
+	require.Equal(t, http.StatusCreated, u.post(t, "/v1/payouts", newKey(), `{"currency":"USD","amount":10,"destination":"acct-1"}`).status)
+	for _, name := range []string{"paymentsd.db", "paymentsd.db-wal", "paymentsd.db-shm", "bank.db", "bank.db-wal", "bank.db-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), name)
+	}
+	require.Contains(t, s.stderr.String(), `level=WARN msg="a file holding a secret is readable by others than its owner; chmod 600 it" flag=--bank-key-secret-file path=`+secret+` mode=-rw-r--r--`)
 }
 
 // TestLogFormatJSON: with --log-format json every line serve prints on
