@@ -293,7 +293,7 @@ func (c *Consumer) publish(ctx context.Context, d amqp.Delivery, dec consumer.De
 		return
 	}
 	h := c.c.ResultHeader(dec)
-	out := amqp.Publishing{Headers: table(h), Body: dec.Result.Reply.Body, ContentType: h.Get("Content-Type"), CorrelationId: d.CorrelationId, DeliveryMode: amqp.Persistent}
+	out := amqp.Publishing{Headers: table(h), Body: dec.Result.Response.Body, ContentType: h.Get("Content-Type"), CorrelationId: d.CorrelationId, DeliveryMode: amqp.Persistent}
 	for _, q := range queues {
 		if err := c.send(ctx, q, out); err != nil {
 			c.cfg.Logger.WarnContext(ctx, "publish answer", "queue", q, "err", err)

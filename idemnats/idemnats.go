@@ -154,7 +154,7 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) error {
 func (c *Consumer) publish(ctx context.Context, m *consumer.Message, d consumer.Decision) {
 	nc := c.js.Conn()
 	for _, subj := range c.c.Answers(d, m.Header.Get(HeaderReplyTo), c.cfg.ResultSubject) {
-		out := &nats.Msg{Subject: subj, Header: nats.Header(c.c.ResultHeader(d)), Data: d.Result.Reply.Body}
+		out := &nats.Msg{Subject: subj, Header: nats.Header(c.c.ResultHeader(d)), Data: d.Result.Response.Body}
 		if err := nc.PublishMsg(out); err != nil {
 			c.cfg.Logger.WarnContext(ctx, "publish answer", "subject", subj, "err", err)
 		}
