@@ -46,6 +46,21 @@ func TestOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
+	t.Run("OwnerOnly", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "keys.db")
+		db, err := sqlitestore.Open(path)
+		require.NoError(t, err)
+		defer db.Close()
+		_, err = sqlitestore.Migrate(ctx, db)
+		require.NoError(t, err)
+		for _, name := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(name)
+			require.NoError(t, err)
+			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s holds stored answers", filepath.Base(name))
+		}
+	})
+
 	t.Run("SettingsOnEveryConnection", func(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)

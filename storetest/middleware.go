@@ -330,6 +330,24 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.Equal(t, int32(1), s.runs.Load(), "a request whose response was too large is never run again")
 	})
 
+	t.Run("RefusalTooLargeKeepsItsStatus", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.MaxResponseBytes = 16
+		s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"detail":"a refusal longer than sixteen bytes"}`))
+		})
+		key := newKey()
+		first := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusBadRequest, first.status, "a refusal is never told as a 500 that took effect")
+		require.Equal(t, "response-too-large", problemType(t, first))
+		require.NotContains(t, first.body, "took effect,")
+		again := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, first.body, again.body)
+		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	})
+
 	t.Run("ClientGoneBeforeCommit", func(t *testing.T) {
 		t.Parallel()
 		clientGone := make(chan struct{})
