@@ -49,6 +49,10 @@ type Result struct {
 	Reply *Reply
 	// Replayed: Reply is the first attempt's, stored.
 	Replayed bool
+	// Problem names the problem the middleware answered with itself
+	// (ProblemKeyReused, …), for a door that names it in its own terms;
+	// empty when Reply is the work's.
+	Problem ProblemType
 	// Err is what went wrong, as Event.Err says.
 	Err error
 }
@@ -65,11 +69,11 @@ func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Conte
 	defer m.observe(q)
 	res := m.doCall(q, c, work)
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	reply, replayed := m.reply(res)
+	reply, replayed, problem := m.reply(res)
 	if reply != nil {
 		q.event.StatusCode = reply.StatusCode
 	}
-	return Result{Outcome: res.outcome, Reply: reply, Replayed: replayed, Err: res.err}
+	return Result{Outcome: res.outcome, Reply: reply, Replayed: replayed, Problem: problem, Err: res.err}
 }
 
 func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) Reply) result {

@@ -13,7 +13,7 @@ import (
 // Event. It is the one place where the middleware writes a response.
 func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	reply, replayed := m.reply(res)
+	reply, replayed, _ := m.reply(res)
 	if reply == nil {
 		return // abandoned: the client has gone, or the handler panicked
 	}
@@ -31,21 +31,21 @@ func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 
 // reply is what a result sends: the handler's response as it wrote it
 // (every header: the first caller may get a cookie a retry never will),
-// the stored one, or a problem response. It is nil for an abandoned
-// request.
-func (m *Middleware) reply(res result) (reply *Reply, replayed bool) {
+// the stored one, or a problem response of type problem. It is nil for an
+// abandoned request.
+func (m *Middleware) reply(res result) (reply *Reply, replayed bool, problem ProblemType) {
 	switch res.outcome {
 	case OutcomeAbandoned:
-		return nil, false
+		return nil, false, ""
 	case OutcomeReplayed:
-		return replyOf(res.replayed), true
+		return replyOf(res.replayed), true, ""
 	case OutcomeExecuted, OutcomeFailed:
 		c := res.captured
 		switch {
 		case c.overflow && res.stored != nil:
-			return replyOf(res.stored), false
+			return replyOf(res.stored), false, ProblemResponseTooLarge
 		case !c.overflow:
-			return &Reply{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, false
+			return &Reply{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, false, ""
 		}
 		// Not stored and not complete: never send a truncated body.
 		res = rejected(res.outcome, ProblemResponseTooLarge, http.StatusInternalServerError, "The response exceeded the size the idempotency layer can hold.")
@@ -55,7 +55,7 @@ func (m *Middleware) reply(res result) (reply *Reply, replayed bool) {
 	if t == ProblemInFlight || t == ProblemLeaseLost || t == ProblemStoreUnavailable {
 		reply.Header.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
 	}
-	return reply, false
+	return reply, false, t
 }
 
 func replyOf(resp *store.Response) *Reply {

@@ -15,6 +15,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -68,11 +69,11 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 		}
 		msg, ok := req.(proto.Message)
 		if !ok {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: %s: the request is not a protocol buffer message", info.FullMethod)
+			return nil, internalError(info.FullMethod + ": the request is not a protocol buffer message")
 		}
 		fp, err := fingerprint(info.FullMethod, msg)
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "idemgrpc: serialize the request: %v", err)
+			return nil, ReplyError(idem.Reply{StatusCode: http.StatusBadRequest}, string(idem.ProblemBodyInvalid), fmt.Sprintf("idemgrpc: serialize the request: %v", err))
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
 		call := idem.Call{
@@ -87,14 +88,14 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 		})
 		if res.Replayed {
 			if err := grpc.SetHeader(ctx, metadata.Pairs(MetadataReplayed, "true")); err != nil {
-				return nil, status.Errorf(codes.Internal, "idemgrpc: set header: %v", err)
+				return nil, internalError(fmt.Sprintf("set header: %v", err))
 			}
 		}
 		if res.Outcome == idem.OutcomeInvalidKey && len(md.Get(MetadataKey)) == 0 {
-			// The middleware's detail names the HTTP header.
-			return nil, status.Error(codes.InvalidArgument, string(res.Outcome)+": this call must carry one "+MetadataKey+" metadata value")
+			// Do takes no key for an empty one.
+			res.Problem = idem.ProblemKeyMissing
 		}
-		return answer(info.FullMethod, res, resp)
+		return answer(info.FullMethod, mw.Config().ProblemTypeBase, res, resp)
 	}
 }
 
@@ -117,31 +118,37 @@ func fingerprint(fullMethod string, req proto.Message) (store.Fingerprint, error
 
 // replyOf is a handler's answer in HTTP's terms, which decide what is
 // stored: a response message is 200; an error is its status, with the
-// HTTP status of its code (Code's table read backwards).
+// HTTP status ReplyError gave it, or else its code's (HTTPStatus).
 func replyOf(resp any, err error) idem.Reply {
 	if err == nil {
 		m, ok := resp.(proto.Message)
 		if !ok {
-			err = status.Error(codes.Internal, "idemgrpc: the response is not a protocol buffer message")
+			err = internalError("the response is not a protocol buffer message")
 		} else if b, merr := (proto.MarshalOptions{Deterministic: true}).Marshal(m); merr != nil {
-			err = status.Errorf(codes.Internal, "idemgrpc: serialize the response: %v", merr)
+			err = internalError(fmt.Sprintf("serialize the response: %v", merr))
 		} else {
 			return idem.Reply{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {contentMessage}}, Body: b}
 		}
 	}
 	s := status.Convert(err)
+	code := HTTPStatus(s.Code())
+	var re *replyError
+	if errors.As(err, &re) {
+		code = re.httpStatus
+	}
 	b, merr := proto.Marshal(s.Proto())
 	if merr != nil {
 		b = nil
 	}
-	return idem.Reply{StatusCode: HTTPStatus(s.Code()), Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
+	return idem.Reply{StatusCode: code, Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
 }
 
 // answer turns Do's result into the call's response or error.
-func answer(fullMethod string, res idem.Result, resp any) (any, error) {
+// problemBase is the middleware's Config.ProblemTypeBase.
+func answer(fullMethod, problemBase string, res idem.Result, resp any) (any, error) {
 	r := res.Reply
 	if r == nil {
-		return nil, status.Error(codes.Canceled, "idemgrpc: the call was abandoned; its work was rolled back")
+		return nil, errorStatus(codes.Canceled, 0, string(res.Outcome), "idemgrpc: the call was abandoned; its work was rolled back", "").Err()
 	}
 	switch r.Header.Get("Content-Type") {
 	case contentMessage:
@@ -150,21 +157,37 @@ func answer(fullMethod string, res idem.Result, resp any) (any, error) {
 		}
 		out, err := newResponse(fullMethod)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: %v", err)
+			return nil, internalError(err.Error())
 		}
 		if err := proto.Unmarshal(r.Body, out); err != nil {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: the stored response does not decode: %v", err)
+			return nil, internalError(fmt.Sprintf("the stored response does not decode: %v", err))
 		}
 		return out, nil
 	case contentStatus:
 		var s spb.Status
 		if err := proto.Unmarshal(r.Body, &s); err != nil {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: the stored status does not decode: %v", err)
+			return nil, internalError(fmt.Sprintf("the stored status does not decode: %v", err))
 		}
 		return nil, status.FromProto(&s).Err()
 	}
-	// An answer of the middleware's own: a problem response.
-	return nil, status.Error(Code(r.StatusCode), fmt.Sprintf("%s: %s", res.Outcome, problemDetail(r.Body)))
+	// An answer of the middleware's own: a problem response, whose type
+	// the middleware names, or its body when replayed.
+	p := problemOf(r.Body)
+	reason, detail := string(res.Problem), p.Detail
+	if reason == "" {
+		reason = strings.TrimPrefix(p.Type, problemBase)
+	}
+	switch {
+	case res.Problem == idem.ProblemKeyMissing:
+		detail = "This call must carry one " + MetadataKey + " metadata value."
+	case detail == "":
+		detail = p.Title
+	}
+	code := Code(r.StatusCode)
+	if res.Problem == idem.ProblemInFlight || res.Problem == idem.ProblemLeaseLost {
+		code = codes.Aborted // a 409 for now: retry after RetryInfo's delay
+	}
+	return nil, replyErrorCode(*r, code, reason, detail)
 }
 
 // newResponse is an empty response message of fullMethod
@@ -193,14 +216,15 @@ func newResponse(fullMethod string) (proto.Message, error) {
 	return mt.New().Interface(), nil
 }
 
-// problemDetail is the detail of an RFC 9457 problem body, or its title.
-func problemDetail(body []byte) string {
-	var p struct{ Title, Detail string }
+// problem is what the interceptor reads of an RFC 9457 problem body.
+type problem struct{ Type, Title, Detail string }
+
+// problemOf reads a problem body; one rendered by Config.ProblemFunc in
+// another form reads as a refusal with no more said.
+func problemOf(body []byte) problem {
+	var p problem
 	if err := json.Unmarshal(body, &p); err != nil || (p.Detail == "" && p.Title == "") {
-		return "the idempotency layer refused the call"
+		p.Title = "The idempotency layer refused the call."
 	}
-	if p.Detail != "" {
-		return p.Detail
-	}
-	return p.Title
+	return p
 }
