@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/paymentsv1"
@@ -41,23 +41,36 @@ func (s *paymentsServer) CreateTransaction(ctx context.Context, req *paymentsv1.
 }
 
 // run runs op with req as its JSON body (the generated structs carry the
-// HTTP API's member names), decoding a 2xx answer into out and any other
-// into a status with the code of its HTTP status.
+// HTTP API's member names), answering as answerOf does.
 func (s *paymentsServer) run(ctx context.Context, op api.Operation, req, out any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return status.Errorf(codes.Internal, "encode the request: %v", err)
+		return problemError(http.StatusInternalServerError, api.ProblemInternal, fmt.Sprintf("encode the request: %v", err))
 	}
-	r := s.ops.Run(ctx, op, idem.ScopeFromContext(ctx), body)
+	return answerOf(s.ops.Run(ctx, op, idem.ScopeFromContext(ctx), body), out)
+}
+
+// answerOf decodes a 2xx answer into out, and turns any other into the
+// error of its problem (idemgrpc.ReplyError): its HTTP status decides
+// whether the interceptor stores it, its type names the reason.
+func answerOf(r idem.Reply, out any) error {
 	if r.StatusCode/100 == 2 {
 		if err := json.Unmarshal(r.Body, out); err != nil {
-			return status.Errorf(codes.Internal, "decode the answer: %v", err)
+			return problemError(http.StatusInternalServerError, api.ProblemInternal, fmt.Sprintf("decode the answer: %v", err))
 		}
 		return nil
 	}
 	var p api.Problem
-	_ = json.Unmarshal(r.Body, &p) // a problem body; the code alone says enough otherwise
-	return status.Error(idemgrpc.Code(r.StatusCode), p.Detail)
+	if err := json.Unmarshal(r.Body, &p); err != nil || p.Type == "" {
+		p.Type = api.TypeURI(api.ProblemInternal) // never: every answer but 2xx is a problem
+	}
+	return idemgrpc.ReplyError(r, strings.TrimPrefix(p.Type, api.TypeURI("")), p.Detail)
+}
+
+// problemError is the error of a problem paymentsd's gRPC door answers
+// with itself.
+func problemError(status int, t api.ProblemType, detail string) error {
+	return idemgrpc.ReplyError(idem.Reply{StatusCode: status}, string(t), detail)
 }
 
 // grpcAuth sets the call's user from the API key in its authorization
@@ -69,10 +82,10 @@ func grpcAuth(ops *api.Operations, logger *slog.Logger) grpc.UnaryServerIntercep
 		user, err := ops.Authenticate(ctx, md.Get("authorization"))
 		switch {
 		case errors.Is(err, payments.ErrUnauthorized):
-			return nil, status.Error(codes.Unauthenticated, "send your API key as authorization: Bearer <api key>")
+			return nil, problemError(http.StatusUnauthorized, api.ProblemUnauthorized, "Send your API key as authorization: Bearer <api key>.")
 		case err != nil:
 			logger.ErrorContext(ctx, "authenticate", "err", err)
-			return nil, status.Error(codes.Unavailable, "the database is unavailable; retry later")
+			return nil, problemError(http.StatusServiceUnavailable, api.ProblemUnavailable, "The database is unavailable; retry later.")
 		}
 		return handler(idem.WithScope(ctx, user), req)
 	}
