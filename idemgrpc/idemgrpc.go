@@ -84,7 +84,7 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 		res := mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
 			r, err := handler(ctx, req)
 			resp = r
-			return replyOf(r, err)
+			return Reply(r, err)
 		})
 		if res.Replayed {
 			if err := grpc.SetHeader(ctx, metadata.Pairs(MetadataReplayed, "true")); err != nil {
@@ -116,10 +116,12 @@ func fingerprint(fullMethod string, req proto.Message) (store.Fingerprint, error
 	return store.Fingerprint{Version: idem.FingerprintVersion, Method: "RPC", Path: fullMethod, Hash: h.Sum(nil)}, nil
 }
 
-// replyOf is a handler's answer in HTTP's terms, which decide what is
-// stored: a response message is 200; an error is its status, with the
-// HTTP status ReplyError gave it, or else its code's (HTTPStatus).
-func replyOf(resp any, err error) idem.Reply {
+// Reply is a handler's answer as the interceptor stores it, in HTTP's
+// terms, which decide whether it is stored: a response message is 200; an
+// error is its status, with the HTTP status ReplyError gave it, or else
+// its code's (HTTPStatus). A completer (package completer) that finishes a
+// call begun over gRPC answers with it, so that the call's retry replays.
+func Reply(resp any, err error) idem.Reply {
 	if err == nil {
 		m, ok := resp.(proto.Message)
 		if !ok {
