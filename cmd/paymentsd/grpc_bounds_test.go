@@ -2,8 +2,10 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +45,13 @@ func TestGRPCLargeMessages(t *testing.T) {
 		require.Equal(t, codes.ResourceExhausted, c)
 	}
 	require.Zero(t, hostile.storedKeys(t), "nothing stored")
+	proc, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	require.NoError(t, err)
+	for line := range strings.Lines(string(proc)) {
+		if strings.HasPrefix(line, "VmHWM:") {
+			t.Logf("paymentsd's peak resident memory: %s", strings.TrimSpace(strings.TrimPrefix(line, "VmHWM:")))
+		}
+	}
 }
 
 // TestGRPCRequestsPerUser holds a user's balance so that their deposits
