@@ -5,9 +5,12 @@
 // The key is the `idempotency-key` metadata; the fingerprint covers the
 // full method name and the request message's deterministic serialization.
 // A retry gets the first response message, byte for byte, with the header
-// `idempotent-replayed: true`; a handler's final error (see Code) is stored
-// and replayed too. Handlers reach the call's transaction as HTTP handlers
-// do (pgstore.DB(ctx)) and its key with idem.KeyFromContext.
+// `idempotent-replayed: true`; a handler's final error is stored and
+// replayed too: final by the HTTP status ReplyError gave it, or else by its
+// code's (HTTPStatus). Every error of the interceptor's own carries a
+// google.rpc.ErrorInfo naming its problem type. Handlers reach the call's
+// transaction as HTTP handlers do (pgstore.DB(ctx)) and its key with
+// idem.KeyFromContext.
 package idemgrpc
 
 import (
