@@ -8,8 +8,8 @@ import (
 
 // The table between gRPC codes and HTTP statuses for a handler's plain
 // errors: a final answer (2xx, and 4xx but 408 and 429) is stored and
-// replayed; a retriable one (5xx, 408, 429) releases the key. An error
-// made by ReplyError carries its answer's own HTTP status, which decides
+// replayed; a retriable one (5xx, 408, 429) frees the key. An error
+// made by ResponseError carries its answer's own HTTP status, which decides
 // instead of its code; every answer of the middleware's is one
 // (docs/problems.md lists them all, with their reasons).
 //
@@ -64,7 +64,7 @@ func HTTPStatus(c codes.Code) int {
 
 // Code is the gRPC code of an HTTP status (the table above, read from the
 // right; 402 and 412 are FailedPrecondition, 408 DeadlineExceeded).
-// ReplyError makes a 409 with Retry-After Aborted.
+// ResponseError makes a 409 with Retry-After Aborted.
 func Code(status int) codes.Code {
 	switch status {
 	case http.StatusOK, http.StatusCreated, http.StatusAccepted, http.StatusNoContent:

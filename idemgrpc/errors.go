@@ -23,29 +23,29 @@ const (
 	InfoRetryAfter = "retryAfter" // seconds, as Retry-After: retry with the same key after it
 )
 
-// ReplyError is the gRPC error of a refusal in HTTP's terms (r's status is
+// ResponseError is the gRPC error of a refusal in HTTP's terms (r's status is
 // not 2xx), for a door that runs HTTP handlers behind gRPC: its code is
 // Code's for r's status; its details are a google.rpc.ErrorInfo (reason,
 // ErrorDomain, metadata InfoHTTPStatus and, with Retry-After,
 // InfoRetryAfter) and, with Retry-After, a google.rpc.RetryInfo. Returned by
 // a handler, it is stored when r's status is final (4xx but 408 and 429),
 // as over HTTP, whatever its code.
-func ReplyError(r idem.Reply, reason, message string) error {
-	return replyErrorCode(r, Code(r.StatusCode), reason, message)
+func ResponseError(r idem.Response, reason, message string) error {
+	return responseErrorCode(r, Code(r.StatusCode), reason, message)
 }
 
-func replyErrorCode(r idem.Reply, code codes.Code, reason, message string) error {
-	return &replyError{httpStatus: r.StatusCode, st: errorStatus(code, r.StatusCode, reason, message, r.Header.Get("Retry-After"))}
+func responseErrorCode(r idem.Response, code codes.Code, reason, message string) error {
+	return &responseError{httpStatus: r.StatusCode, st: errorStatus(code, r.StatusCode, reason, message, r.Header.Get("Retry-After"))}
 }
 
-// replyError is a status whose answer's HTTP status is known.
-type replyError struct {
+// responseError is a status whose answer's HTTP status is known.
+type responseError struct {
 	httpStatus int
 	st         *status.Status
 }
 
-func (e *replyError) Error() string              { return e.st.Err().Error() }
-func (e *replyError) GRPCStatus() *status.Status { return e.st }
+func (e *responseError) Error() string              { return e.st.Err().Error() }
+func (e *responseError) GRPCStatus() *status.Status { return e.st }
 
 // errorStatus is a status with a google.rpc.ErrorInfo and, when
 // retryAfter is a number of seconds, a google.rpc.RetryInfo.

@@ -6,7 +6,7 @@
 // full method name and the request message's deterministic serialization.
 // A retry gets the first response message, byte for byte, with the header
 // `idempotent-replayed: true`; a handler's final error is stored and
-// replayed too: final by the HTTP status ReplyError gave it, or else by its
+// replayed too: final by the HTTP status ResponseError gave it, or else by its
 // code's (HTTPStatus). Every error of the interceptor's own carries a
 // google.rpc.ErrorInfo naming its problem type. Handlers reach the call's
 // transaction as HTTP handlers do (pgstore.DB(ctx)) and its key with
@@ -76,7 +76,7 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 		}
 		fp, err := fingerprint(info.FullMethod, msg)
 		if err != nil {
-			return nil, ReplyError(idem.Reply{StatusCode: http.StatusBadRequest}, string(idem.ProblemBodyInvalid), fmt.Sprintf("idemgrpc: serialize the request: %v", err))
+			return nil, ResponseError(idem.Response{StatusCode: http.StatusBadRequest}, string(idem.ProblemBodyInvalid), fmt.Sprintf("idemgrpc: serialize the request: %v", err))
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
 		call := idem.Call{
@@ -84,10 +84,10 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 			Method: info.FullMethod, Route: info.FullMethod,
 		}
 		var resp any // the handler's own response, when it ran and this call answers with it
-		res := mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
+		res := mw.Do(ctx, call, func(ctx context.Context) idem.Response {
 			r, err := handler(ctx, req)
 			resp = r
-			return Reply(r, err)
+			return Response(r, err)
 		})
 		if res.Replayed {
 			if err := grpc.SetHeader(ctx, metadata.Pairs(MetadataReplayed, "true")); err != nil {
@@ -119,12 +119,12 @@ func fingerprint(fullMethod string, req proto.Message) (store.Fingerprint, error
 	return store.Fingerprint{Version: idem.FingerprintVersion, Method: "RPC", Path: fullMethod, Hash: h.Sum(nil)}, nil
 }
 
-// Reply is a handler's answer as the interceptor stores it, in HTTP's
+// Response is a handler's answer as the interceptor stores it, in HTTP's
 // terms, which decide whether it is stored: a response message is 200; an
-// error is its status, with the HTTP status ReplyError gave it, or else
+// error is its status, with the HTTP status ResponseError gave it, or else
 // its code's (HTTPStatus). A completer (package completer) that finishes a
 // call begun over gRPC answers with it, so that the call's retry replays.
-func Reply(resp any, err error) idem.Reply {
+func Response(resp any, err error) idem.Response {
 	if err == nil {
 		m, ok := resp.(proto.Message)
 		if !ok {
@@ -132,12 +132,12 @@ func Reply(resp any, err error) idem.Reply {
 		} else if b, merr := (proto.MarshalOptions{Deterministic: true}).Marshal(m); merr != nil {
 			err = internalError(fmt.Sprintf("serialize the response: %v", merr))
 		} else {
-			return idem.Reply{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {contentMessage}}, Body: b}
+			return idem.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {contentMessage}}, Body: b}
 		}
 	}
 	s := status.Convert(err)
 	code := HTTPStatus(s.Code())
-	var re *replyError
+	var re *responseError
 	if errors.As(err, &re) {
 		code = re.httpStatus
 	}
@@ -145,13 +145,13 @@ func Reply(resp any, err error) idem.Reply {
 	if merr != nil {
 		b = nil
 	}
-	return idem.Reply{StatusCode: code, Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
+	return idem.Response{StatusCode: code, Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
 }
 
 // answer turns Do's result into the call's response or error.
 // problemBase is the middleware's Config.ProblemTypeBase.
 func answer(fullMethod, problemBase string, res idem.Result, resp any) (any, error) {
-	r := res.Reply
+	r := res.Response
 	if r == nil {
 		return nil, errorStatus(codes.Canceled, 0, string(res.Outcome), "idemgrpc: the call was abandoned; its work was rolled back", "").Err()
 	}
@@ -192,7 +192,7 @@ func answer(fullMethod, problemBase string, res idem.Result, resp any) (any, err
 	if res.Problem == idem.ProblemInFlight || res.Problem == idem.ProblemLeaseLost {
 		code = codes.Aborted // a 409 for now: retry after RetryInfo's delay
 	}
-	return nil, replyErrorCode(*r, code, reason, detail)
+	return nil, responseErrorCode(*r, code, reason, detail)
 }
 
 // newResponse is an empty response message of fullMethod

@@ -94,9 +94,9 @@ func (s *paymentsServer) run(ctx context.Context, op api.Operation, req, out any
 }
 
 // answerOf decodes a 2xx answer into out, and turns any other into the
-// error of its problem (idemgrpc.ReplyError): its HTTP status decides
+// error of its problem (idemgrpc.ResponseError): its HTTP status decides
 // whether the interceptor stores it, its type names the reason.
-func answerOf(r idem.Reply, out any) error {
+func answerOf(r idem.Response, out any) error {
 	if r.StatusCode/100 == 2 {
 		if err := json.Unmarshal(r.Body, out); err != nil {
 			return problemError(http.StatusInternalServerError, api.ProblemInternal, fmt.Sprintf("decode the answer: %v", err))
@@ -107,13 +107,13 @@ func answerOf(r idem.Reply, out any) error {
 	if err := json.Unmarshal(r.Body, &p); err != nil || p.Type == "" {
 		p.Type = api.TypeURI(api.ProblemInternal) // never: every answer but 2xx is a problem
 	}
-	return idemgrpc.ReplyError(r, strings.TrimPrefix(p.Type, api.TypeURI("")), p.Detail)
+	return idemgrpc.ResponseError(r, strings.TrimPrefix(p.Type, api.TypeURI("")), p.Detail)
 }
 
 // problemError is the error of a problem paymentsd's gRPC door answers
 // with itself.
 func problemError(status int, t api.ProblemType, detail string) error {
-	return idemgrpc.ReplyError(idem.Reply{StatusCode: status}, string(t), detail)
+	return idemgrpc.ResponseError(idem.Response{StatusCode: status}, string(t), detail)
 }
 
 // grpcAuth sets the call's user from the API key in its authorization
@@ -177,6 +177,10 @@ func serveGRPC(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.C
 	if err != nil {
 		return nil, err
 	}
+	leased, err := mw.WithMode(idem.ModeLeased)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
@@ -187,7 +191,7 @@ func serveGRPC(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.C
 		return m == paymentsv1.Payments_CreateDeposit_FullMethodName || m == paymentsv1.Payments_CreateTransaction_FullMethodName
 	}})
 	isPayout := func(m string) bool { return m == paymentsv1.Payments_CreatePayout_FullMethodName }
-	payouts := idemgrpc.UnaryServerInterceptor(mw.WithMode(idem.ModeLeased), idemgrpc.Config{MethodFunc: isPayout})
+	payouts := idemgrpc.UnaryServerInterceptor(leased, idemgrpc.Config{MethodFunc: isPayout})
 	movesMoney := func(m string) bool { return strings.HasPrefix(m, "/payments.v1.Payments/Create") }
 	srv := grpc.NewServer(append(grpcOptions(f, mw),
 		grpc.ChainUnaryInterceptor(grpcAuth(ops, cfg.Logger), grpcBounds(cfg.Bounds, movesMoney), keyed, payouts))...)
@@ -212,15 +216,15 @@ func serveGRPC(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.C
 // over gRPC with the answer gRPC stores (a Payout message or a status),
 // so that the call's retry replays it as its own.
 func grpcPayoutResume(resume completer.Resume) completer.Resume {
-	return func(ctx context.Context, u store.Unfinished) idem.Reply {
+	return func(ctx context.Context, u store.Unfinished) idem.Response {
 		r := resume(ctx, u)
 		if u.Fingerprint.Path != paymentsv1.Payments_CreatePayout_FullMethodName {
 			return r
 		}
 		out := &paymentsv1.Payout{}
 		if err := answerOf(r, out); err != nil {
-			return idemgrpc.Reply(nil, err)
+			return idemgrpc.Response(nil, err)
 		}
-		return idemgrpc.Reply(out, nil)
+		return idemgrpc.Response(out, nil)
 	}
 }

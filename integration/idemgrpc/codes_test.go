@@ -113,10 +113,10 @@ func TestHandlerCodes(t *testing.T) {
 	}
 }
 
-// A handler's ReplyError is stored or released by its HTTP status, never
+// A handler's ResponseError is stored or its key freed by its HTTP status, never
 // by its code: a 409 is final and replays, as over HTTP, with or without
-// Retry-After; 408, 429 and 503 are released.
-func TestReplyErrorFinality(t *testing.T) {
+// Retry-After; 408, 429 and 503 free the key.
+func TestResponseErrorFinality(t *testing.T) {
 	t.Parallel()
 	for name, newBackend := range backends {
 		t.Run(name, func(t *testing.T) {
@@ -136,12 +136,12 @@ func TestReplyErrorFinality(t *testing.T) {
 				{http.StatusRequestTimeout, "", codes.DeadlineExceeded, false},
 				{http.StatusServiceUnavailable, "1", codes.Unavailable, false},
 			} {
-				r := idem.Reply{StatusCode: row.status, Header: http.Header{}}
+				r := idem.Response{StatusCode: row.status, Header: http.Header{}}
 				if row.retryAfter != "" {
 					r.Header.Set("Retry-After", row.retryAfter)
 				}
 				s := newServer(t, st, idem.Config{}, func(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-					return nil, idemgrpc.ReplyError(r, "some-problem", "refused")
+					return nil, idemgrpc.ResponseError(r, "some-problem", "refused")
 				})
 				key := uuid.NewString()
 				first := s.unary(t, "alice", key, payload("pay"))

@@ -87,7 +87,7 @@ func (b *Bounds) Limits() Limits { return b.limits }
 // gives them back. A request past a bound is refused with the answer to
 // send (429 too-many-requests or 503 overloaded, with Retry-After), and
 // holds nothing.
-func (b *Bounds) Admit(user string, size int64) (done func(), refusal *idem.Reply) {
+func (b *Bounds) Admit(user string, size int64) (done func(), refusal *idem.Response) {
 	if !b.enter(user) {
 		return nil, retryLater(ProblemTooManyRequests, http.StatusTooManyRequests,
 			fmt.Sprintf("You have %d requests in flight, the most allowed; nothing was stored. Retry after Retry-After seconds.", b.limits.RequestsPerUser))
@@ -206,7 +206,7 @@ const retryAfter = 1
 
 // retryLater is the answer to a request refused for a bound, with
 // Retry-After.
-func retryLater(t ProblemType, status int, detail string) *idem.Reply {
+func retryLater(t ProblemType, status int, detail string) *idem.Response {
 	w := &replyWriter{header: http.Header{}}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	writeProblem(w, t, status, detail)
