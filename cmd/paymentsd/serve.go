@@ -252,19 +252,22 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Limits: api.Limits{
-		BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests,
-	}}
+	// One Bounds for HTTP and gRPC: a user's requests count at both doors together.
+	bounds, err := api.NewBounds(api.Limits{BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests})
+	if err != nil {
+		return err
+	}
+	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Bounds: bounds}
 	apiHandler, err := api.New(apiCfg)
 	if err != nil {
 		return err
 	}
-	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger}
+	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Bounds: bounds}
 	if err := startConsumers(ctx, f, mw, doors, logger, &stopConsumers); err != nil {
 		return err
 	}
 	if f.grpcAddr != "" {
-		wait, err := serveGRPC(ctx, f.grpcAddr, mw, doors, logger)
+		wait, err := serveGRPC(ctx, f, mw, doors, logger)
 		if err != nil {
 			return err
 		}
@@ -309,7 +312,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		if err != nil {
 			return err
 		}
-		c, err := completer.New(leased, finder, resume, completer.Config{Interval: f.completeEvery, Logger: logger})
+		c, err := completer.New(leased, finder, grpcPayoutResume(resume), completer.Config{Interval: f.completeEvery, Logger: logger})
 		if err != nil {
 			return err
 		}
