@@ -206,7 +206,7 @@ func TestMetrics(t *testing.T) {
 		st := newStore(t)
 		_, err := st.Pool().Exec(context.Background(), `
 INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
-       fingerprint_version, status, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+       fingerprint_version, status, lease_token, leased_at, lease_expires_at, created_at, expires_at)
 SELECT 'alice', 'k' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'PROCESSING',
        gen_random_uuid(), now(), now(), now(), now() - interval '1 second'
   FROM generate_series(1, 7) AS i`)
