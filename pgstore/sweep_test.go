@@ -24,7 +24,7 @@ func TestSweep(t *testing.T) {
 		// 20,000 records, the oldest 1% expired, as a steady state looks.
 		_, err = pool.Exec(ctx, `
 INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
-       fingerprint_version, status, lock_token, locked_at, lock_expires_at, response_code, created_at, expires_at)
+       fingerprint_version, status, lease_token, leased_at, lease_expires_at, response_code, created_at, expires_at)
 SELECT 'user-' || i % 100, md5(i::text), 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'COMPLETED',
        gen_random_uuid(), t, t, 201, t, t + interval '48 hours'
   FROM generate_series(1, 20000) AS i,
@@ -55,8 +55,7 @@ SELECT 'user-' || i % 100, md5(i::text), 'POST', '/v1/payments', sha256(i::text:
 		require.NoError(t, err)
 		defer func() { _ = other.Rollback(ctx) }()
 		var locked bool
-		var prev string
-		require.NoError(t, other.QueryRow(ctx, sweepLock).Scan(&locked, &prev))
+		require.NoError(t, other.QueryRow(ctx, sweepLock).Scan(&locked))
 		require.True(t, locked)
 
 		_, err = s.DeleteExpired(ctx, 10)
