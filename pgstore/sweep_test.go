@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
@@ -33,13 +34,14 @@ SELECT 'user-' || i % 100, md5(i::text), 'POST', '/v1/payments', sha256(i::text:
 		_, err = pool.Exec(ctx, `ANALYZE idempotency_keys`)
 		require.NoError(t, err)
 
-		rows, err := pool.Query(ctx, "EXPLAIN "+deleteExpired, 1000)
+		rows, err := pool.Query(ctx, "EXPLAIN "+deleteExpired, 1000, time.Time{})
 		require.NoError(t, err)
 		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
 		plan := strings.Join(lines, "\n")
 		require.Contains(t, plan, "Tid Scan", plan)
 		require.Contains(t, plan, "idempotency_keys_expires_at_idx", plan)
+		require.Contains(t, plan, "(expires_at >= ", plan) // in the Index Cond: a batch starts where the last one ended
 		require.NotContains(t, plan, "Seq Scan", plan)
 	})
 
