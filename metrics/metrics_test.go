@@ -211,7 +211,7 @@ SELECT 'alice', 'k' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'PR
        gen_random_uuid(), now(), now(), now(), now() - interval '1 second'
   FROM generate_series(1, 7) AS i`)
 		require.NoError(t, err)
-		sw, err := sweeper.New(st, sweeper.Config{BatchSize: 3, Pause: -1, ObserveFunc: m.ObserveSweep})
+		sw, err := sweeper.New(st, sweeper.Config{BatchSize: 3, MaxBatchSize: 3, Pause: -1, ObserveFunc: m.ObserveSweep})
 		require.NoError(t, err)
 		n, err := sw.Once(context.Background())
 		require.NoError(t, err)

@@ -55,6 +55,8 @@ func TestNew(t *testing.T) {
 		c := sw.Config()
 		require.Equal(t, time.Minute, c.Interval)
 		require.Equal(t, 1000, c.BatchSize)
+		require.Equal(t, 16000, c.MaxBatchSize)
+		require.Equal(t, 250*time.Millisecond, c.MaxBatchTime)
 		require.Equal(t, 100*time.Millisecond, c.Pause)
 	})
 
@@ -67,9 +69,12 @@ func TestNew(t *testing.T) {
 
 	t.Run("InvalidConfigFails", func(t *testing.T) {
 		t.Parallel()
-		_, err := sweeper.New(st, sweeper.Config{Interval: -time.Second, BatchSize: -1})
+		_, err := sweeper.New(st, sweeper.Config{Interval: -time.Second, BatchSize: -1, MaxBatchTime: -1})
 		require.ErrorContains(t, err, "Interval must be positive")
 		require.ErrorContains(t, err, "BatchSize must be positive")
+		require.ErrorContains(t, err, "MaxBatchTime must be positive")
+		_, err = sweeper.New(st, sweeper.Config{BatchSize: 100, MaxBatchSize: 10})
+		require.ErrorContains(t, err, "MaxBatchSize must be at least BatchSize (100), got 10")
 		_, err = sweeper.New(nil, sweeper.Config{})
 		require.Error(t, err)
 	})
@@ -86,9 +91,10 @@ func TestOnce(t *testing.T) {
 		addRecords(t, s, "alice", 5, false)
 		var batches []int
 		sw, err := sweeper.New(s, sweeper.Config{
-			BatchSize:   10,
-			Pause:       50 * time.Millisecond,
-			ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+			BatchSize:    10,
+			MaxBatchSize: 10,
+			Pause:        50 * time.Millisecond,
+			ObserveFunc:  func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
 		})
 		require.NoError(t, err)
 		start := time.Now()
@@ -98,6 +104,40 @@ func TestOnce(t *testing.T) {
 		require.Equal(t, []int{10, 10, 5}, batches)
 		require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "two pauses between three batches")
 		require.Equal(t, 5, countRecords(t, s), "live records stay")
+	})
+
+	// A backlog doubles the batch while batches come back full and quick;
+	// a slow batch halves the next, never below BatchSize.
+	t.Run("BatchesGrowWithTheBacklog", func(t *testing.T) {
+		t.Parallel()
+		s := sweptStore(t)
+		addRecords(t, s, "alice", 100, true)
+		var batches []int
+		sw, err := sweeper.New(s, sweeper.Config{
+			BatchSize: 10, MaxBatchSize: 40, MaxBatchTime: time.Hour, Pause: -1,
+			ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+		})
+		require.NoError(t, err)
+		n, err := sw.Once(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 100, n)
+		require.Equal(t, []int{10, 20, 40, 30}, batches)
+	})
+
+	t.Run("SlowBatchesStayAtBatchSize", func(t *testing.T) {
+		t.Parallel()
+		s := sweptStore(t)
+		addRecords(t, s, "alice", 35, true)
+		var batches []int
+		sw, err := sweeper.New(s, sweeper.Config{
+			BatchSize: 10, MaxBatchSize: 40, MaxBatchTime: time.Nanosecond, Pause: -1,
+			ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+		})
+		require.NoError(t, err)
+		n, err := sw.Once(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 35, n)
+		require.Equal(t, []int{10, 10, 10, 5}, batches)
 	})
 
 	t.Run("BusyWhileAnotherProcessSweeps", func(t *testing.T) {
