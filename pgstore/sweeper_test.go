@@ -108,37 +108,30 @@ func TestOnce(t *testing.T) {
 
 	// A backlog doubles the batch while batches come back full and quick;
 	// a slow batch halves the next, never below BatchSize.
-	t.Run("BatchesGrowWithTheBacklog", func(t *testing.T) {
-		t.Parallel()
-		s := sweptStore(t)
-		addRecords(t, s, "alice", 100, true)
-		var batches []int
-		sw, err := sweeper.New(s, sweeper.Config{
-			BatchSize: 10, MaxBatchSize: 40, MaxBatchTime: time.Hour, Pause: -1,
-			ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+	for name, tc := range map[string]struct {
+		expired int
+		maxTime time.Duration
+		want    []int
+	}{
+		"BatchesGrowWithTheBacklog":  {100, time.Hour, []int{10, 20, 40, 30}},
+		"SlowBatchesStayAtBatchSize": {35, time.Nanosecond, []int{10, 10, 10, 5}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := sweptStore(t)
+			addRecords(t, s, "alice", tc.expired, true)
+			var batches []int
+			sw, err := sweeper.New(s, sweeper.Config{
+				BatchSize: 10, MaxBatchSize: 40, MaxBatchTime: tc.maxTime, Pause: -1,
+				ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+			})
+			require.NoError(t, err)
+			n, err := sw.Once(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tc.expired, n)
+			require.Equal(t, tc.want, batches)
 		})
-		require.NoError(t, err)
-		n, err := sw.Once(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 100, n)
-		require.Equal(t, []int{10, 20, 40, 30}, batches)
-	})
-
-	t.Run("SlowBatchesStayAtBatchSize", func(t *testing.T) {
-		t.Parallel()
-		s := sweptStore(t)
-		addRecords(t, s, "alice", 35, true)
-		var batches []int
-		sw, err := sweeper.New(s, sweeper.Config{
-			BatchSize: 10, MaxBatchSize: 40, MaxBatchTime: time.Nanosecond, Pause: -1,
-			ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
-		})
-		require.NoError(t, err)
-		n, err := sw.Once(ctx)
-		require.NoError(t, err)
-		require.Equal(t, 35, n)
-		require.Equal(t, []int{10, 10, 10, 5}, batches)
-	})
+	}
 
 	t.Run("BusyWhileAnotherProcessSweeps", func(t *testing.T) {
 		t.Parallel()
