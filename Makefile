@@ -47,8 +47,10 @@ MYSQL_TAGGED_PKGS ?= ./cmd/paymentsd/...
 TEST_MYSQL  ?= ./scripts/test-mysql.sh
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
-# The packages make test-partitioned runs on the schema hash-partitioned by user.
-PARTITIONED_PKGS ?= ./pgstore/... ./payments/pgledger/... ./cmd/paymentsd/...
+# What make test-partitioned runs on the schema hash-partitioned by user:
+# pgstore's conformance and sweep tests, the wallet's and paymentsd's tests.
+PARTITIONED_STORE ?= -run '^(TestConformance|TestKeysInEveryQueryMode|TestSweep|TestSweepPartitioned|TestOnce|TestRun)$$' ./pgstore
+PARTITIONED_PKGS  ?= ./payments/pgledger/... ./cmd/paymentsd/...
 
 .DEFAULT_GOAL := test
 .PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
@@ -87,9 +89,11 @@ test-mysql: check-cc fmt-check
 	CGO_ENABLED=1 $(TEST_PG) $(TEST_MYSQL) $(GO) test -tags mysql -race -count=1 -timeout 20m $(GOTESTFLAGS) $(MYSQL_TAGGED_PKGS)
 
 # The key table and the wallet hash-partitioned by user (paymentsd migrate
-# --partitions 16): the store's conformance suite, the wallet's tests and
-# paymentsd's end-to-end tests on that schema (docs/operations.md).
+# --partitions 16): the store's conformance suite and sweep tests, the
+# wallet's tests and paymentsd's end-to-end tests on that schema
+# (docs/operations.md). The rest of pgstore's tests run in make test.
 test-partitioned: check-cc
+	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_STORE)
 	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_PKGS)
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,

@@ -138,13 +138,15 @@ func TestOnce(t *testing.T) {
 		s := sweptStore(t)
 		addRecords(t, s, "alice", 3, true)
 		// The other process is inside a batch: its transaction holds the
-		// sweep lock (pgstore's, taken as pgstore takes it).
+		// sweep lock (pgstore's, taken as pgstore takes it), of every
+		// partition when the table is partitioned.
 		other, err := s.Pool().Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = other.Rollback(ctx) }()
 		var locked bool
-		require.NoError(t, other.QueryRow(ctx,
-			`SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_keys'::regclass::oid::text))`).Scan(&locked))
+		require.NoError(t, other.QueryRow(ctx, `
+SELECT bool_and(pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext(oid::text))) FROM pg_class
+ WHERE oid = 'idempotency_keys'::regclass OR oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'idempotency_keys'::regclass)`).Scan(&locked))
 		require.True(t, locked)
 		sw, err := sweeper.New(s, sweeper.Config{})
 		require.NoError(t, err)
