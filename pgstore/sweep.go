@@ -153,7 +153,7 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 			}
 			jobs = append(jobs, sweepJob{leaf: l, limit: n})
 		}
-		s.sweepLeaves(ctx, jobs)
+		s.runSweepJobs(ctx, jobs)
 		var errs []error
 		for _, j := range jobs {
 			ran++
@@ -186,8 +186,8 @@ type sweepJob struct {
 	err     error
 }
 
-// sweepLeaves runs jobs, sweepers of them at a time.
-func (s *Store) sweepLeaves(ctx context.Context, jobs []sweepJob) {
+// runSweepJobs runs jobs, sweepers of them at a time.
+func (s *Store) runSweepJobs(ctx context.Context, jobs []sweepJob) {
 	work := make(chan *sweepJob)
 	var wg sync.WaitGroup
 	for range min(len(jobs), sweepers(s.pool.Config().MaxConns)) {
