@@ -27,7 +27,7 @@
  * Broken variants, each of which must yield a counterexample:
  *
  *   BROKEN_NO_FENCE              the completion's UPDATE drops its
- *                                lease_token condition.
+ *                                fencing_token condition.
  *   BROKEN_SELECT_INSERT         the claim is a SELECT, then an INSERT that
  *                                arbitrates nothing (an upsert, or no unique
  *                                index): the unique INSERT … ON CONFLICT DO
@@ -67,7 +67,7 @@
 
 /* The committed row of the key (pgstore keys.go). */
 byte st = S_NONE;
-byte tok = 0;          /* lease_token: the token of the attempt that holds it */
+byte tok = 0;          /* fencing_token: the token of the attempt that holds it */
 bool live = false;     /* lease_expires_at > now() */
 bool expired = false;  /* expires_at <= now(): past retention */
 byte resp = 0;         /* the stored response: the token of the attempt that made it */
@@ -218,7 +218,7 @@ claim:
 
 	/*
 	 * The handler runs while keepLease renews the lease (Keys.Renew, fenced
-	 * by the token). Renewal stops on store.ErrLeaseLost, and at the lease's
+	 * by the token). Renewal stops on store.ErrNotHeld, and at the lease's
 	 * maximum life. A process that stalls is one that takes no step here
 	 * while the clock lets its lease lapse; it may wake up and go on.
 	 */
@@ -230,7 +230,7 @@ held:
 		atomic {
 			if
 			:: tok == me && st == S_PROCESSING -> live = true
-			:: else -> stopped = true  /* store.ErrLeaseLost: the handler is cancelled */
+			:: else -> stopped = true  /* store.ErrNotHeld: the handler is cancelled */
 			fi
 		}
 #ifndef BROKEN_NO_MAX_LIFE
@@ -263,7 +263,7 @@ final:
 			effect();
 			complete_row(me);
 			got(me)
-		:: else -> skip  /* store.ErrLeaseLost: the handler's writes roll back, 409 lease-lost */
+		:: else -> skip  /* store.ErrNotHeld: the handler's writes roll back, 409 lease-lost */
 		fi
 	}
 #endif

@@ -13,7 +13,7 @@ import (
 // insertCompletedOrAbort claims the key and completes it in one insert: the
 // record is born COMPLETED with its response, at the end of the request's
 // transaction, pipelined with the COMMIT. It is the deferred claim of an
-// atomic-mode request (idem.Config.DeferClaim). The unique key is still
+// atomic-mode request (idem.ModeAtomicDeferred). The unique key is still
 // the arbiter: a concurrent duplicate's insert waits for this transaction
 // and then finds the key taken. When the key is already recorded the
 // statement fails with a division by zero, which aborts the transaction
@@ -22,7 +22,7 @@ const insertCompletedOrAbort = `
 WITH claimed AS (
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lease_token, leased_at, lease_expires_at, created_at, expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, $3, $4, $5, $6,
         'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',

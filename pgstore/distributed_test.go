@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/pgstore/pgtest"
 )

@@ -2,22 +2,19 @@ package pgstore
 
 import (
 	"context"
-	"embed"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/pgstore/pgmigrate"
 )
-
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
 
 // MigrationsTable records which of the store's migrations are applied.
 const MigrationsTable = "idem_migrations"
 
-var migrations = pgmigrate.Set{Name: "pgstore", Table: MigrationsTable, FS: migrationFiles, Dir: "migrations"}
+var migrations = pgmigrate.Set{Name: "pgstore", Table: MigrationsTable, FS: pgsql.Migrations, Dir: "migrations"}
 
 // Migrate creates or upgrades the key table in the pool's search_path
 // schema. It is safe to run from several replicas at once, and a no-op
@@ -30,10 +27,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 // teams that apply schema changes with their own tool.
 func MigrationSQL() (string, error) { return migrations.SQL() }
 
-// MigrateOptions configures MigrateWithOptions. Its zero value is
+// MigrateConfig configures MigrateWithOptions. Its zero value is
 // Migrate's.
-type MigrateOptions struct {
-	// Table is the key table's name (Options.Table). Default
+type MigrateConfig struct {
+	// Table is the key table's name (Config.Table). Default
 	// "idempotency_keys".
 	Table string
 
@@ -48,7 +45,7 @@ type MigrateOptions struct {
 // migrationSet is migrations for opts: the files rewritten for its table
 // and partitions, recorded in the table's own migrations table (see
 // keytable.Migrations).
-func migrationSet(opts MigrateOptions) (pgmigrate.Set, error) {
+func migrationSet(opts MigrateConfig) (pgmigrate.Set, error) {
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return pgmigrate.Set{}, fmt.Errorf("pgstore: %w", err)
@@ -63,7 +60,7 @@ func migrationSet(opts MigrateOptions) (pgmigrate.Set, error) {
 }
 
 // MigrateWithOptions is Migrate configured by opts.
-func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateOptions) ([]int, error) {
+func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateConfig) ([]int, error) {
 	set, err := migrationSet(opts)
 	if err != nil {
 		return nil, err
@@ -72,7 +69,7 @@ func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateOpt
 }
 
 // MigrationSQLWithOptions is MigrationSQL configured by opts.
-func MigrationSQLWithOptions(opts MigrateOptions) (string, error) {
+func MigrationSQLWithOptions(opts MigrateConfig) (string, error) {
 	set, err := migrationSet(opts)
 	if err != nil {
 		return "", err
@@ -80,13 +77,13 @@ func MigrationSQLWithOptions(opts MigrateOptions) (string, error) {
 	return set.SQL()
 }
 
-// MigrateTable is Migrate for a key table of another name (Options.Table),
+// MigrateTable is Migrate for a key table of another name (Config.Table),
 // whose applied versions are recorded in table_migrations.
 func MigrateTable(ctx context.Context, pool *pgxpool.Pool, table string) ([]int, error) {
-	return MigrateWithOptions(ctx, pool, MigrateOptions{Table: table})
+	return MigrateWithOptions(ctx, pool, MigrateConfig{Table: table})
 }
 
 // MigrationSQLTable is MigrationSQL for a key table of another name.
 func MigrationSQLTable(table string) (string, error) {
-	return MigrationSQLWithOptions(MigrateOptions{Table: table})
+	return MigrationSQLWithOptions(MigrateConfig{Table: table})
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 )
@@ -29,7 +29,7 @@ const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
 
 // deleteExpired deletes the oldest expired rows of one table through its
 // expires_at index, at most $1, but not a claim whose lease is live nor an
-// unfinished row (store.Phaser: model/payout.pml's sweeper skips UNKNOWN),
+// unfinished row (store.Advancer: model/payout.pml's sweeper skips UNKNOWN),
 // and skips rows another transaction holds (a request re-acquiring an
 // expired key) instead of waiting for them; a row whose lease was renewed
 // meanwhile is checked again when locked, and left. The rows it locked
@@ -58,7 +58,7 @@ DELETE FROM idempotency_keys
 RETURNING user_id, idempotency_key, expires_at`
 
 // sweepLeaves lists the tables that hold the key table's rows: the table
-// itself, or its partitions (MigrateOptions.Partitions).
+// itself, or its partitions (MigrateConfig.Partitions).
 const sweepLeaves = `
 SELECT relid::regclass::text FROM pg_partition_tree('idempotency_keys'::regclass) WHERE isleaf
  UNION ALL

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -42,7 +42,7 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 
 const selectRecord = `
 SELECT request_method, request_path, request_hash, fingerprint_version,
-       status, attempts, lease_token, leased_at, lease_expires_at,
+       status, attempts, fencing_token, claimed_at, lease_expires_at,
        lease_expires_at > :now,
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= :now AND ` + finished + `,
@@ -107,7 +107,7 @@ func (k keys) getRecord(ctx context.Context, q querier, now time.Time, scope, ke
 const insertClaim = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lease_token, leased_at, lease_expires_at, created_at, expires_at)
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES (:scope, :key, :method, :path, :hash, :version,
         'PROCESSING', 1, :token, :now, :now + :lock_for, :now, :now + :ttl)
 ON CONFLICT (user_id, idempotency_key) DO NOTHING`
@@ -154,7 +154,7 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 // token in the WHERE clause makes it a compare-and-swap: once one contender
 // has changed the token, every other one matches no row. A row past
 // retention starts a new life: new fingerprint, creation and expiry, unless
-// it is unfinished (store.Phaser), which resumes in its life. As in
+// it is unfinished (store.Advancer), which resumes in its life. As in
 // PostgreSQL, every SET expression reads the row as it was before the
 // update, so the three CASEs agree.
 const reacquire = `
@@ -166,10 +166,10 @@ UPDATE idempotency_keys
        recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
        provider_keys  = CASE WHEN status = 'COMPLETED' THEN NULL ELSE provider_keys END,
        expires_at = MAX(expires_at, :now + :ttl),
-       lease_token = :token, leased_at = :now, lease_expires_at = :now + :lock_for,
+       fencing_token = :token, claimed_at = :now, lease_expires_at = :now + :lock_for,
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = :scope AND idempotency_key = :key AND lease_token = :prev_token
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :prev_token
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= :now)
         OR (status = 'COMPLETED' AND expires_at <= :now))`
@@ -210,7 +210,7 @@ UPDATE idempotency_keys
    SET status = 'COMPLETED', lease_expires_at = :now,
        response_code = :code, response_headers = :headers, response_body = :body,
        resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
- WHERE user_id = :scope AND idempotency_key = :key AND lease_token = :token AND status = 'PROCESSING'`
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	args, err := responseArgs(resp)
@@ -238,7 +238,7 @@ func responseArgs(resp store.Response) ([]any, error) {
 const fail = `
 UPDATE idempotency_keys
    SET status = 'FAILED', lease_expires_at = :now
- WHERE user_id = :scope AND idempotency_key = :key AND lease_token = :token AND status = 'PROCESSING'`
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 	return k.fenced(ctx, "fail", k.sql.fail, l)
@@ -247,7 +247,7 @@ func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 const renew = `
 UPDATE idempotency_keys
    SET lease_expires_at = :now + :lock_for
- WHERE user_id = :scope AND idempotency_key = :key AND lease_token = :token AND status = 'PROCESSING'`
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
 	return k.fenced(ctx, "renew", k.sql.renew, l, sql.Named("lock_for", d.Microseconds()))
@@ -265,7 +265,7 @@ func (k keys) fenced(ctx context.Context, op, query string, l store.Attempt, arg
 		}
 		n, err := res.RowsAffected()
 		if err == nil && n == 0 {
-			return store.ErrLeaseLost
+			return store.ErrNotHeld
 		}
 		return err
 	})

@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
 var (
-	_ store.Phaser           = (*Store)(nil)
-	_ store.Phaser           = (*Tx)(nil)
+	_ store.Advancer         = (*Store)(nil)
+	_ store.Advancer         = (*Tx)(nil)
 	_ store.UnfinishedFinder = (*Store)(nil)
 )
 
@@ -22,13 +22,13 @@ var (
 const selectPhase = `
 SELECT coalesce(recovery_point, ''), created_at, provider_keys
   FROM idempotency_keys
- WHERE user_id = :scope AND idempotency_key = :key AND lease_token = :token AND status = 'PROCESSING'`
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
-// Phase reads the record's recovery point and life in one statement fenced
+// Progress reads the record's recovery point and life in one statement fenced
 // by a's token.
-func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
+func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, error) {
 	var (
-		p        store.Phase
+		p        store.Progress
 		life     int64
 		provider *string
 	)
@@ -38,13 +38,13 @@ func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
 	case err != nil:
-		return store.Phase{}, fmt.Errorf("phase: %w", err)
+		return store.Progress{}, fmt.Errorf("phase: %w", err)
 	}
 	p.Life = time.UnixMicro(life).UTC()
 	if p.ProviderKeys, err = keytable.DecodeProviderKeys(provider); err != nil {
-		return store.Phase{}, fmt.Errorf("phase: %w", err)
+		return store.Progress{}, fmt.Errorf("phase: %w", err)
 	}
 	return p, nil
 }
@@ -56,7 +56,7 @@ UPDATE idempotency_keys
    SET recovery_point = :point,
        provider_keys = CASE WHEN :provider_keys IS NULL THEN provider_keys
                             ELSE json_patch(:provider_keys, coalesce(provider_keys, '{}')) END
- WHERE user_id = :scope AND idempotency_key = :key AND lease_token = :token AND status = 'PROCESSING'`
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 // Advance sets the recovery point and records provider keys, fenced by a's
 // token.
@@ -71,11 +71,11 @@ func (k keys) Advance(ctx context.Context, a store.Attempt, point string, provid
 // findUnfinished reads the partial index idempotency_keys_unfinished_idx.
 const findUnfinished = `
 SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-       recovery_point, lease_token
+       recovery_point, fencing_token
   FROM idempotency_keys
  WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'
    AND (status = 'FAILED' OR lease_expires_at <= :now)
- ORDER BY leased_at
+ ORDER BY claimed_at
  LIMIT :limit`
 
 // FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
@@ -110,8 +110,8 @@ const resumeUnfinished = `
 UPDATE idempotency_keys
    SET status = 'PROCESSING', attempts = attempts + 1,
        expires_at = MAX(expires_at, :now + :ttl),
-       lease_token = :token, leased_at = :now, lease_expires_at = :now + :lock_for
- WHERE user_id = :scope AND idempotency_key = :key AND lease_token = :prev_token
+       fencing_token = :token, claimed_at = :now, lease_expires_at = :now + :lock_for
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :prev_token
    AND recovery_point IS NOT NULL
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= :now))`
 

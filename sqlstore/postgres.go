@@ -1,12 +1,12 @@
 package sqlstore
 
-import "github.com/idem-dev/idem/internal/keytable/pgsql"
+import "github.com/idem-dev/idem/idemshared/keytable/pgsql"
 
 // postgresStatements are pgstore's statements, on database/sql.
 func postgresStatements(table string) statements {
 	const record = `
 SELECT request_method, request_path, request_hash, fingerprint_version,
-       status, attempts, lease_token::text, leased_at, lease_expires_at,
+       status, attempts, fencing_token::text, claimed_at, lease_expires_at,
        lease_expires_at > now(),
        response_code, response_headers::text, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= now() AND ` + finished + `,
@@ -18,7 +18,7 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
 	const insertCompleted = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lease_token, leased_at, lease_expires_at, created_at, expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, $3, $4, $5, $6,
         'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',

@@ -46,7 +46,7 @@ type backend struct {
 	trips *roundtrip.Counter
 	// migrate applies the key table's and the wallet's pending migrations
 	// and describes what it did; partitions > 0 hash-partitions a new
-	// PostgreSQL schema by user (pgstore.MigrateOptions.Partitions).
+	// PostgreSQL schema by user (pgstore.MigrateConfig.Partitions).
 	migrate func(ctx context.Context, partitions int) (string, error)
 	close   func()
 }
@@ -96,11 +96,11 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 		kind: "postgres", display: display, trips: trips,
 		store: pgstore.New(pool), ledger: pgledger.New(pool),
 		migrate: func(ctx context.Context, partitions int) (string, error) {
-			keys, err := pgstore.MigrateWithOptions(ctx, pool, pgstore.MigrateOptions{Partitions: partitions})
+			keys, err := pgstore.MigrateWithOptions(ctx, pool, pgstore.MigrateConfig{Partitions: partitions})
 			if err != nil {
 				return "", err
 			}
-			wallet, err := pgledger.MigrateWithOptions(ctx, pool, pgledger.MigrateOptions{Partitions: partitions})
+			wallet, err := pgledger.MigrateWithOptions(ctx, pool, pgledger.MigrateConfig{Partitions: partitions})
 			return describeMigrations(keys, wallet), err
 		},
 		close: pool.Close,
@@ -146,7 +146,7 @@ func openMySQL(ctx context.Context, dsn string) (*backend, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to MySQL at %s: %v", display, err)
 	}
-	st, err := mysqlstore.New(db, mysqlstore.Options{})
+	st, err := mysqlstore.New(db, mysqlstore.Config{})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -158,7 +158,7 @@ func openMySQL(ctx context.Context, dsn string) (*backend, error) {
 			if err := noPartitions("MySQL", partitions); err != nil {
 				return "", err
 			}
-			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Options{})
+			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Config{})
 			if err != nil {
 				return "", err
 			}

@@ -29,9 +29,9 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 // that apply schema changes with their own tool.
 func MigrationSQL() (string, error) { return migrations.SQL() }
 
-// MigrateOptions configures MigrateWithOptions. Its zero value is
+// MigrateConfig configures MigrateWithOptions. Its zero value is
 // Migrate's.
-type MigrateOptions struct {
+type MigrateConfig struct {
 	// Partitions, when positive, makes migration 005 hash-partition every
 	// table of an empty wallet by user (all but api_keys) into that many
 	// partitions (at most pgmigrate.MaxPartitions). It is read when 005
@@ -41,7 +41,7 @@ type MigrateOptions struct {
 }
 
 // MigrateWithOptions is Migrate configured by opts.
-func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateOptions) ([]int, error) {
+func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateConfig) ([]int, error) {
 	set := migrations
 	rewrite, err := pgmigrate.Partitions(opts.Partitions, nil)
 	if err != nil {

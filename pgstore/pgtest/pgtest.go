@@ -38,7 +38,7 @@ func URL() string {
 }
 
 // Partitions is PG_PARTITIONS, the number of hash partitions by user the
-// tests ask migrations for (pgstore.MigrateOptions.Partitions), 0 when
+// tests ask migrations for (pgstore.MigrateConfig.Partitions), 0 when
 // unset: `make test-partitioned` runs the store's, the ledger's and
 // paymentsd's tests on the partitioned schema with it. A value that is not
 // a number fails the test.

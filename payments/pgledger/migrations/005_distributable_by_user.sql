@@ -1,6 +1,6 @@
 -- Every table distributable by the user (docs/operations.md, "Running on
 -- Citus"), and, when the migration is asked for partitions
--- (pgledger.MigrateOptions.Partitions, paymentsd migrate --partitions),
+-- (pgledger.MigrateConfig.Partitions, paymentsd migrate --partitions),
 -- every table but api_keys hash-partitioned by user.
 --
 -- One type for the user: text, as in the key table, whose user is the
