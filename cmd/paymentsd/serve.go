@@ -203,7 +203,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			wait()
 		}
 	}()
-	what, err := b.migrate(ctx)
+	what, err := b.migrate(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", b.display, err)
 	}

@@ -124,7 +124,7 @@ RETURNING created_at`, tr.ID, tr.UserID, tr.SourceCurrency, tr.TargetCurrency, t
 // database's collation), as LockBalance would one by one.
 const (
 	createBalances = `INSERT INTO balances (user_id, currency, amount)
-SELECT $1::uuid, c, 0 FROM unnest($2::text[]) WITH ORDINALITY AS u (c, i) ORDER BY i
+SELECT $1::text, c, 0 FROM unnest($2::text[]) WITH ORDINALITY AS u (c, i) ORDER BY i
     ON CONFLICT (user_id, currency) DO NOTHING`
 	lockBalances = `SELECT currency, amount, reserved FROM balances WHERE user_id = $1 AND currency = ANY($2)
  ORDER BY currency COLLATE "C" FOR UPDATE`
