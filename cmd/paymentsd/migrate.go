@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/idem-dev/idem/cmd/internal/cli"
 )
 
 // migrateCmd applies pending migrations (the key table's and the
@@ -13,7 +15,7 @@ import (
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	db := dbFlag(fs)
-	if err := parseFlags(fs, args, stdout, "paymentsd migrate [--db URL]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd migrate [--db URL]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
 		return err
 	}
 	url, err := resolveDB(*db, getenv)

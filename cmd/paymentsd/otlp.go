@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/idemotel"
 )
 
@@ -24,7 +25,7 @@ import (
 func startOTLP(ctx context.Context, endpoint string) (*idemotel.Telemetry, func(context.Context) error, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, nil, usageError("serve: --otlp-endpoint %q: want an http:// or https:// URL, such as http://127.0.0.1:4318", endpoint)
+		return nil, nil, cli.Usagef("serve: --otlp-endpoint %q: want an http:// or https:// URL, such as http://127.0.0.1:4318", endpoint)
 	}
 	base := strings.TrimSuffix(u.Path, "/")
 	traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(base + "/v1/traces")}

@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/completer"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/payments"
@@ -36,7 +38,7 @@ type serveFlags struct {
 	mode            string
 	rates           string
 	shutdownTimeout time.Duration
-	logLevel        slog.Level
+	log             cli.Log
 	sweepInterval   time.Duration
 	replayCacheMB   int64
 	deferClaim      bool
@@ -55,9 +57,8 @@ type serveFlags struct {
 	maxIdleConns    int
 	idleTimeout     time.Duration
 	metricsAddr     string
-	logFormat       string
 	idemMode        idem.Mode     // parsed from mode
-	dbURL           string        // db, else $DATABASE_URL, else the default
+	dbURL           dburl.DB      // db, else $DATABASE_URL, else the default
 	bank            payments.Bank // from bankURL; nil: payouts refused
 	bankSecret      []byte        // the secret provider keys are derived with
 }
@@ -73,8 +74,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.mode, "idempotency-mode", "atomic", "how a request holds its key: atomic (one transaction; the handlers only touch the database) or leased")
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
-	fs.Var(levelFlag{&f.logLevel}, "log-level", "the least level logged: debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "text", "the format of every line logged: text (key=value) or json (one object a line)")
+	f.log.Register(fs)
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve GET /metrics (Prometheus), never on --addr; \"\" turns it off")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
@@ -93,7 +93,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.IntVar(&f.userRequests, "requests-per-user", api.DefaultRequestsPerUser, "how many requests that move money one user may have in flight; past it, 429 with Retry-After")
 	fs.IntVar(&f.maxIdleConns, "max-idle-conns", 1000, "how many idle keep-alive connections to keep open; one more going idle is closed")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
-	err := parseFlags(fs, args, stdout, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
+	err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
 	if err != nil {
 		return err
 	}
@@ -103,28 +103,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
 		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}, {"body-timeout", f.bodyTimeout}, {"idle-timeout", f.idleTimeout}} {
 		if d.v <= 0 {
-			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
+			return cli.Usagef("serve: --%s must be positive, got %v", d.name, d.v)
 		}
 	}
 	if f.queueWorkers <= 0 {
-		return usageError("serve: --queue-workers must be positive, got %d", f.queueWorkers)
+		return cli.Usagef("serve: --queue-workers must be positive, got %d", f.queueWorkers)
 	}
 	if f.replayCacheMB < 0 {
-		return usageError("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
+		return cli.Usagef("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
 	}
 	for _, n := range []struct {
 		name string
 		v    int64
 	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-user", int64(f.userRequests)}, {"max-idle-conns", int64(f.maxIdleConns)}} {
 		if n.v <= 0 {
-			return usageError("serve: --%s must be positive, got %d", n.name, n.v)
+			return cli.Usagef("serve: --%s must be positive, got %d", n.name, n.v)
 		}
 	}
 	if f.sweepInterval < 0 {
-		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
+		return cli.Usagef("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
 	}
 	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
-		return usageError("serve: --idempotency-mode %q: want atomic or leased", f.mode)
+		return cli.Usagef("serve: --idempotency-mode %q: want atomic or leased", f.mode)
 	}
 	if f.dbURL, err = resolveDB(*f.db, getenv); err != nil {
 		return err
@@ -134,14 +134,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return err
 		}
 	}
-	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
+	logger, err := f.log.Logger(stderr, "serve")
 	if err != nil {
 		return err
 	}
 	// From here on every line is the logger's, the last one too.
 	if err := serveOn(ctx, f, logger, stdout); err != nil {
 		logger.Error("paymentsd stopped", "err", err)
-		return logged(err)
+		return cli.Logged(err)
 	}
 	return nil
 }
@@ -230,7 +230,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 	mw, err := idem.New(b.store, cfg)
 	if err != nil {
-		return usageError("serve: %v", err)
+		return cli.Usagef("serve: %v", err)
 	}
 	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Limits: api.Limits{
 		BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests,
@@ -364,7 +364,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 func openBank(f serveFlags, getenv func(string) string) (payments.Bank, []byte, error) {
 	bank, err := bankhttp.New(bankhttp.Config{URL: f.bankURL, Timeout: f.bankTimeout})
 	if err != nil {
-		return nil, nil, usageError("serve: --bank-url: %v", err)
+		return nil, nil, cli.Usagef("serve: --bank-url: %v", err)
 	}
 	secret := []byte(getenv("PAYMENTSD_BANK_KEY_SECRET"))
 	if f.bankKeySecret != "" {
@@ -374,7 +374,7 @@ func openBank(f serveFlags, getenv func(string) string) (payments.Bank, []byte, 
 	}
 	secret = []byte(strings.TrimSpace(string(secret)))
 	if len(secret) < idem.MinProviderKeySecret {
-		return nil, nil, usageError("serve: --bank-url needs a secret of at least %d bytes to derive the bank's keys with (--bank-key-secret-file or $PAYMENTSD_BANK_KEY_SECRET)", idem.MinProviderKeySecret)
+		return nil, nil, cli.Usagef("serve: --bank-url needs a secret of at least %d bytes to derive the bank's keys with (--bank-key-secret-file or $PAYMENTSD_BANK_KEY_SECRET)", idem.MinProviderKeySecret)
 	}
 	return bank, secret, nil
 }
