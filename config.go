@@ -92,7 +92,9 @@ type Config struct {
 	TTL time.Duration
 
 	// ReplayHeaders are the response headers stored and replayed. Set-Cookie
-	// and authentication headers are never replayed, even when listed.
+	// and authentication headers are never replayed, even when listed. "*"
+	// replays every header but those and the ones about the connection
+	// (Connection, Date, Content-Length, …), as a proxy does.
 	// Default Content-Type and Location.
 	ReplayHeaders []string
 
@@ -208,6 +210,17 @@ const (
 	DefaultStoreTimeout     = 10 * time.Second
 	DefaultProblemTypeBase  = "https://github.com/idem-dev/idem/blob/main/docs/problems.md#"
 )
+
+// ReplayAllHeaders is the Config.ReplayHeaders entry that replays every
+// header a proxy would pass on.
+const ReplayAllHeaders = "*"
+
+// notReplayedByAll are the headers "*" leaves out besides neverReplayed:
+// those about the connection or the moment, never the answer.
+var notReplayedByAll = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Transfer-Encoding": true, "Te": true, "Trailer": true,
+	"Upgrade": true, "Proxy-Connection": true, "Date": true, "Content-Length": true, "Idempotent-Replayed": true,
+}
 
 // neverReplayed are headers that would leak a session or credentials to
 // whoever retries.
