@@ -278,4 +278,3 @@ func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"/ok": 1, "/die": 3}, counts, "k-answer ran once; k-release twice, once released")
 }
-
