@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/store"
 )
 
 // Mode is how a request holds its key while the handler runs.
@@ -124,6 +126,14 @@ type Config struct {
 	// off with sqlitestore. docs/modes.md says why it is safe. Default 0:
 	// off.
 	ReplayCacheBytes int64
+
+	// ReplayCacheableFunc, when set, says whether a COMPLETED response may
+	// be kept in the replay cache. The cache is safe because a COMPLETED
+	// record never changes; a response an operator may still change
+	// through [store.KeyResolver] (idem-gateway's outcome-unknown answer)
+	// must not be cached, or another process would replay it after the
+	// change. Default nil: every COMPLETED response may be.
+	ReplayCacheableFunc func(store.Response) bool
 
 	// StoreTimeout bounds the writes that finish a request (completion,
 	// release), which run even when the client has gone. Default 10s.

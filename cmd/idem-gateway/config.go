@@ -25,6 +25,7 @@ type fileSettings struct {
 	Log             logSettings        `yaml:"log"`
 	ShutdownTimeout string             `yaml:"shutdown_timeout"`
 	SweepInterval   string             `yaml:"sweep_interval"`
+	ReplayCacheMB   *int64             `yaml:"replay_cache_mb"`
 	Limits          limitSettings      `yaml:"limits"`
 	Upstreams       []upstreamSettings `yaml:"upstreams"`
 	Defaults        routeSettings      `yaml:"defaults"`

@@ -253,11 +253,18 @@ func stateOf(rec *store.Record) keyState {
 // outcomeUnknown reports whether rec holds the gateway's stored
 // outcome-unknown answer.
 func outcomeUnknown(rec *store.Record) bool {
-	if rec.Status != store.StatusCompleted || rec.Response == nil || rec.Response.StatusCode != http.StatusConflict {
+	return rec.Status == store.StatusCompleted && rec.Response != nil && isOutcomeUnknown(*rec.Response)
+}
+
+// isOutcomeUnknown reports whether resp is the outcome-unknown answer:
+// the one answer an operator may still change (keys resolve), so the one
+// the replay cache never keeps.
+func isOutcomeUnknown(resp store.Response) bool {
+	if resp.StatusCode != http.StatusConflict {
 		return false
 	}
 	var p struct{ Type string }
-	return json.Unmarshal(rec.Response.Body, &p) == nil && p.Type == idem.DefaultProblemTypeBase+problemOutcomeUnknown
+	return json.Unmarshal(resp.Body, &p) == nil && p.Type == idem.DefaultProblemTypeBase+problemOutcomeUnknown
 }
 
 // keysList prints the outcome-unknown keys first used within since (0:

@@ -35,6 +35,7 @@ type serveFlags struct {
 	bodyTimeout                    time.Duration
 	bodyMemoryMB                   int64
 	requestsPerScope               int
+	replayCacheMB                  int64
 	upstream, routes, scopeHeader  string
 	upstreamTimeout, lockTimeout   time.Duration
 	ttl                            time.Duration
@@ -62,6 +63,12 @@ var fileFlags = []struct {
 	{"limits.body_timeout", func(s *fileSettings) string { return s.Limits.BodyTimeout }, "body-timeout"},
 	{"limits.body_memory_mb", func(s *fileSettings) string { return nonZero(s.Limits.BodyMemoryMB) }, "body-memory-mb"},
 	{"limits.requests_per_scope", func(s *fileSettings) string { return nonZero(int64(s.Limits.RequestsPerScope)) }, "requests-per-scope"},
+	{"replay_cache_mb", func(s *fileSettings) string {
+		if s.ReplayCacheMB == nil {
+			return ""
+		}
+		return fmt.Sprint(*s.ReplayCacheMB)
+	}, "replay-cache-mb"},
 }
 
 func nonZero(n int64) string {
@@ -83,6 +90,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", limits.DefaultBodyTimeout, "how long a guarded request's body may take to arrive; a slower one gets 408 and nothing is stored")
 	fs.Int64Var(&f.bodyMemoryMB, "body-memory-mb", limits.DefaultBodyMemory>>20, "megabytes of guarded request bodies in flight at once; past it, 503 with Retry-After, nothing stored")
 	fs.IntVar(&f.requestsPerScope, "requests-per-scope", limits.DefaultRequestsPerScope, "how many guarded requests one scope may have in flight; past it, 429 with Retry-After")
+	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed answers kept in memory, so that a retry costs no\nround trip (never an outcome-unknown answer, which an operator may still resolve); 0 turns it off;\nSQLite never uses it")
 	fs.StringVar(&f.upstream, "upstream", "", "the service's base URL (required without --config)")
 	fs.StringVar(&f.routes, "routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes, key required: comma-separated 'METHOD /path', a trailing * matches any rest")
 	fs.StringVar(&f.scopeHeader, "scope-header", defaultScopeHeader, "the header whose value's SHA-256 scopes the keys; a guarded request without it is refused (401)")
@@ -133,8 +141,8 @@ func (f *serveFlags) parse(fs *flag.FlagSet, args []string, stdout io.Writer) ([
 			return nil, nil, cli.Usagef("--%s must be positive, got %v", d.name, d.v)
 		}
 	}
-	if f.sweepInterval < 0 || f.bodyMemoryMB <= 0 || f.requestsPerScope <= 0 {
-		return nil, nil, cli.Usagef("--sweep-interval must not be negative, --body-memory-mb and --requests-per-scope must be positive")
+	if f.sweepInterval < 0 || f.replayCacheMB < 0 || f.bodyMemoryMB <= 0 || f.requestsPerScope <= 0 {
+		return nil, nil, cli.Usagef("--sweep-interval and --replay-cache-mb must not be negative, --body-memory-mb and --requests-per-scope must be positive")
 	}
 	ups, err := parseUpstreams(s.Upstreams)
 	if err != nil {
@@ -235,7 +243,13 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
-	g, err := newGateway(ks.store, ups, specs, f, logger, m, reg)
+	cacheBytes := f.replayCacheMB << 20
+	if db.Kind == dburl.SQLite {
+		// A claim takes SQLite's write lock: a cache miss would wait for
+		// the writer where a read first never does (as paymentsd).
+		cacheBytes = 0
+	}
+	g, err := newGateway(ks.store, ups, specs, f, cacheBytes, logger, m, reg)
 	if err != nil {
 		return err
 	}
@@ -287,7 +301,8 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 
 // newGateway builds the proxy: each route's middleware on the key store
 // st, and one connection pool per upstream timeout.
-func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags, logger *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer) (*gateway, error) {
+// The replay cache, cacheBytes, is shared out among the guarded routes.
+func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags, cacheBytes int64, logger *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer) (*gateway, error) {
 	lim, err := limits.New(limits.Config{BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerScope: f.requestsPerScope})
 	if err != nil {
 		return nil, err
@@ -308,11 +323,18 @@ func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags
 	for _, up := range ups {
 		g.open[up] = g.newProxy(up, transport(0), false)
 	}
+	guarded := 0
+	for _, s := range specs {
+		if s.key != keyOff {
+			guarded++
+		}
+	}
 	for _, s := range specs {
 		rt := &route{pattern: s.pattern, key: s.key, dedups: s.dedups, scope: s.scope, proxies: map[*upstream]*httputil.ReverseProxy{}}
 		if s.key != keyOff {
 			cfg := s.cfg
 			cfg.ObserveFunc, cfg.TraceFunc = idem.ObserveAll(g.logRequest, m.Observe), m.Trace
+			cfg.ReplayCacheBytes, cfg.ReplayCacheableFunc = cacheBytes/int64(guarded), func(r store.Response) bool { return !isOutcomeUnknown(r) }
 			if rt.mw, err = idem.New(st, cfg); err != nil {
 				return nil, cli.Usagef("route %q: %v", s.pattern.text, err)
 			}
