@@ -40,8 +40,8 @@ func TestGuardCannotBeSkipped(t *testing.T) {
 
 // stall opens a connection that sends a guarded POST's headers declaring
 // size bytes, then sent bytes of its body, and stalls; it returns the
-// connection's reader of the answer.
-func stall(t *testing.T, gw, auth, key string, size, sent int) *bufio.Reader {
+// connection's reader of the answer, and the connection.
+func stall(t *testing.T, gw, auth, key string, size, sent int) (*bufio.Reader, net.Conn) {
 	t.Helper()
 	addr := strings.TrimPrefix(gw, "http://")
 	conn, err := net.Dial("tcp", addr)
@@ -50,21 +50,22 @@ func stall(t *testing.T, gw, auth, key string, size, sent int) *bufio.Reader {
 	_, err = fmt.Fprintf(conn, "POST /ok HTTP/1.1\r\nHost: %s\r\nAuthorization: %s\r\nIdempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		addr, auth, key, size, strings.Repeat("x", sent))
 	require.NoError(t, err)
-	return bufio.NewReader(conn)
+	return bufio.NewReader(conn), conn
 }
 
 // refusal posts guarded requests, each with a fresh key, until one is
 // refused by a bound (the gateway may not have read the stalled requests'
-// headers yet), and returns its status; 0 if none is within 30 s.
-func refusal(gw, auth, key string) int {
-	for i := 0; ; i++ {
-		if i == 1500 {
-			return 0
+// headers yet), and returns its status and key; 0 if none is within 30 s.
+func refusal(gw, auth, key string) (int, string) {
+	for i, deadline := 0, time.Now().Add(30*time.Second); ; i++ {
+		if time.Now().After(deadline) {
+			return 0, ""
 		}
 		time.Sleep(20 * time.Millisecond)
 		req, _ := http.NewRequest(http.MethodPost, gw+"/ok", strings.NewReader(`{"amount":1}`))
 		req.Header.Set("Authorization", auth)
-		req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", key, i))
+		k := fmt.Sprintf("%s-%d", key, i)
+		req.Header.Set("Idempotency-Key", k)
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -72,7 +73,7 @@ func refusal(gw, auth, key string) int {
 		}
 		resp.Body.Close()
 		if resp.Header.Get("Retry-After") != "" {
-			return resp.StatusCode
+			return resp.StatusCode, k
 		}
 	}
 }
@@ -84,39 +85,52 @@ func refusal(gw, auth, key string) int {
 func TestBodyBounds(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	gw := startGateway(t, up, "--body-timeout", "5s", "--body-memory-mb", "2", "--requests-per-scope", "2")
+	// One gateway whose body deadline the test waits for; one whose
+	// deadline is far, so that stalled bodies hold their bounds until the
+	// test lets them go, however busy the machine.
+	gw := startGateway(t, up, "--body-timeout", "2s")
+	held := startGateway(t, up, "--body-timeout", "10m", "--body-memory-mb", "2", "--requests-per-scope", "2")
 
 	t.Run("StalledBody408", func(t *testing.T) {
-		resp, err := http.ReadResponse(stall(t, gw, "Bearer slow", "k-stall", 1<<20, 800<<10), nil)
+		c, _ := stall(t, gw, "Bearer slow", "k-stall", 1<<20, 800<<10)
+		resp, err := http.ReadResponse(c, nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
 		require.True(t, resp.Close, "the connection is closed")
 		// The same key afterwards runs: nothing was stored.
 		require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, gw, "/ok", "Bearer slow", "k-stall"))
 	})
+	var refused [][2]string // the scope and key of each request a bound refused
 	t.Run("PerScope429", func(t *testing.T) {
-		a := stall(t, gw, "Bearer busy", "k-a", 1000, 10)
-		b := stall(t, gw, "Bearer busy", "k-b", 1000, 10)
-		require.Equal(t, http.StatusTooManyRequests, refusal(gw, "Bearer busy", "k-c"), "a third request of the scope")
-		require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, gw, "/ok", "Bearer other", "k-c"), "another scope is answered")
-		for _, c := range []*bufio.Reader{a, b} {
-			resp, err := http.ReadResponse(c, nil)
-			require.NoError(t, err)
-			require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
-		}
-		require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, gw, "/ok", "Bearer busy", "k-c"), "k-c stored nothing")
+		_, a := stall(t, held, "Bearer busy", "k-a", 1000, 10)
+		_, b := stall(t, held, "Bearer busy", "k-b", 1000, 10)
+		status, key := refusal(held, "Bearer busy", "k-c")
+		require.Equal(t, http.StatusTooManyRequests, status, "a third request of the scope")
+		refused = append(refused, [2]string{"Bearer busy", key})
+		require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, held, "/ok", "Bearer other", "k-c"), "another scope is answered")
+		_, _ = a.Close(), b.Close()
 	})
 	t.Run("Memory503", func(t *testing.T) {
 		// Two stalled 1 MiB bodies hold the 2 MiB budget.
-		a := stall(t, gw, "Bearer m1", "k-m1", 1<<20, 10)
-		b := stall(t, gw, "Bearer m2", "k-m2", 1<<20, 10)
-		require.Equal(t, http.StatusServiceUnavailable, refusal(gw, "Bearer m3", "k-m3"), "past the memory budget")
-		for _, c := range []*bufio.Reader{a, b} {
-			r, err := http.ReadResponse(c, nil)
-			require.NoError(t, err)
-			require.Equal(t, http.StatusRequestTimeout, r.StatusCode)
+		_, a := stall(t, held, "Bearer m1", "k-m1", 1<<20, 10)
+		_, b := stall(t, held, "Bearer m2", "k-m2", 1<<20, 10)
+		status, key := refusal(held, "Bearer m3", "k-m3")
+		require.Equal(t, http.StatusServiceUnavailable, status, "past the memory budget")
+		refused = append(refused, [2]string{"Bearer m3", key})
+		_, _ = a.Close(), b.Close()
+	})
+	t.Run("RefusalsStoredNothing", func(t *testing.T) {
+		// The bounds let go once the stalled connections closed; the keys
+		// refused run afresh.
+		require.Len(t, refused, 2)
+		for _, k := range refused {
+			var r reply
+			require.Eventually(t, func() bool {
+				r = post(t, held, "/ok", k[0], k[1])
+				return r.status != http.StatusTooManyRequests && r.status != http.StatusServiceUnavailable
+			}, time.Minute, 50*time.Millisecond)
+			require.Equal(t, reply{201, `{"runs": 1}`, false}, r, k[1])
 		}
-		require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, gw, "/ok", "Bearer m3", "k-m3"), "k-m3 stored nothing")
 	})
 	for _, e := range up.log(t) {
 		require.NotContains(t, []string{"k-a", "k-b", "k-m1", "k-m2"}, e.Key)
