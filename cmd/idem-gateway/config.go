@@ -22,6 +22,7 @@ type fileSettings struct {
 	Addr            string             `yaml:"addr"`
 	DB              string             `yaml:"db"`
 	MetricsAddr     string             `yaml:"metrics_addr"`
+	OTLPEndpoint    string             `yaml:"otlp_endpoint"`
 	Log             logSettings        `yaml:"log"`
 	ShutdownTimeout string             `yaml:"shutdown_timeout"`
 	SweepInterval   string             `yaml:"sweep_interval"`

@@ -19,6 +19,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/cmd/internal/dburl"
+	"github.com/idem-dev/idem/cmd/internal/otlp"
 	"github.com/idem-dev/idem/limits"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/store"
@@ -30,6 +31,7 @@ import (
 // (--config) replaces.
 type serveFlags struct {
 	config, addr, db, metricsAddr  string
+	otlpEndpoint                   string
 	log                            cli.Log
 	shutdownTimeout, sweepInterval time.Duration
 	bodyTimeout                    time.Duration
@@ -56,6 +58,7 @@ var fileFlags = []struct {
 	{"addr", func(s *fileSettings) string { return s.Addr }, "addr"},
 	{"db", func(s *fileSettings) string { return s.DB }, "db"},
 	{"metrics_addr", func(s *fileSettings) string { return s.MetricsAddr }, "metrics-addr"},
+	{"otlp_endpoint", func(s *fileSettings) string { return s.OTLPEndpoint }, "otlp-endpoint"},
 	{"log.level", func(s *fileSettings) string { return s.Log.Level }, "log-level"},
 	{"log.format", func(s *fileSettings) string { return s.Log.Format }, "log-format"},
 	{"shutdown_timeout", func(s *fileSettings) string { return s.ShutdownTimeout }, "shutdown-timeout"},
@@ -84,6 +87,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	cli.Alias(fs, "listen", "addr")
 	fs.StringVar(&f.db, "db", "", "the key store: a postgres:// URL, a mysql:// URL or user@tcp(host:3306)/db DSN, or a SQLite file path\n(default $DATABASE_URL, else "+defaultDB+" in the working directory)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "where to serve GET /metrics (Prometheus), /healthz and /readyz, never on --addr (default none)")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318: the guard's spans\nand metrics are exported there (default none)")
 	f.log.Register(fs)
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
@@ -243,13 +247,31 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	obs := observers{observe: m.Observe, trace: m.Trace, sweep: m.ObserveSweep}
+	if f.otlpEndpoint != "" {
+		tel, stop, err := otlp.Start(ctx, f.otlpEndpoint, "idem-gateway")
+		if err != nil {
+			return err
+		}
+		// The exporters flush on the way out, after the drain.
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := stop(sctx); err != nil {
+				logger.Warn("otlp: flush on shutdown failed", "err", err)
+			}
+		}()
+		obs.start, obs.observe, obs.trace = tel.Start, idem.ObserveAll(obs.observe, tel.Observe), idem.TraceAll(obs.trace, tel.Trace)
+		obs.sweep = func(b sweeper.Batch) { m.ObserveSweep(b); tel.ObserveSweep(b) }
+		logger.Info("exporting spans and metrics over OTLP", "endpoint", f.otlpEndpoint)
+	}
 	cacheBytes := f.replayCacheMB << 20
 	if db.Kind == dburl.SQLite {
 		// A claim takes SQLite's write lock: a cache miss would wait for
 		// the writer where a read first never does (as paymentsd).
 		cacheBytes = 0
 	}
-	g, err := newGateway(ks.store, ups, specs, f, cacheBytes, logger, m, reg)
+	g, err := newGateway(ks.store, ups, specs, f, cacheBytes, logger, obs, reg)
 	if err != nil {
 		return err
 	}
@@ -258,7 +280,7 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	sctx, stopSweep := context.WithCancel(ctx)
 	defer func() { stopSweep(); <-sweepDone }()
 	if deleter, ok := ks.store.(store.ExpiredDeleter); ok && f.sweepInterval > 0 {
-		sw, err := sweeper.New(deleter, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: m.ObserveSweep, Logger: logger})
+		sw, err := sweeper.New(deleter, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: obs.sweep, Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -302,7 +324,7 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 // newGateway builds the proxy: each route's middleware on the key store
 // st, and one connection pool per upstream timeout.
 // The replay cache, cacheBytes, is shared out among the guarded routes.
-func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags, cacheBytes int64, logger *slog.Logger, m *metrics.Metrics, reg prometheus.Registerer) (*gateway, error) {
+func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags, cacheBytes int64, logger *slog.Logger, obs observers, reg prometheus.Registerer) (*gateway, error) {
 	lim, err := limits.New(limits.Config{BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerScope: f.requestsPerScope})
 	if err != nil {
 		return nil, err
@@ -333,7 +355,7 @@ func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags
 		rt := &route{pattern: s.pattern, key: s.key, dedups: s.dedups, scope: s.scope, proxies: map[*upstream]*httputil.ReverseProxy{}}
 		if s.key != keyOff {
 			cfg := s.cfg
-			cfg.ObserveFunc, cfg.TraceFunc = idem.ObserveAll(g.logRequest, m.Observe), m.Trace
+			cfg.ObserveFunc, cfg.TraceFunc, cfg.StartFunc = idem.ObserveAll(g.logRequest, obs.observe), obs.trace, obs.start
 			cfg.ReplayCacheBytes, cfg.ReplayCacheableFunc = cacheBytes/int64(guarded), func(r store.Response) bool { return !isOutcomeUnknown(r) }
 			if rt.mw, err = idem.New(st, cfg); err != nil {
 				return nil, cli.Usagef("route %q: %v", s.pattern.text, err)
@@ -347,6 +369,15 @@ func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags
 		g.routes = append(g.routes, rt)
 	}
 	return g, nil
+}
+
+// observers are the hooks of metrics and traces: Prometheus's, and
+// OpenTelemetry's with --otlp-endpoint.
+type observers struct {
+	observe func(idem.Event)
+	trace   idem.TraceFunc
+	start   func(context.Context) (context.Context, func(idem.Event))
+	sweep   func(sweeper.Batch)
 }
 
 // logRequest logs one line per guarded request: never a body, a key or a

@@ -19,6 +19,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/cmd/internal/dburl"
+	"github.com/idem-dev/idem/cmd/internal/otlp"
 	"github.com/idem-dev/idem/completer"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/payments"
@@ -210,7 +211,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 	observeSweep := m.ObserveSweep
 	if f.otlpEndpoint != "" {
-		tel, stop, err := startOTLP(ctx, f.otlpEndpoint)
+		tel, stop, err := otlp.Start(ctx, f.otlpEndpoint, "paymentsd")
 		if err != nil {
 			return err
 		}
