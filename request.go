@@ -27,7 +27,7 @@ type request struct {
 	start time.Time
 	event Event
 	// claimFirst: take the key before the handler runs even with
-	// Config.DeferClaim, because a record of it exists and must be
+	// ModeAtomicDeferred, because a record of it exists and must be
 	// re-acquired (a deferred claim would only find it at the end).
 	claimFirst bool
 	// cached: the record being answered from came from the replay cache.
@@ -94,7 +94,8 @@ func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, m.cfg.MaxRequestBytes))
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
 			return rejected(OutcomeInvalidBody, ProblemBodyTooLarge, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("The request body exceeds %d bytes.", m.cfg.MaxRequestBytes)), false
 		}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
-	"github.com/idem-dev/idem/internal/keytable/pgsql"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -174,7 +174,7 @@ func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 		return fmt.Errorf("%s: %w", op, translate(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", op, store.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", op, store.ErrNotHeld)
 	}
 	return nil
 }

@@ -8,12 +8,15 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/keytable"
-	"github.com/idem-dev/idem/internal/migrate"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/migrate"
 )
 
-//go:embed migrations
-var migrationFiles embed.FS
+// mysqlMigrations holds the MySQL dialect's migrations; the PostgreSQL
+// dialect's are idemshared/keytable/pgsql's, shared with pgstore.
+//
+//go:embed migrations/mysql/*.sql
+var mysqlMigrations embed.FS
 
 // migrateSQL is how a dialect applies migrations.
 type migrateSQL struct {
@@ -51,13 +54,13 @@ var mysqlMigrate = migrateSQL{
 func MigrationsTable(table string) string { return keytable.Migrations(table) }
 
 // migrations loads opts' dialect's migrations, written for opts' table.
-func migrations(opts Options) (Dialect, string, []migrate.Migration, error) {
+func migrations(opts Config) (Dialect, string, []migrate.Migration, error) {
 	d := opts.Dialect.orDefault()
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return d, "", nil, fmt.Errorf("sqlstore: %w", err)
 	}
-	ms, err := migrate.Set{Name: "sqlstore", FS: migrationFiles, Dir: d.migrations,
+	ms, err := migrate.Set{Name: "sqlstore", FS: d.migrationFS, Dir: d.migrationDir,
 		Rewrite: func(sql string) string { return keytable.Rewrite(sql, table) }}.Migrations()
 	if err != nil {
 		return d, "", nil, err
@@ -69,7 +72,7 @@ func migrations(opts Options) (Dialect, string, []migrate.Migration, error) {
 // Processes starting together apply each migration once: they take a lock
 // on the database first. It returns the versions it applied. In MySQL a
 // migration's DDL commits on its own; each is written to be rerun safely.
-func Migrate(ctx context.Context, db *sql.DB, opts Options) ([]int, error) {
+func Migrate(ctx context.Context, db *sql.DB, opts Config) ([]int, error) {
 	d, table, ms, err := migrations(opts)
 	if err != nil {
 		return nil, err
@@ -155,7 +158,7 @@ func stripComments(s string) string {
 // MigrationSQL returns the migrations of the key table opts name as one
 // plain SQL script, for teams that apply schema changes with their own
 // tool.
-func MigrationSQL(opts Options) (string, error) {
+func MigrationSQL(opts Config) (string, error) {
 	d, table, ms, err := migrations(opts)
 	if err != nil {
 		return "", err

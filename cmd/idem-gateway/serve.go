@@ -39,14 +39,14 @@ type serveFlags struct {
 	requestsPerScope               int
 	replayCacheMB                  int64
 	upstream, routes, scopeHeader  string
-	upstreamTimeout, lockTimeout   time.Duration
+	upstreamTimeout, leaseDuration time.Duration
 	ttl                            time.Duration
 	maxBody                        int64
 	dedups                         bool
 }
 
 // simpleFlags are the flags a configuration file replaces.
-var simpleFlags = []string{"upstream", "routes", "scope-header", "upstream-timeout", "lock-timeout", "idempotency-ttl", "max-body-bytes", "upstream-dedups"}
+var simpleFlags = []string{"upstream", "routes", "scope-header", "upstream-timeout", "lease-duration", "lock-timeout", "idempotency-ttl", "max-body-bytes", "upstream-dedups"}
 
 // fileFlags maps the configuration file's global settings to the flags
 // they are the file's form of.
@@ -99,7 +99,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.routes, "routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes, key required: comma-separated 'METHOD /path', a trailing * matches any rest")
 	fs.StringVar(&f.scopeHeader, "scope-header", defaultScopeHeader, "the header whose value's SHA-256 scopes the keys; a guarded request without it is refused (401)")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout, "how long the upstream may take to send its response headers")
-	fs.DurationVar(&f.lockTimeout, "lock-timeout", idem.DefaultLeaseDuration, "the lease of a request in flight")
+	fs.DurationVar(&f.leaseDuration, "lease-duration", idem.DefaultLeaseDuration, "the lease of a request in flight: after a crash, a retry may take the key over after this long")
+	cli.Alias(fs, "lock-timeout", "lease-duration")
 	fs.DurationVar(&f.ttl, "idempotency-ttl", idem.DefaultTTL, "how long a key binds its first answer")
 	fs.Int64Var(&f.maxBody, "max-body-bytes", idem.DefaultMaxRequestBytes, "the largest guarded request body; larger: 413")
 	fs.BoolVar(&f.dedups, "upstream-dedups", false, "the upstream deduplicates on the forwarded Idempotency-Key, so a request whose outcome is unknown may be sent again")
@@ -107,10 +108,11 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 
 // parse reads the command line and the configuration file into the
 // settings of the upstreams and routes.
-func (f *serveFlags) parse(fs *flag.FlagSet, args []string, stdout io.Writer) ([]*upstream, []routeSpec, error) {
+func (f *serveFlags) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]*upstream, []routeSpec, error) {
 	if err := cli.ParseFlags(fs, args, stdout, "idem-gateway", serveSynopsis); err != nil {
 		return nil, nil, err
 	}
+	cli.WarnDeprecated(fs, stderr, "idem-gateway")
 	set := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
 	if set["listen"] {
@@ -180,7 +182,7 @@ func (f *serveFlags) settingError(err error) error {
 // upstream, every route key required.
 func (f *serveFlags) simple() *fileSettings {
 	s := &fileSettings{Defaults: routeSettings{
-		TTL: f.ttl.String(), Lease: f.lockTimeout.String(), UpstreamTimeout: f.upstreamTimeout.String(),
+		TTL: f.ttl.String(), Lease: f.leaseDuration.String(), UpstreamTimeout: f.upstreamTimeout.String(),
 		UpstreamDedups: &f.dedups, MaxBodyBytes: f.maxBody, Scope: scopeSettings{Header: f.scopeHeader},
 	}}
 	if f.upstream != "" {
@@ -202,7 +204,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var f serveFlags
 	f.register(fs)
-	ups, specs, err := f.parse(fs, args, stdout)
+	ups, specs, err := f.parse(fs, args, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -41,13 +41,13 @@ func openStore(ctx context.Context, db dburl.DB) (*keyStore, error) {
 		if err != nil {
 			return nil, err
 		}
-		st, err := mysqlstore.New(sdb, mysqlstore.Options{})
+		st, err := mysqlstore.New(sdb, mysqlstore.Config{})
 		if err != nil {
 			_ = sdb.Close()
 			return nil, err
 		}
 		return &keyStore{db: db, store: st, close: func() { _ = sdb.Close() }, ping: sdb.PingContext,
-			migrate: func(ctx context.Context) ([]int, error) { return mysqlstore.Migrate(ctx, sdb, mysqlstore.Options{}) }}, nil
+			migrate: func(ctx context.Context) ([]int, error) { return mysqlstore.Migrate(ctx, sdb, mysqlstore.Config{}) }}, nil
 	}
 	sdb, err := sqlitestore.Open(db.DSN)
 	if err != nil {

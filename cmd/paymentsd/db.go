@@ -75,7 +75,7 @@ func openMySQL(ctx context.Context, d dburl.DB) (*backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := mysqlstore.New(db, mysqlstore.Options{})
+	st, err := mysqlstore.New(db, mysqlstore.Config{})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -84,7 +84,7 @@ func openMySQL(ctx context.Context, d dburl.DB) (*backend, error) {
 		kind: "mysql", display: display,
 		store: st, ledger: mysqlledger.New(db),
 		migrate: func(ctx context.Context) (string, error) {
-			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Options{})
+			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Config{})
 			if err != nil {
 				return "", err
 			}

@@ -10,6 +10,7 @@
 //	paymentsd users create [flags] create a user; print its id and API key as JSON
 //	paymentsd keys show [flags]   print an idempotency record's state
 //	paymentsd keys sweep [flags]  delete the records past their retention, once
+//	paymentsd version             print the version and commit (also --version)
 //
 // The database is a SQLite file (default paymentsd.db in the working
 // directory) or, given a postgres:// URL, PostgreSQL, or, given a mysql://
@@ -38,6 +39,7 @@ Usage:
   paymentsd users create [flags]  create a user; print {"user_id","api_key"} as JSON
   paymentsd keys show [flags]     print an idempotency record's state (--user-id, --key)
   paymentsd keys sweep [flags]    delete the idempotency records past their retention, once
+  paymentsd version               print the version and the commit it was built from
   paymentsd help                  show this help
 
 Run 'paymentsd <command> --help' for a command's flags. The database is --db (a

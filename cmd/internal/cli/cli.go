@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/idem-dev/idem/cmd/internal/dburl"
+	"github.com/idem-dev/idem/cmd/internal/version"
 )
 
 // ErrHelp: --help was asked for and the usage printed; exit 0.
@@ -60,11 +61,16 @@ func ExitCode(err error) int {
 	return 1
 }
 
-// Main runs a program: run gets ctx, which ends on SIGINT or SIGTERM, and
-// stdout and a stderr that redacts database credentials. An error run
-// returns is printed on one line, prefixed with prog, unless it was logged
-// already; Main exits with its code.
+// Main runs a program: --version (or the version command) prints its
+// version; else run gets ctx, which ends on SIGINT or SIGTERM, and stdout
+// and a stderr that redacts database credentials. An error run returns is
+// printed on one line, prefixed with prog, unless it was logged already;
+// Main exits with its code.
 func Main(prog string, run func(ctx context.Context, args []string, stdout, stderr io.Writer) error) {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String(prog))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	stderr := dburl.Writer(os.Stderr)
 	err := run(ctx, os.Args[1:], os.Stdout, stderr)

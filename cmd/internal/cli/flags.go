@@ -56,15 +56,29 @@ func flagError(fs *flag.FlagSet, err error) string {
 	return msg
 }
 
-// deprecated is the usage prefix of a deprecated alias, which PrintUsage
-// leaves out.
-const deprecated = "deprecated: "
+// Deprecated begins the usage of a deprecated flag, followed by the name
+// of the flag that replaces it; PrintUsage leaves such flags out.
+const Deprecated = "deprecated: use --"
 
 // Alias makes old another name of fs's flag name, kept for old command
-// lines and left out of the usage.
+// lines: it sets the same value, WarnDeprecated says so once parsed.
 func Alias(fs *flag.FlagSet, old, name string) {
-	f := fs.Lookup(name)
-	fs.Var(f.Value, old, deprecated+"use --"+name)
+	fs.Var(fs.Lookup(name).Value, old, Deprecated+name)
+}
+
+// WarnDeprecated writes one line to stderr for each deprecated flag set.
+func WarnDeprecated(fs *flag.FlagSet, stderr io.Writer, prog string) {
+	fs.Visit(func(f *flag.Flag) {
+		if use, ok := strings.CutPrefix(f.Usage, Deprecated); ok {
+			fmt.Fprintf(stderr, "%s: --%s is deprecated: use --%s\n", prog, f.Name, use)
+		}
+	})
+}
+
+// IsSet reports whether the flag name was set on the command line.
+func IsSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // PrintUsage prints a command's synopsis and its flags, spelt --name.
@@ -72,7 +86,7 @@ func PrintUsage(w io.Writer, fs *flag.FlagSet, synopsis string) {
 	fmt.Fprintf(w, "Usage: %s\n", synopsis)
 	first := true
 	fs.VisitAll(func(f *flag.Flag) {
-		if strings.HasPrefix(f.Usage, deprecated) {
+		if strings.HasPrefix(f.Usage, Deprecated) {
 			return
 		}
 		if first {

@@ -48,7 +48,7 @@ func Start(ctx context.Context, endpoint, service string) (*idemotel.Telemetry, 
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(points)), sdkmetric.WithResource(res))
 	stop := func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)) }
-	tel, err := idemotel.New(idemotel.Opts{TracerProvider: tp, MeterProvider: mp})
+	tel, err := idemotel.New(idemotel.Config{TracerProvider: tp, MeterProvider: mp})
 	if err != nil {
 		return nil, nil, errors.Join(err, stop(ctx))
 	}

@@ -1,0 +1,269 @@
+package metrics_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/internal/require"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/metrics"
+	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
+	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/sweeper"
+)
+
+func newStore(t *testing.T) *pgstore.Store {
+	t.Helper()
+	pool := pgtest.Pool(t, 8)
+	_, err := pgstore.Migrate(context.Background(), pool)
+	require.NoError(t, err)
+	return pgstore.New(pool)
+}
+
+// value is a counter's value, or a histogram's sample count, of the series
+// of name whose labels include the given name/value pairs; 0 when there is
+// none.
+func value(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				total += m.Counter.GetValue()
+			case m.Histogram != nil:
+				total += float64(m.Histogram.GetSampleCount())
+			}
+		}
+	}
+	return total
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// server serves two routes behind the middleware: /v1/payments answers the
+// X-Status header's status (201 by default), /v1/slow takes 250ms.
+func server(t *testing.T, st store.Store, m *metrics.Metrics) http.Handler {
+	t.Helper()
+	mw, err := idem.New(st, idem.Config{
+		LeaseDuration: 150 * time.Millisecond,
+		ObserveFunc:   m.Observe,
+		TraceFunc:     m.Trace,
+	})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/payments", mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		status := http.StatusCreated
+		if s := r.Header.Get("X-Status"); s != "" {
+			status, _ = strconv.Atoi(s)
+		}
+		w.WriteHeader(status)
+	})))
+	mux.Handle("POST /v1/slow", mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(250 * time.Millisecond)
+		w.WriteHeader(http.StatusCreated)
+	})))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r.WithContext(idem.WithScope(r.Context(), "alice")))
+	})
+}
+
+func do(h http.Handler, path, key, body, status string) int {
+	req := httptest.NewRequest(http.MethodPost, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	if status != "" {
+		req.Header.Set("X-Status", status)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	const route = "POST /v1/payments"
+
+	t.Run("CountsOutcomesPerRoute", func(t *testing.T) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg)
+		h := server(t, newStore(t), m)
+
+		require.Equal(t, 201, do(h, "/v1/payments", "k1", `{"a":1}`, ""))
+		require.Equal(t, 201, do(h, "/v1/payments", "k1", `{"a":1}`, ""))
+		require.Equal(t, 422, do(h, "/v1/payments", "k1", `{"a":2}`, ""))
+		require.Equal(t, 400, do(h, "/v1/payments", "", `{"a":1}`, ""))
+		require.Equal(t, 503, do(h, "/v1/payments", "k2", `{}`, "503"))
+		require.Equal(t, 201, do(h, "/v1/payments", "k2", `{}`, "")) // re-acquires the FAILED record
+
+		for outcome, want := range map[idem.Outcome]float64{
+			idem.OutcomeExecuted:   2,
+			idem.OutcomeReplayed:   1,
+			idem.OutcomeMismatch:   1,
+			idem.OutcomeInvalidKey: 1,
+			idem.OutcomeFailed:     1,
+		} {
+			require.Equal(t, want, value(t, reg, "idem_requests_total", "route", route, "outcome", string(outcome)), outcome)
+			require.Equal(t, want, value(t, reg, "idem_request_duration_seconds", "route", route, "outcome", string(outcome)), outcome)
+		}
+		require.Equal(t, 1.0, value(t, reg, "idem_reacquires_total", "route", route))
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpReacquire), "result", "ok"))
+		require.Equal(t, 2.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpGet), "result", "not_found"),
+			"k1 and k2 were unused at first")
+		require.Equal(t, 3.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpInsert), "result", "ok"),
+			"k1, k2, and k2's retry, which finds the FAILED record and re-acquires it")
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpFail), "result", "ok"))
+		require.Zero(t, value(t, reg, "idem_fencing_rejections_total"))
+
+		problems, err := testutil.GatherAndLint(reg)
+		require.NoError(t, err)
+		require.Empty(t, problems)
+	})
+
+	t.Run("CountsRenewals", func(t *testing.T) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		h := server(t, newStore(t), metrics.New(reg))
+		require.Equal(t, 201, do(h, "/v1/slow", "k1", `{}`, ""))
+		require.GreaterOrEqual(t, value(t, reg, "idem_lease_renewals_total", "route", "POST /v1/slow"), 2.0,
+			"a 250ms handler renews a 150ms lease every 50ms")
+		require.GreaterOrEqual(t, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpRenew), "result", "ok"), 2.0)
+	})
+
+	t.Run("CountsStoreErrors", func(t *testing.T) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		st := newStore(t)
+		h := server(t, st, metrics.New(reg))
+		st.Pool().Close()
+		require.Equal(t, 503, do(h, "/v1/payments", "k1", `{}`, ""))
+		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", route, "outcome", string(idem.OutcomeStoreError)))
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpGet), "result", "error"))
+	})
+
+	t.Run("CountsFencingRejections", func(t *testing.T) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg)
+		for _, op := range []idem.Op{idem.OpComplete, idem.OpRenew} {
+			_, end := m.Trace(context.Background(), op)
+			end(store.ErrNotHeld)
+		}
+		require.Equal(t, 2.0, value(t, reg, "idem_fencing_rejections_total"))
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpRenew), "result", "not_held"))
+	})
+
+	t.Run("RouteFallsBackForUnroutedRequests", func(t *testing.T) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg)
+		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed})
+		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "unrouted"))
+		reg = prometheus.NewRegistry()
+		m = metrics.NewWithOpts(reg, metrics.Config{RouteFunc: func(idem.Event) string { return "/v1/payments/{id}" }})
+		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed, Path: "/v1/payments/p1"})
+		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "/v1/payments/{id}"))
+	})
+
+	t.Run("CountsSweeps", func(t *testing.T) {
+		t.Parallel()
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg)
+		st := newStore(t)
+		_, err := st.Pool().Exec(context.Background(), `
+INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
+       fingerprint_version, status, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+SELECT 'alice', 'k' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'PROCESSING',
+       gen_random_uuid(), now(), now(), now(), now() - interval '1 second'
+  FROM generate_series(1, 7) AS i`)
+		require.NoError(t, err)
+		sw, err := sweeper.New(st, sweeper.Config{BatchSize: 3, Pause: -1, ObserveFunc: m.ObserveSweep})
+		require.NoError(t, err)
+		n, err := sw.Once(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 7, n)
+		m.ObserveSweep(sweeper.Batch{Err: store.ErrSweepBusy})
+		require.Equal(t, 7.0, value(t, reg, "idem_sweep_deleted_total"))
+		require.Equal(t, 3.0, value(t, reg, "idem_sweep_batches_total", "result", "ok"))
+		require.Equal(t, 1.0, value(t, reg, "idem_sweep_batches_total", "result", "busy"))
+		require.Equal(t, 3.0, value(t, reg, "idem_sweep_batch_duration_seconds"))
+	})
+}
+
+// BenchmarkTraceFunc measures a replay (the hot path: one read) through the
+// middleware with no TraceFunc, a TraceFunc that does nothing, and the
+// Prometheus metrics. Compare allocs/op: a nil TraceFunc adds nothing, and
+// the wrapper itself allocates nothing per operation.
+//
+//	scripts/test-postgres.sh go test -run '^$' -bench TraceFunc -benchmem ./metrics
+func BenchmarkTraceFunc(b *testing.B) {
+	pool := pgtest.Pool(b, 4)
+	_, err := pgstore.Migrate(context.Background(), pool)
+	require.NoError(b, err)
+	st := pgstore.New(pool)
+	noop := func(error) {}
+	for _, bc := range []struct {
+		name  string
+		trace idem.TraceFunc
+	}{
+		{"Nil", nil},
+		{"Noop", func(ctx context.Context, _ idem.Op) (context.Context, func(error)) { return ctx, noop }},
+		{"Metrics", metrics.New(prometheus.NewRegistry()).Trace},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			mw, err := idem.New(st, idem.Config{TraceFunc: bc.trace})
+			require.NoError(b, err)
+			h := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(201) }))
+			h.ServeHTTP(httptest.NewRecorder(), benchRequest("bench-"+bc.name))
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, benchRequest("bench-"+bc.name))
+				if w.Code != http.StatusCreated {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+}
+
+func benchRequest(key string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(`{}`))
+	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Content-Type", "application/json")
+	return r.WithContext(idem.WithScope(r.Context(), "alice"))
+}
