@@ -51,27 +51,50 @@ func (r *runner) memory(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		lerr := l.run(ctx, s.base, db.users)
-		honest := "201"
-		if lerr == nil {
-			lerr = honestDeposit(ctx, s.base, db.users[0], int64(i+1))
-		}
-		if lerr != nil {
-			honest = "failed: " + lerr.Error()
-		}
-		hwm, err := vmHWM(s.cmd.Process.Pid)
-		s.stop()
-		if err != nil {
+		if err := measureMemory(ctx, &b, "paymentsd: "+l.name, s, l.run, db.users, int64(i+1)); err != nil {
 			return nil, err
 		}
-		verdict := "met"
-		if hwm >= memoryTarget {
-			verdict = "missed"
-		}
-		fmt.Fprintf(&b, "| %s | %d MiB | < %d MiB (%s) | %s |\n", l.name, hwm>>20, memoryTarget>>20, verdict, honest)
+	}
+	// idem-gateway, its default bounds, in front of the trivial upstream:
+	// the same stalled bodies on its guarded route.
+	r.cfg.Logf("memory: idem-gateway, %s", memoryLoads[1].name)
+	up, err := r.startSelf(ctx, "upstream-memory", "upstream", db)
+	if err != nil {
+		return nil, err
+	}
+	gw, err := r.startGateway(ctx, up, db)
+	if err != nil {
+		return nil, err
+	}
+	if err := measureMemory(ctx, &b, "idem-gateway: "+memoryLoads[1].name, gw, stalls, db.users, int64(len(memoryLoads)+1)); err != nil {
+		return nil, err
 	}
 	r.cfg.Logf("memory:\n%s", b.String())
 	return nil, os.WriteFile(filepath.Join(r.cfg.Out, "memory.md"), []byte(b.String()), 0o644)
+}
+
+// measureMemory runs load against s, then an honest deposit of amount,
+// writes the table's row for s's peak resident memory, and stops s.
+func measureMemory(ctx context.Context, b *strings.Builder, name string, s *server, load func(context.Context, string, []user) error, users []user, amount int64) error {
+	lerr := load(ctx, s.base, users)
+	honest := "201"
+	if lerr == nil {
+		lerr = honestDeposit(ctx, s.base, users[0], amount)
+	}
+	if lerr != nil {
+		honest = "failed: " + lerr.Error()
+	}
+	hwm, err := vmHWM(s.cmd.Process.Pid)
+	s.stop()
+	if err != nil {
+		return err
+	}
+	verdict := "met"
+	if hwm >= memoryTarget {
+		verdict = "missed"
+	}
+	fmt.Fprintf(b, "| %s | %d MiB | < %d MiB (%s) | %s |\n", name, hwm>>20, memoryTarget>>20, verdict, honest)
+	return nil
 }
 
 // vmHWM reads a process's peak resident set size.
