@@ -88,8 +88,12 @@ func TestBodyBounds(t *testing.T) {
 	// One gateway whose body deadline the test waits for; one whose
 	// deadline is far, so that stalled bodies hold their bounds until the
 	// test lets them go, however busy the machine.
-	gw := startGateway(t, up, "--body-timeout", "2s")
-	held := startGateway(t, up, "--body-timeout", "10m", "--body-memory-mb", "2", "--requests-per-scope", "2")
+	// One gateway per bound, so that one subtest's stalled bodies, let go
+	// asynchronously, never count against another's. The upstream may be
+	// slow on a busy machine: its timeout is long.
+	gw := startGateway(t, up, "--body-timeout", "2s", "--upstream-timeout", "1m")
+	held := startGateway(t, up, "--body-timeout", "10m", "--requests-per-scope", "2", "--upstream-timeout", "1m")
+	full := startGateway(t, up, "--body-timeout", "10m", "--body-memory-mb", "2", "--upstream-timeout", "1m")
 
 	t.Run("StalledBody408", func(t *testing.T) {
 		c, _ := stall(t, gw, "Bearer slow", "k-stall", 1<<20, 800<<10)
@@ -100,23 +104,23 @@ func TestBodyBounds(t *testing.T) {
 		// The same key afterwards runs: nothing was stored.
 		require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, gw, "/ok", "Bearer slow", "k-stall"))
 	})
-	var refused [][2]string // the scope and key of each request a bound refused
+	var refused [][3]string // the gateway, scope and key of each request a bound refused
 	t.Run("PerScope429", func(t *testing.T) {
 		_, a := stall(t, held, "Bearer busy", "k-a", 1000, 10)
 		_, b := stall(t, held, "Bearer busy", "k-b", 1000, 10)
 		status, key := refusal(held, "Bearer busy", "k-c")
 		require.Equal(t, http.StatusTooManyRequests, status, "a third request of the scope")
-		refused = append(refused, [2]string{"Bearer busy", key})
+		refused = append(refused, [3]string{held, "Bearer busy", key})
 		require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, held, "/ok", "Bearer other", "k-c"), "another scope is answered")
 		_, _ = a.Close(), b.Close()
 	})
 	t.Run("Memory503", func(t *testing.T) {
 		// Two stalled 1 MiB bodies hold the 2 MiB budget.
-		_, a := stall(t, held, "Bearer m1", "k-m1", 1<<20, 10)
-		_, b := stall(t, held, "Bearer m2", "k-m2", 1<<20, 10)
-		status, key := refusal(held, "Bearer m3", "k-m3")
+		_, a := stall(t, full, "Bearer m1", "k-m1", 1<<20, 10)
+		_, b := stall(t, full, "Bearer m2", "k-m2", 1<<20, 10)
+		status, key := refusal(full, "Bearer m3", "k-m3")
 		require.Equal(t, http.StatusServiceUnavailable, status, "past the memory budget")
-		refused = append(refused, [2]string{"Bearer m3", key})
+		refused = append(refused, [3]string{full, "Bearer m3", key})
 		_, _ = a.Close(), b.Close()
 	})
 	t.Run("RefusalsStoredNothing", func(t *testing.T) {
@@ -126,10 +130,10 @@ func TestBodyBounds(t *testing.T) {
 		for _, k := range refused {
 			var r reply
 			require.Eventually(t, func() bool {
-				r = post(t, held, "/ok", k[0], k[1])
+				r = post(t, k[0], "/ok", k[1], k[2])
 				return r.status != http.StatusTooManyRequests && r.status != http.StatusServiceUnavailable
 			}, time.Minute, 50*time.Millisecond)
-			require.Equal(t, reply{201, `{"runs": 1}`, false}, r, k[1])
+			require.Equal(t, reply{201, `{"runs": 1}`, false}, r, k[2])
 		}
 	})
 	for _, e := range up.log(t) {
