@@ -37,6 +37,10 @@ type Config struct {
 	// Limits bound the bodies and requests in flight on the routes that
 	// move money. Its zero value is the defaults (see Limits).
 	Limits Limits
+	// Bounds, when set, holds the bounds instead of Limits: one Bounds
+	// shared with another door (gRPC) bounds a user at both together.
+	// Default: New makes one of Limits.
+	Bounds *Bounds
 }
 
 // Idempotency is what the API needs of the idem middleware; *idem.Middleware
@@ -56,11 +60,14 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	lim, err := cfg.Limits.limiter(cfg.Idempotency.Config())
-	if err != nil {
-		return nil, err
+	bounds := cfg.Bounds
+	if bounds == nil {
+		if bounds, err = NewBounds(cfg.Limits); err != nil {
+			return nil, err
+		}
 	}
-	once := func(f http.HandlerFunc) http.Handler { return requireJSON(lim.Wrap(cfg.Idempotency.Require(f))) }
+	lim := newLimiter(bounds, cfg.Idempotency.Config())
+	once := func(f http.HandlerFunc) http.Handler { return requireJSON(lim.wrap(cfg.Idempotency.Require(f))) }
 	// A payout calls the bank outside the database: it holds its key with
 	// a lease, and its phases need leased mode (idem.Advance).
 	payouts := cfg.Idempotency
@@ -75,7 +82,7 @@ func New(cfg Config) (http.Handler, error) {
 	route(v1, "/v1/deposits/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getDeposit)})
 	route(v1, "/v1/transactions", map[string]http.Handler{"POST": once(h.createTransaction)})
 	route(v1, "/v1/transactions/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getTransaction)})
-	route(v1, "/v1/payouts", map[string]http.Handler{"POST": requireJSON(lim.Wrap(payouts.Require(http.HandlerFunc(h.createPayout))))})
+	route(v1, "/v1/payouts", map[string]http.Handler{"POST": requireJSON(lim.wrap(payouts.Require(http.HandlerFunc(h.createPayout))))})
 	route(v1, "/v1/payouts/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getPayout)})
 	route(v1, "/v1/balances", map[string]http.Handler{"GET": http.HandlerFunc(h.balances)})
 	route(v1, "/v1/rates", map[string]http.Handler{"GET": http.HandlerFunc(h.rates)})
