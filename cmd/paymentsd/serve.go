@@ -58,7 +58,7 @@ type serveFlags struct {
 	maxIdleConns    int
 	idleTimeout     time.Duration
 	metricsAddr     string
-	metricsExplicit bool // --metrics-addr was given: an address that cannot be bound fails the start
+	metricsExplicit bool          // --metrics-addr was given: an address that cannot be bound fails the start
 	idemMode        idem.Mode     // parsed from mode
 	dbURL           dburl.DB      // db, else $DATABASE_URL, else the default
 	bank            payments.Bank // from bankURL; nil: payouts refused
