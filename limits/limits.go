@@ -60,13 +60,6 @@ type Config struct {
 	// RequestsPerScope bounds one scope's (user's) requests in flight; past
 	// it, 429 too-many-requests. Default DefaultRequestsPerScope (16).
 	RequestsPerScope int
-	// MaxBody is the most body bytes read; a longer body is read to
-	// MaxBody+1 bytes, so that the middleware behind still answers it 413.
-	// Default idem.DefaultMaxRequestBytes (1 MiB).
-	MaxBody int64
-	// KeyHeader is the idempotency key's header, named in the 408's detail.
-	// Default idem.DefaultHeader.
-	KeyHeader string
 }
 
 // Limiter enforces a Config. It is safe for concurrent use.
@@ -79,7 +72,7 @@ type Limiter struct {
 
 // New returns a Limiter; a negative bound is an error.
 func New(cfg Config) (*Limiter, error) {
-	if cfg.BodyTimeout < 0 || cfg.BodyMemory < 0 || cfg.RequestsPerScope < 0 || cfg.MaxBody < 0 {
+	if cfg.BodyTimeout < 0 || cfg.BodyMemory < 0 || cfg.RequestsPerScope < 0 {
 		return nil, fmt.Errorf("limits: Config has a negative bound: %+v", cfg)
 	}
 	if cfg.BodyTimeout == 0 {
@@ -91,50 +84,48 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.RequestsPerScope == 0 {
 		cfg.RequestsPerScope = DefaultRequestsPerScope
 	}
-	if cfg.MaxBody == 0 {
-		cfg.MaxBody = idem.DefaultMaxRequestBytes
-	}
-	if cfg.KeyHeader == "" {
-		cfg.KeyHeader = idem.DefaultHeader
-	}
 	return &Limiter{cfg: cfg, inScope: map[string]int{}}, nil
 }
 
 // Config returns the Limiter's bounds, defaults filled in.
 func (l *Limiter) Config() Config { return l.cfg }
 
-// Wrap bounds next: the request's scope (idem.ScopeFromContext) is counted
-// against RequestsPerScope, its body reserved against BodyMemory and read
-// within BodyTimeout, and next gets the body as bytes already read.
-func (l *Limiter) Wrap(next http.Handler) http.Handler {
-	return l.WrapWithMax(next, l.cfg.MaxBody)
+// MaxBody is the largest request body the middleware configured by mw
+// takes: a larger one is its 413 (a gRPC message, grpc-go's
+// ResourceExhausted).
+func MaxBody(mw idem.Config) int64 {
+	if mw.MaxRequestBytes <= 0 { // a Config not built by idem.New: its default
+		return idem.DefaultMaxRequestBytes
+	}
+	return mw.MaxRequestBytes
 }
 
-// WrapWithMax is Wrap for a route whose body limit is maxBody rather than
-// Config.MaxBody.
-func (l *Limiter) WrapWithMax(next http.Handler, maxBody int64) http.Handler {
+// Wrap bounds next, the middleware configured by mw: the request's scope
+// (idem.ScopeFromContext) and body are admitted (Admit), the body read
+// within BodyTimeout, and next gets it as bytes already read.
+func (l *Limiter) Wrap(next http.Handler, mw idem.Config) http.Handler {
+	keyHeader := mw.Header
+	if keyHeader == "" {
+		keyHeader = idem.DefaultHeader
+	}
+	maxBody := MaxBody(mw)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		leave, ok := l.Enter(idem.ScopeFromContext(r.Context()))
-		if !ok {
-			retryLater(w, ProblemTooManyRequests, http.StatusTooManyRequests,
-				fmt.Sprintf("You have %d requests in flight, the most allowed; nothing was stored. Retry after Retry-After seconds.", l.cfg.RequestsPerScope))
-			return
-		}
-		defer leave()
-
-		// One byte past the limit, so that the middleware still sees a
+		// One byte past the middleware's limit, so that it still sees a
 		// body too large and answers 413.
 		size := maxBody + 1
 		if r.ContentLength >= 0 && r.ContentLength < size {
 			size = r.ContentLength
 		}
-		release, ok := l.Reserve(size)
-		if !ok {
-			retryLater(w, ProblemOverloaded, http.StatusServiceUnavailable,
-				"The server is receiving too many request bodies at once; nothing was stored. Retry after Retry-After seconds.")
+		done, refusal := l.Admit(idem.ScopeFromContext(r.Context()), size)
+		if refusal != nil {
+			for k, v := range refusal.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(refusal.StatusCode)
+			_, _ = w.Write(refusal.Body)
 			return
 		}
-		defer release()
+		defer done()
 
 		body, err := l.read(w, r, size)
 		switch {
@@ -142,7 +133,7 @@ func (l *Limiter) WrapWithMax(next http.Handler, maxBody int64) http.Handler {
 			w.Header().Set("Connection", "close")
 			writeProblem(w, ProblemBodyTimeout, http.StatusRequestTimeout,
 				fmt.Sprintf("The request body did not arrive within %v; nothing was stored. Send it again, with the same %s.",
-					l.cfg.BodyTimeout, l.cfg.KeyHeader))
+					l.cfg.BodyTimeout, keyHeader))
 			return
 		case err != nil:
 			// The client went away, or sent a malformed chunk: nobody
@@ -154,6 +145,26 @@ func (l *Limiter) WrapWithMax(next http.Handler, maxBody int64) http.Handler {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Admit admits one of scope's requests, reserving size bytes of body: done
+// gives them back. A request past a bound is refused with the answer to
+// send (429 too-many-requests or 503 overloaded, with Retry-After), and
+// holds nothing. Every door of a server admits its requests at one Limiter,
+// so that a scope is bounded whichever door it comes by.
+func (l *Limiter) Admit(scope string, size int64) (done func(), refusal *idem.Response) {
+	leave, ok := l.Enter(scope)
+	if !ok {
+		return nil, retryLater(ProblemTooManyRequests, http.StatusTooManyRequests,
+			fmt.Sprintf("You have %d requests in flight, the most allowed; nothing was stored. Retry after Retry-After seconds.", l.cfg.RequestsPerScope))
+	}
+	release, ok := l.Reserve(size)
+	if !ok {
+		leave()
+		return nil, retryLater(ProblemOverloaded, http.StatusServiceUnavailable,
+			"The server is receiving too many request bodies at once; nothing was stored. Retry after Retry-After seconds.")
+	}
+	return func() { release(); leave() }, nil
 }
 
 // Enter counts a request of scope in flight; ok is false, and nothing
@@ -201,10 +212,13 @@ func (l *Limiter) read(w http.ResponseWriter, r *http.Request, size int64) ([]by
 	return buf.Bytes(), nil
 }
 
-// retryLater answers a request refused for a bound, with Retry-After.
-func retryLater(w http.ResponseWriter, name string, status int, detail string) {
-	w.Header().Set("Retry-After", strconv.Itoa(RetryAfter))
-	writeProblem(w, name, status, detail)
+// retryLater is the answer to a request refused for a bound, with
+// Retry-After.
+func retryLater(name string, status int, detail string) *idem.Response {
+	return &idem.Response{StatusCode: status, Body: problem(name, status, detail), Header: http.Header{
+		"Content-Type": {"application/problem+json"},
+		"Retry-After":  {strconv.Itoa(RetryAfter)},
+	}}
 }
 
 var titles = map[string]string{
@@ -214,16 +228,21 @@ var titles = map[string]string{
 	ProblemBodyInvalid:     "Request body invalid",
 }
 
-// writeProblem answers an RFC 9457 problem, in the shape of the
-// middleware's own.
+// writeProblem answers an RFC 9457 problem.
 func writeProblem(w http.ResponseWriter, name string, status int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_, _ = w.Write(problem(name, status, detail))
+}
+
+// problem is an RFC 9457 problem's body, in the shape of the middleware's
+// own.
+func problem(name string, status int, detail string) []byte {
 	b, _ := json.Marshal(struct {
 		Type   string `json:"type"`
 		Title  string `json:"title"`
 		Status int    `json:"status"`
 		Detail string `json:"detail"`
 	}{idem.DefaultProblemTypeBase + name, titles[name], status, detail})
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
+	return append(b, '\n')
 }

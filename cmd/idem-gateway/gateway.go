@@ -33,10 +33,9 @@ type route struct {
 	key     keyMode
 	// mw holds the route's keys: its TTL, lease, fingerprint, replayed
 	// headers and body limit. nil when key is off.
-	mw      *idem.Middleware
-	dedups  bool  // the upstream deduplicates on the forwarded key
-	maxBody int64 // the most body bytes read: the middleware's limit
-	scope   scopeSource
+	mw     *idem.Middleware
+	dedups bool // the upstream deduplicates on the forwarded key
+	scope  scopeSource
 	// proxies forward to each upstream with the route's upstream timeout.
 	proxies map[*upstream]*httputil.ReverseProxy
 	// guarded is the guard: the bounds, the middleware, the proxy.
@@ -144,7 +143,7 @@ func (g *gateway) guard(rt *route) http.Handler {
 		}
 		rt.proxies[upstreamFor(g.upstreams, r)].ServeHTTP(w, r)
 	})
-	return g.limiter.WrapWithMax(rt.mw.Require(forward), rt.maxBody)
+	return g.limiter.Wrap(rt.mw.Require(forward), rt.mw.Config())
 }
 
 // newProxy returns a reverse proxy to up; timeout, when positive, bounds

@@ -362,7 +362,6 @@ func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags
 			if rt.mw, err = idem.New(st, cfg); err != nil {
 				return nil, cli.Usagef("route %q: %v", s.pattern.text, err)
 			}
-			rt.maxBody = rt.mw.Config().MaxRequestBytes
 			rt.guarded = g.guard(rt)
 		}
 		for _, up := range ups {

@@ -22,6 +22,7 @@ import (
 	"github.com/idem-dev/idem/cmd/internal/paymentsv1"
 	"github.com/idem-dev/idem/completer"
 	"github.com/idem-dev/idem/idemgrpc"
+	"github.com/idem-dev/idem/limits"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/api"
 	"github.com/idem-dev/idem/store"
@@ -161,7 +162,7 @@ func grpcBounds(b *api.Bounds, movesMoney func(fullMethod string) bool) grpc.Una
 // more often than every 10 s.
 func grpcOptions(f serveFlags, mw *idem.Middleware) []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(int(api.MaxBody(mw.Config()))),
+		grpc.MaxRecvMsgSize(int(limits.MaxBody(mw.Config()))),
 		grpc.ConnectionTimeout(f.bodyTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: f.idleTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second}),

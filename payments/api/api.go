@@ -66,8 +66,8 @@ func New(cfg Config) (http.Handler, error) {
 			return nil, err
 		}
 	}
-	lim := newLimiter(bounds, cfg.Idempotency.Config())
-	once := func(f http.HandlerFunc) http.Handler { return requireJSON(lim.wrap(cfg.Idempotency.Require(f))) }
+	bound := func(next http.Handler) http.Handler { return bounds.Wrap(next, cfg.Idempotency.Config()) }
+	once := func(f http.HandlerFunc) http.Handler { return requireJSON(bound(cfg.Idempotency.Require(f))) }
 	// A payout calls the bank outside the database: it holds its key with
 	// a lease, and its phases need leased mode (idem.Advance).
 	payouts := cfg.Idempotency
@@ -82,7 +82,7 @@ func New(cfg Config) (http.Handler, error) {
 	route(v1, "/v1/deposits/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getDeposit)})
 	route(v1, "/v1/transactions", map[string]http.Handler{"POST": once(h.createTransaction)})
 	route(v1, "/v1/transactions/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getTransaction)})
-	route(v1, "/v1/payouts", map[string]http.Handler{"POST": requireJSON(lim.wrap(payouts.Require(http.HandlerFunc(h.createPayout))))})
+	route(v1, "/v1/payouts", map[string]http.Handler{"POST": requireJSON(bound(payouts.Require(http.HandlerFunc(h.createPayout))))})
 	route(v1, "/v1/payouts/{id}", map[string]http.Handler{"GET": http.HandlerFunc(h.getPayout)})
 	route(v1, "/v1/balances", map[string]http.Handler{"GET": http.HandlerFunc(h.balances)})
 	route(v1, "/v1/rates", map[string]http.Handler{"GET": http.HandlerFunc(h.rates)})
