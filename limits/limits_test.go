@@ -1,6 +1,7 @@
 package limits_test
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/idem-dev/idem/internal/require"
@@ -50,5 +51,23 @@ func TestLimiter(t *testing.T) {
 		release()
 		_, ok = l.Reserve(100)
 		require.True(t, ok)
+	})
+	t.Run("AdmitRefusesPastEitherBound", func(t *testing.T) {
+		t.Parallel()
+		l, err := limits.New(limits.Config{BodyMemory: 100, RequestsPerScope: 1})
+		require.NoError(t, err)
+		done, refusal := l.Admit("alice", 60)
+		require.True(t, refusal == nil, "the first of alice's")
+		_, refusal = l.Admit("alice", 1)
+		require.True(t, refusal != nil && refusal.StatusCode == http.StatusTooManyRequests, "a second of alice's")
+		_, refusal = l.Admit("bob", 41)
+		require.True(t, refusal != nil && refusal.StatusCode == http.StatusServiceUnavailable, "past the bytes")
+		require.Equal(t, "1", refusal.Header.Get("Retry-After"))
+		require.Equal(t, "application/problem+json", refusal.Header.Get("Content-Type"))
+		require.Contains(t, string(refusal.Body), limits.ProblemOverloaded)
+		done()
+		done, refusal = l.Admit("bob", 100)
+		require.True(t, refusal == nil, "everything given back")
+		done()
 	})
 }
