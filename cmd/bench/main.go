@@ -59,6 +59,7 @@ func main() {
 	flag.StringVar(&cfg.PprofDir, "pprof", "", "save a CPU profile of each bench-wired server over the last round's windows here")
 	flag.BoolVar(&cfg.Keep, "keep", false, "keep the schema")
 	flag.BoolVar(&cfg.Memory, "memory", false, "the memory run: paymentsd's peak resident memory (VmHWM) under hostile uploads (results/bench/memory.md)")
+	flag.StringVar(&cfg.MemoryOnly, "memory-only", "", "with -memory, only the loads whose name contains this text (e.g. idem-gateway)")
 	flag.BoolVar(&cfg.Growth, "growth", false, "the growth run: fresh and replay with -growth-rows keys against an empty table")
 	rewrite := flag.String("rewrite", "", "write the Markdown and charts of an earlier run again from its JSON (results/bench/results.json, growth.json, results/bench-sweep/sweep.json), without running")
 	flag.IntVar(&cfg.GrowthRows, "growth-rows", 10_000_000, "rows preloaded into the key table for -growth")

@@ -94,7 +94,9 @@ type Config struct {
 	Sweep bool
 	// Memory runs the memory table instead of the main run (memory.go):
 	// paymentsd's peak resident memory under hostile uploads.
-	Memory        bool
+	Memory bool
+	// MemoryOnly runs only the memory loads whose name contains it.
+	MemoryOnly    string
 	SweepRows     int
 	SweepExpired  int
 	SweepRate     int

@@ -20,25 +20,30 @@ import (
 // The memory run (Config.Memory): paymentsd, started afresh for each load,
 // under uploads that try to exhaust its memory; its peak resident memory
 // (VmHWM) is the figure, and an honest deposit made after the load (and,
-// for the gRPC loads, one made during it) must still be answered.
+// for the gRPC and gateway loads, one made during it) must still be
+// answered. The gateway load runs through idem-gateway in front of
+// paymentsd, and the figure is the gateway's.
 
 // memoryTarget is the most peak resident memory a load may cost.
 const memoryTarget = 256 << 20
 
 // memoryLoad is one row of the memory table: run against paymentsd's
-// HTTP base URL, or grpc against its gRPC address (memory_grpc.go).
+// HTTP base URL (or, gateway set, idem-gateway's in front of it), or grpc
+// against its gRPC address (memory_grpc.go).
 type memoryLoad struct {
-	name string
-	run  func(ctx context.Context, base string, users []user) error
-	grpc func(ctx context.Context, addr string, users []user) error
+	name    string
+	run     func(ctx context.Context, base string, users []user) error
+	grpc    func(ctx context.Context, addr string, users []user) error
+	gateway bool
 }
 
 var memoryLoads = []memoryLoad{
-	{"32 clients posting 1 MiB bodies with fresh keys (8 each)", uploads, nil},
-	{"1,024 connections sending 1 MiB − 1 byte and stalling", stalls, nil},
-	{"5,000 idle keep-alive connections", idleConns, nil},
-	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 4 MB each at once", nil, grpcMessages(4_000_000)},
-	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 1 MiB − 64 bytes each at once", nil, grpcMessages(1<<20 - 64)},
+	{"32 clients posting 1 MiB bodies with fresh keys (8 each)", uploads, nil, false},
+	{"1,024 connections sending 1 MiB − 1 byte and stalling", stalls, nil, false},
+	{"5,000 idle keep-alive connections", idleConns, nil, false},
+	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 4 MB each at once", nil, grpcMessages(4_000_000), false},
+	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 1 MiB − 64 bytes each at once", nil, grpcMessages(1<<20 - 64), false},
+	{"idem-gateway: 1,024 connections sending 1 MiB − 1 byte and stalling", stallsWithHonest, nil, true},
 }
 
 func (r *runner) memory(ctx context.Context) (*Report, error) {
@@ -50,6 +55,9 @@ func (r *runner) memory(ctx context.Context) (*Report, error) {
 	var b strings.Builder
 	b.WriteString("| load | peak resident memory (VmHWM) | target | honest deposit |\n| --- | ---: | ---: | --- |\n")
 	for i, l := range memoryLoads {
+		if !strings.Contains(l.name, r.cfg.MemoryOnly) {
+			continue
+		}
 		r.cfg.Logf("memory: %s", l.name)
 		var extra []string
 		if l.grpc != nil {
@@ -63,20 +71,30 @@ func (r *runner) memory(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		measured := s
+		if l.gateway {
+			if measured, err = r.startGateway(ctx, s, db); err != nil {
+				s.stop()
+				return nil, err
+			}
+		}
 		var lerr error
 		if l.grpc != nil {
 			lerr = l.grpc(ctx, extra[1], db.users)
 		} else {
-			lerr = l.run(ctx, s.base, db.users)
+			lerr = l.run(ctx, measured.base, db.users)
 		}
 		honest := "201"
 		if lerr == nil {
-			lerr = honestDeposit(ctx, s.base, db.users[0], int64(i+1))
+			lerr = honestDeposit(ctx, measured.base, db.users[0], int64(i+1))
 		}
 		if lerr != nil {
 			honest = "failed: " + lerr.Error()
 		}
-		hwm, err := vmHWM(s.cmd.Process.Pid)
+		hwm, err := vmHWM(measured.cmd.Process.Pid)
+		if measured != s {
+			measured.stop()
+		}
 		s.stop()
 		if err != nil {
 			return nil, err
@@ -168,12 +186,40 @@ func uploads(ctx context.Context, base string, users []user) error {
 // the last byte, and stall until paymentsd answers them (408 at its body
 // deadline, or at once 503 or 429 from a bound).
 func stalls(ctx context.Context, base string, users []user) error {
+	return stallConns(ctx, base, users, nil)
+}
+
+// stallsWithHonest is stalls with an honest deposit of users[0], who
+// stalls nothing, made once every connection has sent its headers: it must
+// be answered while the stalled bodies are held.
+func stallsWithHonest(ctx context.Context, base string, users []user) error {
+	var sent sync.WaitGroup
+	sent.Add(1024)
+	done := make(chan error, 1)
+	go func() { done <- stallConns(ctx, base, users, &sent) }()
+	sent.Wait()
+	herr := honestDeposit(ctx, base, users[0], 1024)
+	if herr != nil {
+		herr = fmt.Errorf("honest deposit during the stalls: %w", herr)
+	}
+	return errors.Join(herr, <-done)
+}
+
+// stallConns runs the stalls; sent, when set, is Done once per connection
+// dialled and its headers sent (or failed).
+func stallConns(ctx context.Context, base string, users []user, sent *sync.WaitGroup) error {
 	addr := strings.TrimPrefix(base, "http://")
 	body := bytes.Repeat([]byte("x"), 1<<20-1)
 	var wg sync.WaitGroup
 	errs := make(chan error, 1024)
 	for c := range 1024 {
 		wg.Go(func() {
+			headersSent := sync.OnceFunc(func() {
+				if sent != nil {
+					sent.Done()
+				}
+			})
+			defer headersSent()
 			conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
 			if err != nil {
 				errs <- err
@@ -181,10 +227,11 @@ func stalls(ctx context.Context, base string, users []user) error {
 			}
 			defer conn.Close()
 			u := users[1+c%(len(users)-1)]
+			_, _ = fmt.Fprintf(conn, "POST /v1/deposits HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: stall-%d\r\n"+
+				"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, u.apiKey, c, 1<<20)
+			headersSent()
 			go func() {
-				_, _ = fmt.Fprintf(conn, "POST /v1/deposits HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: stall-%d\r\n"+
-					"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n", addr, u.apiKey, c, 1<<20)
-				_, _ = conn.Write(body) // blocks while paymentsd does not read; ends when the connection closes
+				_, _ = conn.Write(body) // blocks while the server does not read; ends when the connection closes
 			}()
 			_ = conn.SetReadDeadline(time.Now().Add(2 * time.Minute))
 			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
