@@ -38,10 +38,10 @@ GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
 # Every module of the workspace (go.work): ./... alone names the root's.
-PKGS        ?= ./... ./idemshared/... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/... $(INTEGRATION_PKGS)
+PKGS        ?= ./... ./idemshared/... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./idemprom/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/... $(INTEGRATION_PKGS)
 # The adapters' and sqlstore's tests with a store of another module (module
 # integration), but for idemamqp's: RABBITMQ_PKGS.
-INTEGRATION_PKGS ?= ./integration/ ./integration/idemecho/... ./integration/idemgin/... ./integration/idemgrpc/... ./integration/idemnats/... ./integration/idemotel/... ./integration/metrics/... ./integration/sqlstore/...
+INTEGRATION_PKGS ?= ./integration/ ./integration/idemecho/... ./integration/idemgin/... ./integration/idemgrpc/... ./integration/idemnats/... ./integration/idemotel/... ./integration/idemprom/... ./integration/sqlstore/...
 # Modules whose tests need a broker that is not embedded: make test-rabbitmq.
 RABBITMQ_PKGS ?= ./idemamqp/... ./integration/idemamqp/...
 # paymentsd's end-to-end tests over RabbitMQ, in files built with -tags rabbitmq.

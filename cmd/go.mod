@@ -10,7 +10,7 @@ require (
 	github.com/idem-dev/idem/idemgrpc v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/idemnats v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/idemotel v0.0.0-00010101000000-000000000000
-	github.com/idem-dev/idem/metrics v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/idemprom v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/mysqlstore v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/payments v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/payments/mysqlledger v0.0.0-00010101000000-000000000000
@@ -100,7 +100,7 @@ replace (
 	github.com/idem-dev/idem/idemnats => ../idemnats
 	github.com/idem-dev/idem/idemotel => ../idemotel
 	github.com/idem-dev/idem/idemshared => ../idemshared
-	github.com/idem-dev/idem/metrics => ../metrics
+	github.com/idem-dev/idem/idemprom => ../idemprom
 	github.com/idem-dev/idem/mysqlstore => ../mysqlstore
 	github.com/idem-dev/idem/payments => ../payments
 	github.com/idem-dev/idem/payments/mysqlledger => ../payments/mysqlledger

@@ -27,7 +27,7 @@ import (
 	"github.com/idem-dev/idem"
 )
 
-// Config configures RequireWithOpts and OptionalWithOpts. Its zero value is
+// Config configures RequireWithConfig and OptionalWithConfig. Its zero value is
 // valid.
 type Config struct {
 	// ScopeFunc says which user a request belongs to, from echo's context
@@ -39,19 +39,19 @@ type Config struct {
 
 // Require makes the routes it is registered on idempotent: a request
 // without a key gets 400.
-func Require(mw *idem.Middleware) echo.MiddlewareFunc { return RequireWithOpts(mw, Config{}) }
+func Require(mw *idem.Middleware) echo.MiddlewareFunc { return RequireWithConfig(mw, Config{}) }
 
-// RequireWithOpts is Require with options.
-func RequireWithOpts(mw *idem.Middleware, opts Config) echo.MiddlewareFunc {
+// RequireWithConfig is Require with options.
+func RequireWithConfig(mw *idem.Middleware, opts Config) echo.MiddlewareFunc {
 	return middleware(mw.Require, opts)
 }
 
 // Optional makes requests that carry a key idempotent and passes the
 // others straight through.
-func Optional(mw *idem.Middleware) echo.MiddlewareFunc { return OptionalWithOpts(mw, Config{}) }
+func Optional(mw *idem.Middleware) echo.MiddlewareFunc { return OptionalWithConfig(mw, Config{}) }
 
-// OptionalWithOpts is Optional with options.
-func OptionalWithOpts(mw *idem.Middleware, opts Config) echo.MiddlewareFunc {
+// OptionalWithConfig is Optional with options.
+func OptionalWithConfig(mw *idem.Middleware, opts Config) echo.MiddlewareFunc {
 	return middleware(mw.Optional, opts)
 }
 

@@ -45,7 +45,7 @@ import (
 	"github.com/idem-dev/idem"
 )
 
-// Config configures RequireWithOpts and OptionalWithOpts. Its zero value is
+// Config configures RequireWithConfig and OptionalWithConfig. Its zero value is
 // valid.
 type Config struct {
 	// ScopeFunc says which user a request belongs to, from gin's context
@@ -57,19 +57,19 @@ type Config struct {
 
 // Require makes the routes it is used on idempotent: a request without a
 // key gets 400.
-func Require(mw *idem.Middleware) gin.HandlerFunc { return RequireWithOpts(mw, Config{}) }
+func Require(mw *idem.Middleware) gin.HandlerFunc { return RequireWithConfig(mw, Config{}) }
 
-// RequireWithOpts is Require with options.
-func RequireWithOpts(mw *idem.Middleware, opts Config) gin.HandlerFunc {
+// RequireWithConfig is Require with options.
+func RequireWithConfig(mw *idem.Middleware, opts Config) gin.HandlerFunc {
 	return middleware(mw.Require, opts)
 }
 
 // Optional makes requests that carry a key idempotent and passes the
 // others straight through.
-func Optional(mw *idem.Middleware) gin.HandlerFunc { return OptionalWithOpts(mw, Config{}) }
+func Optional(mw *idem.Middleware) gin.HandlerFunc { return OptionalWithConfig(mw, Config{}) }
 
-// OptionalWithOpts is Optional with options.
-func OptionalWithOpts(mw *idem.Middleware, opts Config) gin.HandlerFunc {
+// OptionalWithConfig is Optional with options.
+func OptionalWithConfig(mw *idem.Middleware, opts Config) gin.HandlerFunc {
 	return middleware(mw.Optional, opts)
 }
 

@@ -11,7 +11,7 @@ replace (
 	github.com/idem-dev/idem/idemnats => ../idemnats
 	github.com/idem-dev/idem/idemotel => ../idemotel
 	github.com/idem-dev/idem/idemshared => ../idemshared
-	github.com/idem-dev/idem/metrics => ../metrics
+	github.com/idem-dev/idem/idemprom => ../idemprom
 	github.com/idem-dev/idem/pgstore => ../pgstore
 	github.com/idem-dev/idem/sqlitestore => ../sqlitestore
 	github.com/idem-dev/idem/sqlstore => ../sqlstore
@@ -27,7 +27,7 @@ require (
 	github.com/idem-dev/idem/idemgrpc v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/idemnats v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/idemotel v0.0.0-00010101000000-000000000000
-	github.com/idem-dev/idem/metrics v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/idemprom v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/pgstore v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/sqlitestore v0.0.0-00010101000000-000000000000
 	github.com/idem-dev/idem/sqlstore v0.0.0-00010101000000-000000000000

@@ -32,7 +32,7 @@ require (
 replace (
 	github.com/idem-dev/idem => ..
 	github.com/idem-dev/idem/idemshared => ../idemshared
-	github.com/idem-dev/idem/metrics => ../metrics
+	github.com/idem-dev/idem/idemprom => ../idemprom
 	github.com/idem-dev/idem/pgstore => ../pgstore
 	github.com/idem-dev/idem/sqlitestore => ../sqlitestore
 )

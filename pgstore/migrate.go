@@ -27,7 +27,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 // teams that apply schema changes with their own tool.
 func MigrationSQL() (string, error) { return migrations.SQL() }
 
-// MigrateConfig configures MigrateWithOptions. Its zero value is
+// MigrateConfig configures MigrateWithConfig. Its zero value is
 // Migrate's.
 type MigrateConfig struct {
 	// Table is the key table's name (Config.Table). Default
@@ -59,8 +59,8 @@ func migrationSet(opts MigrateConfig) (pgmigrate.Set, error) {
 	return set, nil
 }
 
-// MigrateWithOptions is Migrate configured by opts.
-func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateConfig) ([]int, error) {
+// MigrateWithConfig is Migrate configured by opts.
+func MigrateWithConfig(ctx context.Context, pool *pgxpool.Pool, opts MigrateConfig) ([]int, error) {
 	set, err := migrationSet(opts)
 	if err != nil {
 		return nil, err
@@ -68,8 +68,8 @@ func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateCon
 	return set.Apply(ctx, pool)
 }
 
-// MigrationSQLWithOptions is MigrationSQL configured by opts.
-func MigrationSQLWithOptions(opts MigrateConfig) (string, error) {
+// MigrationSQLWithConfig is MigrationSQL configured by opts.
+func MigrationSQLWithConfig(opts MigrateConfig) (string, error) {
 	set, err := migrationSet(opts)
 	if err != nil {
 		return "", err
@@ -80,10 +80,10 @@ func MigrationSQLWithOptions(opts MigrateConfig) (string, error) {
 // MigrateTable is Migrate for a key table of another name (Config.Table),
 // whose applied versions are recorded in table_migrations.
 func MigrateTable(ctx context.Context, pool *pgxpool.Pool, table string) ([]int, error) {
-	return MigrateWithOptions(ctx, pool, MigrateConfig{Table: table})
+	return MigrateWithConfig(ctx, pool, MigrateConfig{Table: table})
 }
 
 // MigrationSQLTable is MigrationSQL for a key table of another name.
 func MigrationSQLTable(table string) (string, error) {
-	return MigrationSQLWithOptions(MigrateConfig{Table: table})
+	return MigrationSQLWithConfig(MigrateConfig{Table: table})
 }

@@ -21,7 +21,7 @@ import (
 func partitionedStore(t *testing.T) *pgstore.Store {
 	t.Helper()
 	pool := pgtest.Pool(t, 8)
-	_, err := pgstore.MigrateWithOptions(context.Background(), pool, pgstore.MigrateConfig{Partitions: 16})
+	_, err := pgstore.MigrateWithConfig(context.Background(), pool, pgstore.MigrateConfig{Partitions: 16})
 	require.NoError(t, err)
 	s := pgstore.New(pool)
 	for i := range 32 {

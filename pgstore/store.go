@@ -35,13 +35,13 @@ type Config struct {
 
 // New returns a Store on pool, on the default key table.
 func New(pool *pgxpool.Pool) *Store {
-	s, _ := NewWithOptions(pool, Config{}) // the default table is valid
+	s, _ := NewWithConfig(pool, Config{}) // the default table is valid
 	return s
 }
 
-// NewWithOptions returns a Store on pool configured by opts. It fails when
+// NewWithConfig returns a Store on pool configured by opts. It fails when
 // opts.Table is not an identifier.
-func NewWithOptions(pool *pgxpool.Pool, opts Config) (*Store, error) {
+func NewWithConfig(pool *pgxpool.Pool, opts Config) (*Store, error) {
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)

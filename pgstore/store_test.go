@@ -31,7 +31,7 @@ func newStore(t *testing.T) *pgstore.Store {
 // PG_PARTITIONS asks for it (make test-partitioned).
 func migrate(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	_, err := pgstore.MigrateWithOptions(context.Background(), pool, pgstore.MigrateConfig{Partitions: pgtest.Partitions(t)})
+	_, err := pgstore.MigrateWithConfig(context.Background(), pool, pgstore.MigrateConfig{Partitions: pgtest.Partitions(t)})
 	require.NoError(t, err)
 }
 

@@ -25,7 +25,7 @@ graphs=(
 	"idemnats|idemnats|github.com/idem-dev/idem/idemnats"
 	"idemamqp|idemamqp|github.com/idem-dev/idem/idemamqp"
 	"idemotel|idemotel|github.com/idem-dev/idem/idemotel"
-	"metrics|metrics|github.com/idem-dev/idem/metrics"
+	"idemprom|idemprom|github.com/idem-dev/idem/idemprom"
 	"mysqlstore|mysqlstore sqlstore|github.com/idem-dev/idem/mysqlstore"
 	"pgstore|pgstore|github.com/idem-dev/idem/pgstore"
 	"sqlitestore|sqlitestore|github.com/idem-dev/idem/sqlitestore"

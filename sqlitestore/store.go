@@ -36,7 +36,7 @@ var _ store.Store = (*Store)(nil)
 // processes) still exclude each other through SQLite's lock, but find it
 // free only by polling.
 func New(db *sql.DB) *Store {
-	s, _ := NewWithOptions(db, Config{}) // the default table is valid
+	s, _ := NewWithConfig(db, Config{}) // the default table is valid
 	return s
 }
 
@@ -47,9 +47,9 @@ type Config struct {
 	Table string
 }
 
-// NewWithOptions is New configured by opts. It fails when opts.Table is
+// NewWithConfig is New configured by opts. It fails when opts.Table is
 // not an identifier.
-func NewWithOptions(db *sql.DB, opts Config) (*Store, error) {
+func NewWithConfig(db *sql.DB, opts Config) (*Store, error) {
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %w", err)

@@ -66,7 +66,7 @@ type Config struct {
 	Pause time.Duration
 
 	// ObserveFunc, when set, is called after every batch: the hook for
-	// metrics (metrics.Metrics.ObserveSweep). It must not block. Default
+	// metrics (idemprom.Metrics.ObserveSweep). It must not block. Default
 	// none.
 	ObserveFunc func(Batch)
 

@@ -20,8 +20,8 @@ import (
 	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/cmd/internal/otlp"
+	"github.com/idem-dev/idem/idemprom"
 	"github.com/idem-dev/idem/limits"
-	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
@@ -248,7 +248,7 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
+	m := idemprom.New(reg)
 	obs := observers{observe: m.Observe, trace: m.Trace, sweep: m.ObserveSweep}
 	if f.otlpEndpoint != "" {
 		tel, stop, err := otlp.Start(ctx, f.otlpEndpoint, "idem-gateway")

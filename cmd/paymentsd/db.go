@@ -58,11 +58,11 @@ func openPostgres(ctx context.Context, db dburl.DB) (*backend, error) {
 		kind: "postgres", display: display, trips: trips,
 		store: pgstore.New(pool), ledger: pgledger.New(pool),
 		migrate: func(ctx context.Context, partitions int) (string, error) {
-			keys, err := pgstore.MigrateWithOptions(ctx, pool, pgstore.MigrateConfig{Partitions: partitions})
+			keys, err := pgstore.MigrateWithConfig(ctx, pool, pgstore.MigrateConfig{Partitions: partitions})
 			if err != nil {
 				return "", err
 			}
-			wallet, err := pgledger.MigrateWithOptions(ctx, pool, pgledger.MigrateConfig{Partitions: partitions})
+			wallet, err := pgledger.MigrateWithConfig(ctx, pool, pgledger.MigrateConfig{Partitions: partitions})
 			return describeMigrations(keys, wallet), err
 		},
 		close: pool.Close,

@@ -21,7 +21,7 @@ import (
 	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/cmd/internal/otlp"
 	"github.com/idem-dev/idem/completer"
-	"github.com/idem-dev/idem/metrics"
+	"github.com/idem-dev/idem/idemprom"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/api"
 	"github.com/idem-dev/idem/payments/bankhttp"
@@ -222,7 +222,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			Help: "Round trips to PostgreSQL: each statement sent alone, and each pipelined batch, is one.",
 		}, func() float64 { return float64(b.trips.Count()) }))
 	}
-	m := metrics.New(reg)
+	m := idemprom.New(reg)
 	cfg := idem.Config{
 		Mode: f.idemMode, TTL: f.ttl, LeaseDuration: f.leaseDuration, WaitTimeout: f.waitTimeout,
 		ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),

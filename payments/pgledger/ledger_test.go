@@ -63,9 +63,9 @@ func migratedPool(t *testing.T, maxConns int32, sent *pgtest.Recorder) *pgxpool.
 	ctx := context.Background()
 	migrator, dsn := pgtest.PoolURL(t, 1)
 	n := pgtest.Partitions(t)
-	_, err := pgstore.MigrateWithOptions(ctx, migrator, pgstore.MigrateConfig{Partitions: n})
+	_, err := pgstore.MigrateWithConfig(ctx, migrator, pgstore.MigrateConfig{Partitions: n})
 	require.NoError(t, err)
-	_, err = pgledger.MigrateWithOptions(ctx, migrator, pgledger.MigrateConfig{Partitions: n})
+	_, err = pgledger.MigrateWithConfig(ctx, migrator, pgledger.MigrateConfig{Partitions: n})
 	require.NoError(t, err)
 	migrator.Close()
 	cfg, err := pgxpool.ParseConfig(dsn)
@@ -153,7 +153,7 @@ func TestPartitioned(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t, 4)
-	_, err := pgledger.MigrateWithOptions(ctx, pool, pgledger.MigrateConfig{Partitions: 4})
+	_, err := pgledger.MigrateWithConfig(ctx, pool, pgledger.MigrateConfig{Partitions: 4})
 	require.NoError(t, err)
 	rows, err := pool.Query(ctx, `
 SELECT c.relname || ' ' || pg_get_partkeydef(c.oid) || ' ' ||
@@ -174,7 +174,7 @@ SELECT c.relname || ' ' || pg_get_partkeydef(c.oid) || ' ' ||
 		"users HASH (id) 4 1",
 	}, got)
 
-	_, err = pgledger.MigrateWithOptions(ctx, pgtest.Pool(t, 2), pgledger.MigrateConfig{Partitions: -1})
+	_, err = pgledger.MigrateWithConfig(ctx, pgtest.Pool(t, 2), pgledger.MigrateConfig{Partitions: -1})
 	require.ErrorContains(t, err, "partitions must be between 0 and 1024")
 
 }

@@ -29,7 +29,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 // that apply schema changes with their own tool.
 func MigrationSQL() (string, error) { return migrations.SQL() }
 
-// MigrateConfig configures MigrateWithOptions. Its zero value is
+// MigrateConfig configures MigrateWithConfig. Its zero value is
 // Migrate's.
 type MigrateConfig struct {
 	// Partitions, when positive, makes migration 005 hash-partition every
@@ -40,8 +40,8 @@ type MigrateConfig struct {
 	Partitions int
 }
 
-// MigrateWithOptions is Migrate configured by opts.
-func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateConfig) ([]int, error) {
+// MigrateWithConfig is Migrate configured by opts.
+func MigrateWithConfig(ctx context.Context, pool *pgxpool.Pool, opts MigrateConfig) ([]int, error) {
 	set := migrations
 	rewrite, err := pgmigrate.Partitions(opts.Partitions, nil)
 	if err != nil {

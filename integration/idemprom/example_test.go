@@ -1,4 +1,4 @@
-package metrics_test
+package idemprom_test
 
 import (
 	"log/slog"
@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/metrics"
+	"github.com/idem-dev/idem/idemprom"
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/sweeper"
 )
@@ -18,7 +18,7 @@ import (
 func Example() {
 	var pool *pgxpool.Pool // the service's pool
 	store := pgstore.New(pool)
-	m := metrics.New(prometheus.DefaultRegisterer)
+	m := idemprom.New(prometheus.DefaultRegisterer)
 	mw, err := idem.New(store, idem.Config{
 		ObserveFunc: idem.ObserveAll(m.Observe, idem.LogEvents(slog.Default())),
 		TraceFunc:   m.Trace,

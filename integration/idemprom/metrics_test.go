@@ -1,4 +1,4 @@
-package metrics_test
+package idemprom_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idem-dev/idem"
-	"github.com/idem-dev/idem/metrics"
+	"github.com/idem-dev/idem/idemprom"
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/store"
@@ -74,7 +74,7 @@ func hasLabels(m *dto.Metric, labels []string) bool {
 
 // server serves two routes behind the middleware: /v1/payments answers the
 // X-Status header's status (201 by default), /v1/slow takes 250ms.
-func server(t *testing.T, st store.Store, m *metrics.Metrics) http.Handler {
+func server(t *testing.T, st store.Store, m *idemprom.Metrics) http.Handler {
 	t.Helper()
 	mw, err := idem.New(st, idem.Config{
 		LeaseDuration: 150 * time.Millisecond,
@@ -120,7 +120,7 @@ func TestMetrics(t *testing.T) {
 	t.Run("CountsOutcomesPerRoute", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
-		m := metrics.New(reg)
+		m := idemprom.New(reg)
 		h := server(t, newStore(t), m)
 
 		require.Equal(t, 201, do(h, "/v1/payments", "k1", `{"a":1}`, ""))
@@ -157,7 +157,7 @@ func TestMetrics(t *testing.T) {
 	t.Run("CountsRenewals", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
-		h := server(t, newStore(t), metrics.New(reg))
+		h := server(t, newStore(t), idemprom.New(reg))
 		require.Equal(t, 201, do(h, "/v1/slow", "k1", `{}`, ""))
 		require.GreaterOrEqual(t, value(t, reg, "idem_lease_renewals_total", "route", "POST /v1/slow"), 2.0,
 			"a 250ms handler renews a 150ms lease every 50ms")
@@ -168,7 +168,7 @@ func TestMetrics(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
 		st := newStore(t)
-		h := server(t, st, metrics.New(reg))
+		h := server(t, st, idemprom.New(reg))
 		st.Pool().Close()
 		require.Equal(t, 503, do(h, "/v1/payments", "k1", `{}`, ""))
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", route, "outcome", string(idem.OutcomeStoreError)))
@@ -178,7 +178,7 @@ func TestMetrics(t *testing.T) {
 	t.Run("CountsFencingRejections", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
-		m := metrics.New(reg)
+		m := idemprom.New(reg)
 		for _, op := range []idem.Op{idem.OpComplete, idem.OpRenew} {
 			_, end := m.Trace(context.Background(), op)
 			end(store.ErrNotHeld)
@@ -190,11 +190,11 @@ func TestMetrics(t *testing.T) {
 	t.Run("RouteFallsBackForUnroutedRequests", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
-		m := metrics.New(reg)
+		m := idemprom.New(reg)
 		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed})
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "unrouted"))
 		reg = prometheus.NewRegistry()
-		m = metrics.NewWithOpts(reg, metrics.Config{RouteFunc: func(idem.Event) string { return "/v1/payments/{id}" }})
+		m = idemprom.NewWithConfig(reg, idemprom.Config{RouteFunc: func(idem.Event) string { return "/v1/payments/{id}" }})
 		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed, Path: "/v1/payments/p1"})
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "/v1/payments/{id}"))
 	})
@@ -202,7 +202,7 @@ func TestMetrics(t *testing.T) {
 	t.Run("CountsSweeps", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
-		m := metrics.New(reg)
+		m := idemprom.New(reg)
 		st := newStore(t)
 		_, err := st.Pool().Exec(context.Background(), `
 INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
@@ -242,7 +242,7 @@ func BenchmarkTraceFunc(b *testing.B) {
 	}{
 		{"Nil", nil},
 		{"Noop", func(ctx context.Context, _ idem.Op) (context.Context, func(error)) { return ctx, noop }},
-		{"Metrics", metrics.New(prometheus.NewRegistry()).Trace},
+		{"Metrics", idemprom.New(prometheus.NewRegistry()).Trace},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			mw, err := idem.New(st, idem.Config{TraceFunc: bc.trace})

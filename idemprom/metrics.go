@@ -1,7 +1,7 @@
-// Package metrics exports Prometheus metrics for the idem middleware and
+// Package idemprom exports Prometheus metrics for the idem middleware and
 // sweeper:
 //
-//	m := metrics.New(prometheus.DefaultRegisterer)
+//	m := idemprom.New(prometheus.DefaultRegisterer)
 //	mw, err := idem.New(store, idem.Config{
 //		ObserveFunc: idem.ObserveAll(m.Observe, idem.LogEvents(logger)),
 //		TraceFunc:   m.Trace,
@@ -25,7 +25,7 @@
 // never the concrete path, so that its values stay few; "unrouted" when no
 // router matched the request (set Config.RouteFunc then). The store histograms need
 // Config.TraceFunc; the rest need only Config.ObserveFunc.
-package metrics
+package idemprom
 
 import (
 	"context"
@@ -39,7 +39,7 @@ import (
 	"github.com/idem-dev/idem/sweeper"
 )
 
-// Config configures NewWithOpts. Its zero value is valid.
+// Config configures NewWithConfig. Its zero value is valid.
 type Config struct {
 	// RouteFunc names the route label of an event. Default: Event.Route,
 	// or "unrouted" when it is empty. Return a route template, never a
@@ -68,10 +68,10 @@ var storeBuckets = []float64{.00025, .0005, .001, .0025, .005, .01, .025, .05, .
 // New returns Metrics registered with reg (none when reg is nil). It panics
 // when reg already holds metrics of the same names, as
 // prometheus.MustRegister does.
-func New(reg prometheus.Registerer) *Metrics { return NewWithOpts(reg, Config{}) }
+func New(reg prometheus.Registerer) *Metrics { return NewWithConfig(reg, Config{}) }
 
-// NewWithOpts is New with options.
-func NewWithOpts(reg prometheus.Registerer, opts Config) *Metrics {
+// NewWithConfig is New with options.
+func NewWithConfig(reg prometheus.Registerer, opts Config) *Metrics {
 	m := &Metrics{
 		routeFunc: opts.RouteFunc,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

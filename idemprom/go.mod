@@ -1,4 +1,4 @@
-module github.com/idem-dev/idem/metrics
+module github.com/idem-dev/idem/idemprom
 
 go 1.26.0
 
