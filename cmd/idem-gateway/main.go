@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // options are the server's settings: flags, or a configuration file.
 type options struct {
 	listen, upstream, db, routes, scopeHeader string
+	metricsAddr, consoleToken                 string
 	timeout, lockTimeout                      time.Duration
 	dedups                                    bool
 }
@@ -84,6 +85,8 @@ func (o *options) register(fs *flag.FlagSet) {
 	fs.DurationVar(&o.timeout, "upstream-timeout", 30*time.Second, "how long the upstream may take to send its response headers")
 	fs.BoolVar(&o.dedups, "upstream-dedups", false, "the upstream deduplicates on the forwarded Idempotency-Key, so a request whose outcome is unknown may be sent again")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", 0, "the lease of a request in flight (default the library's, 30s)")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "the admin listener, never --listen: the operator console at /console/ (default none)")
+	fs.StringVar(&o.consoleToken, "console-token-file", "", "a file holding the operator console's admin token, at least 16 bytes (docs/console.md); default none: no console")
 }
 
 func dbFlag(fs *flag.FlagSet, db *string) {
@@ -114,9 +117,20 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeStore()
-	mw, err := idem.New(store, idem.Config{Mode: idem.ModeLeased, LeaseDuration: o.lockTimeout})
+	var mw *idem.Middleware
+	con, err := newConsole(o, store, func() *idem.Middleware { return mw })
 	if err != nil {
+		return err
+	}
+	icfg := idem.Config{Mode: idem.ModeLeased, LeaseDuration: o.lockTimeout}
+	if con != nil {
+		icfg.ObserveFunc = con.Observe
+	}
+	if mw, err = idem.New(store, icfg); err != nil {
 		return usageError(err.Error())
+	}
+	if err := serveAdmin(ctx, o.metricsAddr, con, stderr); err != nil {
+		return err
 	}
 	g := &gateway{upstream: up, routes: rs, scopeHeader: o.scopeHeader, timeout: o.timeout, dedups: o.dedups}
 	l, err := net.Listen("tcp", o.listen)
