@@ -50,6 +50,16 @@ var funcs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
 	},
+	"ms": func(d time.Duration) string { return d.Round(time.Millisecond / 10).String() },
+	"bytes": func(n int64) string {
+		switch {
+		case n >= 1<<20:
+			return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+		case n >= 1<<10:
+			return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+		}
+		return fmt.Sprintf("%d B", n)
+	},
 	"stateClass": func(s string) string { return strings.ReplaceAll(s, " ", "-") },
 	"rowsOf": func(base string, now time.Time, rows []row, empty string) any {
 		return struct {

@@ -78,7 +78,7 @@ func payoutSection(p payments.Payout) console.Section {
 		{Name: "ID", Value: p.ID}, {Name: "Status", Value: string(p.Status)},
 		{Name: "Amount", Value: strconv.FormatInt(p.Amount, 10) + " " + p.Currency + " (minor units)"},
 		{Name: "Destination", Value: p.Destination}, {Name: "Bank key", Value: p.BankKey},
-		{Name: "Bank transfer", Value: p.BankTransferID}, {Name: "Created", Value: p.CreatedAt.UTC().String()},
+		{Name: "Bank transfer", Value: orDash(p.BankTransferID)}, {Name: "Created", Value: p.CreatedAt.UTC().String()},
 	}, Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)"}, Rows: rows}}
 }
 
@@ -108,4 +108,11 @@ func newConsole(f serveFlags, b *backend, svc *payments.Service, mw func() *idem
 		return nil, usageError("serve: --console-token-file: %v", err)
 	}
 	return c, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
 }
