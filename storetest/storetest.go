@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Race", func(t *testing.T) { t.Parallel(); RunRace(t, newStore) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	t.Run("Resolve", func(t *testing.T) { t.Parallel(); RunResolve(t, newStore) })
+	t.Run("Operator", func(t *testing.T) { t.Parallel(); RunOperator(t, newStore) })
 	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunPhase(t, newStore) })
 	t.Run("PhaseFlow", func(t *testing.T) { t.Parallel(); RunPhaseFlow(t, newStore) })
 	for _, c := range MiddlewareConfigs() {

@@ -2,6 +2,7 @@ package keytable
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,7 +25,7 @@ type Dialect struct {
 // Search is an operator's search (store.KeyQuery) on the default key
 // table as one statement selecting cols, whose arguments follow args.
 // Every search is served by an index: the key's, the primary key (scope),
-// status and age, or the unfinished rows'. Without any of those it is one
+// status and age, the unfinished rows', or the 4xx answers'. Without any of those it is one
 // index scan by status and age per status, merged.
 func Search(q store.KeyQuery, cols string, d Dialect, args ...any) (string, []any) {
 	limit := q.Limit
@@ -46,7 +47,9 @@ func Search(q store.KeyQuery, cols string, d Dialect, args ...any) (string, []an
 		where = append(where, Unfinished)
 	}
 	if q.ResponseCode != 0 {
-		add("response_code = ?", q.ResponseCode)
+		// A literal, so that the planner sees it implies the predicate of
+		// the partial index of 4xx answers.
+		where = append(where, "response_code = "+strconv.Itoa(q.ResponseCode))
 	}
 	if q.PathPrefix != "" {
 		add("substr(request_path, 1, length(CAST(? AS TEXT))) = ?", q.PathPrefix)
