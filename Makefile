@@ -28,15 +28,23 @@
 #   make bench-memory                      paymentsd's peak memory under hostile uploads (results/bench/memory.md)
 #   make bench-sweep                       paymentsd's latency while 'paymentsd keys sweep' deletes 1 million of
 #                                          10 million keys (results/bench-sweep; about 10 minutes, up to 16 GB of disk)
+#   make check-modules                     each adapter and store in a scratch module outside the tree:
+#                                          go mod tidy, go build, its module graph (scripts/check-modules.sh)
+#   make release                           paymentsd, bankd, idem-gateway for linux and darwin, amd64 and arm64:
+#                                          dist/*.tar.gz and dist/SHA256SUMS (VERSION, COMMIT; docs/releasing.md)
+#   make release-tags VERSION=v0.1.0       print the tags of every module for a release (docs/releasing.md)
 #   DATABASE_URL=postgres://... make test  use an existing server
 
 GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
 # Every module of the workspace (go.work): ./... alone names the root's.
-PKGS        ?= ./... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/...
+PKGS        ?= ./... ./idemshared/... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./metrics/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/... $(INTEGRATION_PKGS)
+# The adapters' and sqlstore's tests with a store of another module (module
+# integration), but for idemamqp's: RABBITMQ_PKGS.
+INTEGRATION_PKGS ?= ./integration/ ./integration/idemecho/... ./integration/idemgin/... ./integration/idemgrpc/... ./integration/idemnats/... ./integration/idemotel/... ./integration/metrics/... ./integration/sqlstore/...
 # Modules whose tests need a broker that is not embedded: make test-rabbitmq.
-RABBITMQ_PKGS ?= ./idemamqp/...
+RABBITMQ_PKGS ?= ./idemamqp/... ./integration/idemamqp/...
 # paymentsd's end-to-end tests over RabbitMQ, in files built with -tags rabbitmq.
 RABBITMQ_E2E  ?= -tags rabbitmq -run AMQP ./cmd/paymentsd
 # The modules whose tests need MySQL or MariaDB: make test-mysql runs them.
@@ -51,6 +59,7 @@ GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
 .PHONY: test-console
+.PHONY: check-modules release release-tags
 .PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer bench bench-growth bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
@@ -142,6 +151,21 @@ bench-memory:
 # Writes results/bench-sweep. Smaller: BENCHFLAGS='-sweep-rows 300000 -sweep-expired 30000'.
 bench-sweep:
 	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -sweep $(BENCHFLAGS)
+
+# What a user outside the repository gets: a scratch module per adapter and
+# store, with replace lines for the idem modules it imports only; fails when
+# its graph holds a driver, SQLite, gonum, toxiproxy or a test library that
+# no built package imports.
+check-modules:
+	./scripts/check-modules.sh
+
+# The release archives and their sums in dist/ (gitignored); VERSION and
+# COMMIT default to git describe and HEAD.
+release:
+	./scripts/release.sh
+
+release-tags:
+	./scripts/release-tags.sh $(VERSION)
 
 vet:
 	$(GO) vet $(PKGS) $(RABBITMQ_PKGS)

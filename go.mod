@@ -1,5 +1,5 @@
 module github.com/idem-dev/idem
 
-go 1.26.0
+go 1.25.0
 
 require github.com/google/uuid v1.6.0

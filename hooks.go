@@ -39,7 +39,8 @@ func filterJSON(r *http.Request, body []byte, keep func(name string) bool) ([]by
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil {
-		if _, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
 			return body, nil // valid JSON, not an object
 		}
 		return nil, err

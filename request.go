@@ -94,7 +94,8 @@ func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, m.cfg.MaxRequestBytes))
 	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
 			return rejected(OutcomeInvalidBody, ProblemBodyTooLarge, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("The request body exceeds %d bytes.", m.cfg.MaxRequestBytes)), false
 		}

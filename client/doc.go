@@ -41,6 +41,16 @@
 //     handed to the caller broken; a longer response is returned as it
 //     streams and never retried.
 //
+// The attempts are this transport's, not all the sends: the transport below
+// it (http.DefaultTransport by default) sends a request once more on its own
+// when a reused keep-alive connection turns out closed before any of the
+// response arrived, if the request is idempotent in net/http's sense (it has
+// GetBody and an Idempotency-Key, as a keyed request with a buffered body has,
+// or a safe method). That second send is inside one attempt:
+// [Transport.AttemptFunc] sees one attempt, and [Transport.MaxAttempts] does not count it. The key
+// makes it as safe as a retry. A wrapper around [Transport.Base] does not see
+// it either; net/http/httptrace does (GotConn is called for each send).
+//
 // A server's answer to a retry may be the stored answer of an earlier
 // attempt: [Replayed] says so. Problem responses (RFC 9457) become Go
 // errors (a [*Problem]) with [ResponseError].

@@ -52,6 +52,7 @@ require (
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000 // indirect
 	github.com/idem-dev/idem/sqlstore v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
@@ -97,6 +98,7 @@ replace (
 	github.com/idem-dev/idem/idemgrpc => ../idemgrpc
 	github.com/idem-dev/idem/idemnats => ../idemnats
 	github.com/idem-dev/idem/idemotel => ../idemotel
+	github.com/idem-dev/idem/idemshared => ../idemshared
 	github.com/idem-dev/idem/metrics => ../metrics
 	github.com/idem-dev/idem/mysqlstore => ../mysqlstore
 	github.com/idem-dev/idem/payments => ../payments

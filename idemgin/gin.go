@@ -5,6 +5,16 @@
 //	r.Use(gin.Recovery(), authenticate)
 //	r.POST("/v1/payments", idemgin.Require(mw), renderErrors, createPayment)
 //
+// where renderErrors is the application's error-rendering middleware, for
+// example:
+//
+//	func renderErrors(c *gin.Context) {
+//		c.Next()
+//		if err := c.Errors.Last(); err != nil && !c.Writer.Written() {
+//			c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
+//		}
+//	}
+//
 // It runs the rest of gin's chain inside the core's net/http middleware
 // (idem.Middleware.Require), with c.Writer writing to the response the
 // middleware holds back until the key's completion has committed: what

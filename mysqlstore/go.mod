@@ -9,10 +9,13 @@ require (
 	github.com/idem-dev/idem/sqlstore v0.0.0-00010101000000-000000000000
 )
 
-require filippo.io/edwards25519 v1.1.0 // indirect
+require (
+	filippo.io/edwards25519 v1.1.0 // indirect
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000 // indirect
+)
 
 replace (
 	github.com/idem-dev/idem => ..
-	github.com/idem-dev/idem/pgstore => ../pgstore
+	github.com/idem-dev/idem/idemshared => ../idemshared
 	github.com/idem-dev/idem/sqlstore => ../sqlstore
 )

@@ -13,6 +13,7 @@ require (
 
 require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
@@ -30,6 +31,7 @@ require (
 
 replace (
 	github.com/idem-dev/idem => ..
+	github.com/idem-dev/idem/idemshared => ../idemshared
 	github.com/idem-dev/idem/metrics => ../metrics
 	github.com/idem-dev/idem/pgstore => ../pgstore
 	github.com/idem-dev/idem/sqlitestore => ../sqlitestore

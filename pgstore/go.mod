@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/uuid v1.6.0
 	github.com/idem-dev/idem v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 )
 
@@ -18,4 +19,7 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 )
 
-replace github.com/idem-dev/idem => ..
+replace (
+	github.com/idem-dev/idem => ..
+	github.com/idem-dev/idem/idemshared => ../idemshared
+)

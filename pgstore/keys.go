@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
-	"github.com/idem-dev/idem/internal/keytable/pgsql"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"

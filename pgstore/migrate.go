@@ -2,22 +2,19 @@ package pgstore
 
 import (
 	"context"
-	"embed"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/pgstore/pgmigrate"
 )
-
-//go:embed migrations/*.sql
-var migrationFiles embed.FS
 
 // MigrationsTable records which of the store's migrations are applied.
 const MigrationsTable = "idem_migrations"
 
-var migrations = pgmigrate.Set{Name: "pgstore", Table: MigrationsTable, FS: migrationFiles, Dir: "migrations"}
+var migrations = pgmigrate.Set{Name: "pgstore", Table: MigrationsTable, FS: pgsql.Migrations, Dir: "migrations"}
 
 // Migrate creates or upgrades the key table in the pool's search_path
 // schema. It is safe to run from several replicas at once, and a no-op

@@ -1,8 +1,8 @@
 package pgstore
 
 import (
-	"github.com/idem-dev/idem/internal/keytable"
-	"github.com/idem-dev/idem/internal/keytable/pgsql"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 )
 
 // statements are the store's SQL on its key table. The constants are

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/idem-dev/idem => ..
+	github.com/idem-dev/idem/idemshared => ../idemshared
 	github.com/idem-dev/idem/pgstore => ../pgstore
 	github.com/idem-dev/idem/sqlitestore => ../sqlitestore
 	github.com/idem-dev/idem/sqlstore => ../sqlstore
@@ -26,6 +27,7 @@ require (
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/go-sql-driver/mysql v1.9.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect

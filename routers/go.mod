@@ -10,6 +10,7 @@ require (
 )
 
 require (
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
@@ -41,6 +42,7 @@ require (
 
 replace (
 	github.com/idem-dev/idem => ..
+	github.com/idem-dev/idem/idemshared => ../idemshared
 	github.com/idem-dev/idem/pgstore => ../pgstore
 	github.com/idem-dev/idem/sqlitestore => ../sqlitestore
 )

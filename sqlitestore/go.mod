@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/uuid v1.6.0
 	github.com/idem-dev/idem v0.0.0-00010101000000-000000000000
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000
 	modernc.org/sqlite v1.62.0
 )
 
@@ -19,4 +20,7 @@ require (
 	modernc.org/memory v1.12.1 // indirect
 )
 
-replace github.com/idem-dev/idem => ..
+replace (
+	github.com/idem-dev/idem => ..
+	github.com/idem-dev/idem/idemshared => ../idemshared
+)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -28,7 +28,8 @@ var dialect = keytable.Dialect{
 func (s *Store) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
 	// The store's clock is the first argument.
 	cols := strings.ReplaceAll(recordColumns, ":now", "?1") + ", user_id, idempotency_key"
-	query, args := keytable.Search(q, cols, dialect, micros(time.Now()))
+	query, args := keytable.Search(keytable.Query{Scope: q.Scope, Key: q.Key, Status: string(q.Status), Unfinished: q.Unfinished,
+		ResponseCode: q.ResponseCode, PathPrefix: q.PathPrefix, CreatedBefore: q.CreatedBefore, Limit: q.MaxRecords()}, cols, dialect, micros(time.Now()))
 	rows, err := s.db.QueryContext(ctx, keytable.Rewrite(query, s.sql.table), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", translate(err))

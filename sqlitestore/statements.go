@@ -1,6 +1,6 @@
 package sqlitestore
 
-import "github.com/idem-dev/idem/internal/keytable"
+import "github.com/idem-dev/idem/idemshared/keytable"
 
 // statements are the store's SQL on its key table. The constants are
 // written for the default table; newStatements rewrites them once, when

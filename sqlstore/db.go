@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 
-	"github.com/idem-dev/idem/internal/sqlrow"
+	"github.com/idem-dev/idem/idemshared/sqlrow"
 )
 
 // DBTX is what a repository needs of a database through database/sql:

@@ -3,9 +3,11 @@ package sqlstore
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"time"
 
-	"github.com/idem-dev/idem/internal/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 )
 
 // Dialect is the SQL of one database: its statements, its clock, its
@@ -31,7 +33,8 @@ type Dialect struct {
 	// advisory transaction lock); else it is the session's, released after
 	// the commit by sweepUnlock (MySQL's GET_LOCK).
 	sweepLockInTx bool
-	migrations    string // the folder of migrationFiles holding this dialect's
+	migrationFS   fs.FS  // holds this dialect's migrations, NNN_name.sql,
+	migrationDir  string // in this folder
 	migrate       migrateSQL
 }
 
@@ -135,7 +138,8 @@ func Postgres() Dialect {
 		lockWait:        postgresLockWait,
 		restoreLockWait: `SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`,
 		sweepLockInTx:   true,
-		migrations:      "migrations/postgres",
+		migrationFS:     pgsql.Migrations,
+		migrationDir:    "migrations",
 		migrate:         postgresMigrate,
 	}
 }
@@ -152,7 +156,8 @@ func MySQL(number func(err error) (uint16, bool)) Dialect {
 		placeholder:     func(int) string { return "?" },
 		lockWait:        mysqlLockWait,
 		restoreLockWait: `SET SESSION innodb_lock_wait_timeout = @idem_lock_wait`,
-		migrations:      "migrations/mysql",
+		migrationFS:     mysqlMigrations,
+		migrationDir:    "migrations/mysql",
 		migrate:         mysqlMigrate,
 	}
 }

@@ -3,21 +3,11 @@ module github.com/idem-dev/idem/sqlstore
 go 1.26.0
 
 require (
-	github.com/google/uuid v1.6.0
 	github.com/idem-dev/idem v0.0.0-00010101000000-000000000000
-	github.com/idem-dev/idem/pgstore v0.0.0-00010101000000-000000000000
-	github.com/jackc/pgx/v5 v5.13.0
-)
-
-require (
-	github.com/jackc/pgpassfile v1.0.0 // indirect
-	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	golang.org/x/sync v0.24.0 // indirect
-	golang.org/x/text v0.43.0 // indirect
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000
 )
 
 replace (
 	github.com/idem-dev/idem => ..
-	github.com/idem-dev/idem/pgstore => ../pgstore
+	github.com/idem-dev/idem/idemshared => ../idemshared
 )

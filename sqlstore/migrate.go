@@ -8,12 +8,15 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/idem-dev/idem/internal/keytable"
-	"github.com/idem-dev/idem/internal/migrate"
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/migrate"
 )
 
-//go:embed migrations
-var migrationFiles embed.FS
+// mysqlMigrations holds the MySQL dialect's migrations; the PostgreSQL
+// dialect's are idemshared/keytable/pgsql's, shared with pgstore.
+//
+//go:embed migrations/mysql/*.sql
+var mysqlMigrations embed.FS
 
 // migrateSQL is how a dialect applies migrations.
 type migrateSQL struct {
@@ -57,7 +60,7 @@ func migrations(opts Options) (Dialect, string, []migrate.Migration, error) {
 	if err != nil {
 		return d, "", nil, fmt.Errorf("sqlstore: %w", err)
 	}
-	ms, err := migrate.Set{Name: "sqlstore", FS: migrationFiles, Dir: d.migrations,
+	ms, err := migrate.Set{Name: "sqlstore", FS: d.migrationFS, Dir: d.migrationDir,
 		Rewrite: func(sql string) string { return keytable.Rewrite(sql, table) }}.Migrations()
 	if err != nil {
 		return d, "", nil, err

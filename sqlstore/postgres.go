@@ -1,6 +1,6 @@
 package sqlstore
 
-import "github.com/idem-dev/idem/internal/keytable/pgsql"
+import "github.com/idem-dev/idem/idemshared/keytable/pgsql"
 
 // postgresStatements are pgstore's statements, on database/sql.
 func postgresStatements(table string) statements {

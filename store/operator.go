@@ -30,6 +30,14 @@ type KeyQuery struct {
 // DefaultKeyQueryLimit is KeyQuery.Limit's default.
 const DefaultKeyQueryLimit = 50
 
+// MaxRecords is the most records q selects: Limit, or its default.
+func (q KeyQuery) MaxRecords() int {
+	if q.Limit <= 0 {
+		return DefaultKeyQueryLimit
+	}
+	return q.Limit
+}
+
 // KeyCount is one count of KeyCounts: Exact is false when the store
 // estimated it from its statistics rather than counting.
 type KeyCount struct {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/cmd/internal/bank"
+	"github.com/idem-dev/idem/cmd/internal/version"
 )
 
 // usageError is a bad command line: exit status 2.
@@ -36,6 +37,10 @@ func (e usageError) Error() string { return e.err.Error() }
 var errHelp = errors.New("help shown")
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("bankd"))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stderr)

@@ -27,9 +27,14 @@ import (
 	"syscall"
 
 	"github.com/idem-dev/idem/cmd/internal/bench"
+	"github.com/idem-dev/idem/cmd/internal/version"
 )
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("bench"))
+		return
+	}
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
 		os.Exit(bench.ServeMain(os.Args[2:]))
 	}

@@ -37,9 +37,14 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/cmd/internal/chaos"
+	"github.com/idem-dev/idem/cmd/internal/version"
 )
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("chaos"))
+		return
+	}
 	os.Exit(run())
 }
 

@@ -30,12 +30,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/cmd/internal/version"
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/sqlitestore"
 	"github.com/idem-dev/idem/store"
 )
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("idem-gateway"))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))

@@ -10,6 +10,7 @@
 //	paymentsd users create [flags] create a user; print its id and API key as JSON
 //	paymentsd keys show [flags]   print an idempotency record's state
 //	paymentsd keys sweep [flags]  delete the records past their retention, once
+//	paymentsd version             print the version and commit (also --version)
 //
 // The database is a SQLite file (default paymentsd.db in the working
 // directory) or, given a postgres:// URL, PostgreSQL, or, given a mysql://
@@ -29,6 +30,8 @@ import (
 	"regexp"
 	"strings"
 	"syscall"
+
+	"github.com/idem-dev/idem/cmd/internal/version"
 )
 
 const usage = `paymentsd: a multi-currency wallet whose money-moving requests take effect once.
@@ -39,6 +42,7 @@ Usage:
   paymentsd users create [flags]  create a user; print {"user_id","api_key"} as JSON
   paymentsd keys show [flags]     print an idempotency record's state (--user-id, --key)
   paymentsd keys sweep [flags]    delete the idempotency records past their retention, once
+  paymentsd version               print the version and the commit it was built from
   paymentsd help                  show this help
 
 Run 'paymentsd <command> --help' for a command's flags. The database is --db (a
@@ -87,6 +91,10 @@ func logged(err error) error {
 }
 
 func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("paymentsd"))
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)

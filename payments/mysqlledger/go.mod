@@ -13,10 +13,12 @@ require (
 	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/go-sql-driver/mysql v1.9.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
+	github.com/idem-dev/idem/idemshared v0.0.0-00010101000000-000000000000 // indirect
 )
 
 replace (
 	github.com/idem-dev/idem => ../..
+	github.com/idem-dev/idem/idemshared => ../../idemshared
 	github.com/idem-dev/idem/metrics => ../../metrics
 	github.com/idem-dev/idem/mysqlstore => ../../mysqlstore
 	github.com/idem-dev/idem/payments => ..

@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/idem-dev/idem/internal/migrate"
+	"github.com/idem-dev/idem/idemshared/migrate"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/idem-dev/idem/internal/migrate"
+	"github.com/idem-dev/idem/idemshared/migrate"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 )

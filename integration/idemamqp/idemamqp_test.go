@@ -275,31 +275,3 @@ func TestSeveralConsumersOnOneQueue(t *testing.T) {
 	require.Equal(t, keys, effects, "one effect per key")
 	require.Equal(t, keys, distinct)
 }
-
-func TestPublishingChannelClosedAlone(t *testing.T) {
-	t.Parallel()
-	conn := dial(t)
-	pool, _ := newPool(t)
-	commands, results, dead, ch := queues(t, conn)
-	var runs atomic.Int32
-	c, err := newConsumer(pool, handler(pool, &runs))
-	require.NoError(t, err)
-	ac, err := idemamqp.New(c, dial(t), idemamqp.Config{ResultQueue: results, DeadLetterQueue: dead, Workers: 2})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ac.Run(ctx, commands) }()
-	defer func() {
-		cancel()
-		require.NoError(t, <-done)
-	}()
-
-	publish(t, ch, commands, "order-1", "a")
-	require.Equal(t, http.StatusCreated, status(next(t, ch, results)))
-	// The channel fails, its connection does not: the next answer is
-	// published all the same.
-	require.NoError(t, ac.ClosePublishing())
-	publish(t, ch, commands, "order-2", "a")
-	require.Equal(t, http.StatusCreated, status(next(t, ch, results)), "the answer after a channel error")
-	require.Equal(t, int32(2), runs.Load())
-}

@@ -4,7 +4,7 @@
 // of the protocol lands in both stores at once.
 package pgsql
 
-import "github.com/idem-dev/idem/internal/keytable"
+import "github.com/idem-dev/idem/idemshared/keytable"
 
 // InsertClaim claims a key in one insert; a recorded key inserts nothing.
 const InsertClaim = `

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/idem-dev/idem/store"
 )
 
 // Unfinished is true of an unfinished row (store.Phaser): the predicate of
@@ -22,16 +20,24 @@ type Dialect struct {
 	Time func(time.Time) any
 }
 
-// Search is an operator's search (store.KeyQuery) on the default key
-// table as one statement selecting cols, whose arguments follow args.
+// Query is an operator's search, as store.KeyQuery says (this module
+// does not import the core's): Status is a store.Status, Limit is at least
+// one.
+type Query struct {
+	Scope, Key, Status string
+	Unfinished         bool
+	ResponseCode       int
+	PathPrefix         string
+	CreatedBefore      time.Time
+	Limit              int
+}
+
+// Search is an operator's search on the default key table as one
+// statement selecting cols, whose arguments follow args.
 // Every search is served by an index: the key's, the primary key (scope),
 // status and age, the unfinished rows', or the 4xx answers'. Without any of those it is one
 // index scan by status and age per status, merged.
-func Search(q store.KeyQuery, cols string, d Dialect, args ...any) (string, []any) {
-	limit := q.Limit
-	if limit <= 0 {
-		limit = store.DefaultKeyQueryLimit
-	}
+func Search(q Query, cols string, d Dialect, args ...any) (string, []any) {
 	var where []string
 	add := func(cond string, v any) {
 		args = append(args, v)
@@ -61,7 +67,7 @@ func Search(q store.KeyQuery, cols string, d Dialect, args ...any) (string, []an
 	if q.Unfinished {
 		order = "locked_at"
 	}
-	args = append(args, limit)
+	args = append(args, q.Limit)
 	tail := fmt.Sprintf(" ORDER BY %s LIMIT %s", order, d.Arg(len(args)))
 	branch := func(status string) string {
 		w := where
@@ -76,15 +82,15 @@ func Search(q store.KeyQuery, cols string, d Dialect, args ...any) (string, []an
 	}
 	switch {
 	case q.Status != "":
-		return branch(string(q.Status)) + tail, args
+		return branch(q.Status) + tail, args
 	case q.Scope != "" || q.Key != "" || q.Unfinished:
 		return branch("") + tail, args
 	}
 	// No index leads with what is left: one scan of the status and age
 	// index per status, each stopped at the limit.
 	parts := make([]string, 0, 3)
-	for i, s := range []store.Status{store.StatusProcessing, store.StatusCompleted, store.StatusFailed} {
-		parts = append(parts, fmt.Sprintf("SELECT * FROM (%s%s) AS s%d", branch(string(s)), tail, i))
+	for i, s := range []string{"PROCESSING", "COMPLETED", "FAILED"} {
+		parts = append(parts, fmt.Sprintf("SELECT * FROM (%s%s) AS s%d", branch(s), tail, i))
 	}
 	return strings.Join(parts, " UNION ALL ") + tail, args
 }
