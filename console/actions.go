@@ -92,12 +92,12 @@ func (c *Console) action(kind string) authedHandler {
 			}
 			res := c.cfg.ResumeFunc(ctx, store.Unfinished{KeyRef: ref, Fingerprint: rec.Fingerprint, Point: rec.RecoveryPoint, Token: token})
 			what = fmt.Sprintf("asked the completer to retry now: %s", res.Outcome)
-			if res.Reply != nil {
-				what += fmt.Sprintf(", answer %d", res.Reply.StatusCode)
+			if res.Response != nil {
+				what += fmt.Sprintf(", answer %d", res.Response.StatusCode)
 			}
 			err = res.Err
 		}
-		if errors.Is(err, store.ErrLeaseLost) {
+		if errors.Is(err, store.ErrNotHeld) {
 			fail(http.StatusConflict, "The record changed while the action ran (a retry took the key over, or another operator acted first). Nothing changed: look at it again.")
 			return
 		}

@@ -12,7 +12,7 @@ type KeyQuery struct {
 	Key   string // exactly this key; "" for any
 	// Status selects one state; "" for any.
 	Status Status
-	// Unfinished selects only unfinished records (Phaser): a recovery
+	// Unfinished selects only unfinished records (Advancer): a recovery
 	// point, not COMPLETED.
 	Unfinished bool
 	// ResponseCode selects records whose stored response has this status
@@ -69,7 +69,7 @@ type KeyLister interface {
 	// CountKeys counts the records by state. Large counts may be estimates.
 	CountKeys(ctx context.Context) (KeyCounts, error)
 	// ProviderKeys returns the downstream keys recorded on a record
-	// (Phaser.Advance), by provider; ErrNotFound when it has no record.
+	// (Advancer.Advance), by provider; ErrNotFound when it has no record.
 	ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error)
 }
 

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Unfinished is true of an unfinished row (store.Phaser): the predicate of
+// Unfinished is true of an unfinished row (store.Advancer): the predicate of
 // the key table's index of unfinished rows, written the same way so that
 // the planner uses it.
 const Unfinished = `recovery_point IS NOT NULL AND status <> 'COMPLETED'`
