@@ -20,6 +20,9 @@
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
 #   make test-partitioned                  pgstore's, the wallet's and paymentsd's tests on a key table and wallet
 #                                          hash-partitioned by user (16 partitions, PG_PARTITIONS)
+#   make test-console                      the operator console in a real headless Chromium against paymentsd and
+#                                          idem-gateway on PostgreSQL and SQLite (installs chromium with apt-get when
+#                                          missing; writes docs/console/*.png)
 #   make model                             model-check the key protocol and the payout flow with SPIN
 #                                          (docs/model.md; installs spin with apt-get when missing)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
@@ -61,6 +64,7 @@ PARTITIONED_STORE ?= -run '^(TestConformance|TestKeysInEveryQueryMode|TestSweep|
 PARTITIONED_PKGS  ?= ./payments/pgledger/... ./cmd/paymentsd/...
 
 .DEFAULT_GOAL := test
+.PHONY: test-console
 .PHONY: check-modules release release-tags
 .PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
 
@@ -124,6 +128,14 @@ chaos-long:
 PGBOUNCER_PKGS ?= ./pgstore/... ./cmd/paymentsd/...
 test-pgbouncer: check-cc
 	CGO_ENABLED=1 $(TEST_PG) ./scripts/with-pgbouncer.sh $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(PGBOUNCER_PKGS)
+
+# The operator console (docs/console.md), driven in a real headless
+# Chromium against real paymentsd and idem-gateway processes, on
+# PostgreSQL and SQLite; a module of its own (consoletest), so the browser
+# driver stays out of every library module's graph. Extra flags:
+# GOTESTFLAGS.
+test-console:
+	./scripts/test-console.sh $(GOTESTFLAGS)
 
 # The protocol, model-checked (docs/model.md): every property holds on the
 # Promela models in model/ and is violated by every broken variant.
