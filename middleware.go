@@ -18,8 +18,25 @@ import (
 // idempotency code.
 type Middleware struct {
 	store store.Store
+	caps  capabilities
 	cfg   Config
 	cache *replayCache // nil without Config.ReplayCacheBytes
+}
+
+// capabilities are the store's optional interfaces (store/capability.go)
+// that the request path uses, found once in New on the store itself,
+// whether or not Config.TraceFunc wraps it: recovery points and take-overs
+// are not traced. A nil field is a capability the store lacks.
+type capabilities struct {
+	advancer store.Advancer         // recovery points (Advance, RecoveryPoint)
+	resumer  store.UnfinishedFinder // Call.Resumes
+}
+
+func capabilitiesOf(s store.Store) capabilities {
+	var c capabilities
+	c.advancer, _ = s.(store.Advancer)
+	c.resumer, _ = s.(store.UnfinishedFinder)
+	return c
 }
 
 // New returns a Middleware backed by s (pgstore.New, sqlitestore.New). It
@@ -32,10 +49,11 @@ func New(s store.Store, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	caps := capabilitiesOf(s)
 	if c.TraceFunc != nil {
 		s = traced(s, c.TraceFunc)
 	}
-	return &Middleware{store: s, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL))}, nil
+	return &Middleware{store: s, caps: caps, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL))}, nil
 }
 
 // Config returns the configuration in force, defaults filled in.
