@@ -23,10 +23,10 @@ import (
 //
 // model/key.pml (MODE_LEASED) models this; keep them in step.
 type leased struct {
-	m       *Middleware
-	tx      store.Tx
-	hctx    context.Context
-	stopped func() int // ends the renewals; returns their count
+	m     *Middleware
+	tx    store.Tx
+	hctx  context.Context
+	lease *lease // its renewals
 }
 
 func (h *leased) hold(ctx context.Context, q *request) (context.Context, result, taking) {
@@ -37,10 +37,10 @@ func (h *leased) hold(ctx context.Context, q *request) (context.Context, result,
 		return nil, res, notTaken
 	}
 	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	h.stopped = m.keepLease(q.claim.Attempt(), claimedAt, cancel)
+	h.lease = m.keepLease(q.claim.Attempt(), claimedAt, cancel)
 	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
 	if err != nil {
-		h.stopped()
+		h.lease.stop()
 		cancel(nil)
 		dctx, dcancel := m.detached(ctx)
 		defer dcancel()
@@ -51,7 +51,7 @@ func (h *leased) hold(ctx context.Context, q *request) (context.Context, result,
 }
 
 func (h *leased) stop(q *request) error {
-	q.event.Renewals = h.stopped()
+	q.event.Renewals = h.lease.stop()
 	cause := context.Cause(h.hctx)
 	if errors.Is(cause, store.ErrNotHeld) || errors.Is(cause, ErrLeaseExpired) || errors.Is(cause, ErrLeaseMaxLife) {
 		return cause

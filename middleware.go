@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -138,7 +137,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		r := r.WithContext(ctx)
 		// The handler may run twice (a deferred claim that lost): it reads
 		// the body afresh each time.
-		r.Body = io.NopCloser(bytes.NewReader(q.body))
+		body := new(heldBody)
+		body.Reset(q.body)
+		r.Body = body
 		next.ServeHTTP(w, r)
 		if q.event.Route == "" {
 			// A router inside the middleware (a ServeMux, chi) has
@@ -148,6 +149,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	m.respond(w, q, m.execute(q))
 }
+
+// heldBody is a request body read from the bytes the middleware holds.
+type heldBody struct{ bytes.Reader }
+
+func (*heldBody) Close() error { return nil }
 
 // begin starts a keyed request, from any door, with Config.StartFunc's
 // context.
