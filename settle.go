@@ -91,11 +91,18 @@ func (m *Middleware) remember(q *request, resp store.Response) {
 
 // storedResponse is what the record keeps of a captured response: its
 // status, allow-listed headers and body; or, when the body was over the
-// limit, a problem response saying so.
+// limit, a problem response saying so, which says what the handler's
+// status said: a 2xx or 3xx took effect (500: the answer is lost), a 4xx
+// refused the request (its status is kept: still final, nothing happened).
 func (m *Middleware) storedResponse(c *capture) store.Response {
 	if c.overflow {
-		r := m.problemResponse(ProblemResponseTooLarge, http.StatusInternalServerError,
-			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes))
+		status, detail := http.StatusInternalServerError,
+			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes)
+		if code := c.statusCode(); code >= 400 {
+			status, detail = code, fmt.Sprintf("The request was refused with status %d and took no effect, but the refusal exceeded %d bytes and was not stored. Change the request rather than retrying it.",
+				code, m.cfg.MaxResponseBytes)
+		}
+		r := m.problemResponse(ProblemResponseTooLarge, status, detail)
 		return store.Response{StatusCode: r.StatusCode, Header: r.Header, Body: r.Body}
 	}
 	resp := store.Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}

@@ -45,8 +45,9 @@ type backend struct {
 	// cost per request make bench reports, on /metrics.
 	trips *roundtrip.Counter
 	// migrate applies the key table's and the wallet's pending migrations
-	// and describes what it did.
-	migrate func(ctx context.Context) (string, error)
+	// and describes what it did; partitions > 0 hash-partitions a new
+	// PostgreSQL schema by user (pgstore.MigrateConfig.Partitions).
+	migrate func(ctx context.Context, partitions int) (string, error)
 	close   func()
 }
 
@@ -94,12 +95,12 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 	return &backend{
 		kind: "postgres", display: display, trips: trips,
 		store: pgstore.New(pool), ledger: pgledger.New(pool),
-		migrate: func(ctx context.Context) (string, error) {
-			keys, err := pgstore.Migrate(ctx, pool)
+		migrate: func(ctx context.Context, partitions int) (string, error) {
+			keys, err := pgstore.MigrateWithOptions(ctx, pool, pgstore.MigrateConfig{Partitions: partitions})
 			if err != nil {
 				return "", err
 			}
-			wallet, err := pgledger.Migrate(ctx, pool)
+			wallet, err := pgledger.MigrateWithOptions(ctx, pool, pgledger.MigrateConfig{Partitions: partitions})
 			return describeMigrations(keys, wallet), err
 		},
 		close: pool.Close,
@@ -153,7 +154,10 @@ func openMySQL(ctx context.Context, dsn string) (*backend, error) {
 	return &backend{
 		kind: "mysql", display: display,
 		store: st, ledger: mysqlledger.New(db),
-		migrate: func(ctx context.Context) (string, error) {
+		migrate: func(ctx context.Context, partitions int) (string, error) {
+			if err := noPartitions("MySQL", partitions); err != nil {
+				return "", err
+			}
 			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Config{})
 			if err != nil {
 				return "", err
@@ -173,7 +177,10 @@ func openSQLite(path string) (*backend, error) {
 	return &backend{
 		kind: "sqlite", display: path,
 		store: sqlitestore.New(db), ledger: sqliteledger.New(db),
-		migrate: func(ctx context.Context) (string, error) {
+		migrate: func(ctx context.Context, partitions int) (string, error) {
+			if err := noPartitions("SQLite", partitions); err != nil {
+				return "", err
+			}
 			keys, err := sqlitestore.Migrate(ctx, db)
 			if err != nil {
 				return "", err
@@ -183,6 +190,14 @@ func openSQLite(path string) (*backend, error) {
 		},
 		close: func() { _ = db.Close() },
 	}, nil
+}
+
+// noPartitions refuses partitions on a database that has none to offer.
+func noPartitions(kind string, partitions int) error {
+	if partitions > 0 {
+		return fmt.Errorf("--partitions is for PostgreSQL: a %s schema is not partitioned", kind)
+	}
+	return nil
 }
 
 func describeMigrations(keys, wallet []int) string {

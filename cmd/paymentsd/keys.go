@@ -117,7 +117,7 @@ func openMigrated(ctx context.Context, db string, getenv func(string) string) (*
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.migrate(ctx); err != nil {
+	if _, err := b.migrate(ctx, 0); err != nil {
 		b.close()
 		return nil, fmt.Errorf("migrate %s: %w", b.display, err)
 	}

@@ -55,6 +55,7 @@ type serveFlags struct {
 	maxIdleConns    int
 	idleTimeout     time.Duration
 	metricsAddr     string
+	metricsExplicit bool // --metrics-addr was given: an address that cannot be bound fails the start
 	logFormat       string
 	idemMode        idem.Mode     // parsed from mode
 	dbURL           string        // db, else $DATABASE_URL, else the default
@@ -98,6 +99,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	fs.Visit(func(fl *flag.Flag) { f.metricsExplicit = f.metricsExplicit || fl.Name == "metrics-addr" })
 	warnDeprecated(fs, stderr)
 	for _, d := range []struct {
 		name string
@@ -146,6 +148,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	warnReadable(logger, "--bank-key-secret-file", f.bankKeySecret)
 	// From here on every line is the logger's, the last one too.
 	if err := serveOn(ctx, f, logger, stdout); err != nil {
 		logger.Error("paymentsd stopped", "err", err)
@@ -172,10 +175,19 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	defer ln.Close() // Serve closes it too; this covers the returns before Serve
 	var mln net.Listener
 	if f.metricsAddr != "" {
-		if mln, err = net.Listen("tcp", f.metricsAddr); err != nil {
+		mln, err = net.Listen("tcp", f.metricsAddr)
+		switch {
+		case err == nil:
+			defer mln.Close()
+		case f.metricsExplicit:
 			return fmt.Errorf("listen on %s (--metrics-addr): %w", f.metricsAddr, err)
+		default:
+			// The default port taken (another paymentsd, another exporter)
+			// must not stop a quickstart: metrics are not the service.
+			logger.Warn("serving no metrics: the default --metrics-addr cannot be bound; give --metrics-addr to choose another",
+				"addr", f.metricsAddr, "err", err)
+			mln = nil
 		}
-		defer mln.Close()
 	}
 
 	b, err := openBackend(ctx, f.dbURL)
@@ -191,7 +203,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			wait()
 		}
 	}()
-	what, err := b.migrate(ctx)
+	what, err := b.migrate(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", b.display, err)
 	}
@@ -240,19 +252,22 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	if err != nil {
 		return usageError("serve: %v", err)
 	}
-	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Limits: api.Limits{
-		BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests,
-	}}
+	// One Bounds for HTTP and gRPC: a user's requests count at both doors together.
+	bounds, err := api.NewBounds(api.Limits{BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests})
+	if err != nil {
+		return err
+	}
+	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Bounds: bounds}
 	apiHandler, err := api.New(apiCfg)
 	if err != nil {
 		return err
 	}
-	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger}
+	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Bounds: bounds}
 	if err := startConsumers(ctx, f, mw, doors, logger, &stopConsumers); err != nil {
 		return err
 	}
 	if f.grpcAddr != "" {
-		wait, err := serveGRPC(ctx, f.grpcAddr, mw, doors, logger)
+		wait, err := serveGRPC(ctx, f, mw, doors, logger)
 		if err != nil {
 			return err
 		}
@@ -297,7 +312,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		if err != nil {
 			return err
 		}
-		c, err := completer.New(leased, finder, resume, completer.Config{Interval: f.completeEvery, Logger: logger})
+		c, err := completer.New(leased, finder, grpcPayoutResume(resume), completer.Config{Interval: f.completeEvery, Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -320,9 +335,9 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			return err
 		}
 	}
-	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String()}
+	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String(), "metrics", "off"}
 	if mln != nil {
-		attrs = append(attrs, "metrics", "http://"+mln.Addr().String()+"/metrics")
+		attrs[len(attrs)-1] = "http://" + mln.Addr().String() + "/metrics"
 	}
 	logger.Info("listening", attrs...)
 	switch {
@@ -388,6 +403,17 @@ func openBank(f serveFlags, getenv func(string) string) (payments.Bank, []byte, 
 		return nil, nil, usageError("serve: --bank-url needs a secret of at least %d bytes to derive the bank's keys with (--bank-key-secret-file or $PAYMENTSD_BANK_KEY_SECRET)", idem.MinProviderKeySecret)
 	}
 	return bank, secret, nil
+}
+
+// warnReadable warns when the file a flag names holds a secret that its
+// group or others may read.
+func warnReadable(logger *slog.Logger, flag, path string) {
+	if path == "" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		logger.Warn("a file holding a secret is readable by others than its owner; chmod 600 it", "flag", flag, "path", path, "mode", fi.Mode().Perm().String())
+	}
 }
 
 func readRates(path string) (*money.Table, error) {
