@@ -107,17 +107,26 @@ func (m *Middleware) storedResponse(c *capture) store.Response {
 	}
 	resp := store.Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}
 	for _, h := range m.cfg.ReplayHeaders {
+		if h == ReplayAllHeaders {
+			for name, v := range c.header {
+				if !neverReplayed[name] && !notReplayedByAll[name] {
+					resp.Header[name] = append([]string(nil), v...)
+				}
+			}
+			break
+		}
 		if v := c.header.Values(h); len(v) > 0 {
 			resp.Header[h] = append([]string(nil), v...)
 		}
 	}
-	resp.ResourceType, resp.ResourceID = resourceOf(c.header.Get("Location"))
+	resp.ResourceType, resp.ResourceID = ResourceOf(c.header.Get("Location"))
 	return resp
 }
 
-// resourceOf names the resource a Location header points at: its last two
+// ResourceOf names the resource a Location header points at, as a record
+// keeps it (store.Response's ResourceType and ResourceID): its last two
 // path segments, as in /v1/transactions/{id}.
-func resourceOf(location string) (typ, id string) {
+func ResourceOf(location string) (typ, id string) {
 	u, err := url.Parse(location)
 	if err != nil || u.Path == "" {
 		return "", ""

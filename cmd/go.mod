@@ -23,6 +23,7 @@ require (
 	github.com/rabbitmq/amqp091-go v1.17.0
 	github.com/rs/zerolog v1.35.1
 	go.opentelemetry.io/otel v1.47.0
+	go.yaml.in/yaml/v3 v3.0.6
 	go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0

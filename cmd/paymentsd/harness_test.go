@@ -128,8 +128,8 @@ type server struct {
 }
 
 // listening matches serve's listening line, in text or JSON.
-var listening = regexp.MustCompile(`msg=listening url=(http://\S+) store=(\w+) mode=(\w+) metrics=(\S+)` +
-	`|"msg":"listening","url":"(http://[^"]+)","store":"(\w+)","mode":"(\w+)","metrics":"([^"]+)"`)
+var listening = regexp.MustCompile(`msg=listening url=(http://\S+) store=(\w+) mode=([\w-]+) metrics=(\S+)` +
+	`|"msg":"listening","url":"(http://[^"]+)","store":"(\w+)","mode":"([\w-]+)","metrics":"([^"]+)"`)
 
 // startServer starts `paymentsd serve --addr 127.0.0.1:0 --db db args…`
 // and waits for its listening line. It stops the server when the test

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/idem-dev/idem/cmd/internal/cli"
 )
 
 // migrateCmd applies pending migrations (the key table's and the
@@ -14,7 +16,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	db := dbFlag(fs)
 	partitions := fs.Int("partitions", 0, "hash-partition the key table and the wallet's tables by user into this many partitions\n(PostgreSQL; read when the schema is created, a migrated schema keeps its layout)")
-	if err := parseFlags(fs, args, stdout, "paymentsd migrate [--db URL] [--partitions N]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd migrate [--db URL] [--partitions N]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
 		return err
 	}
 	url, err := resolveDB(*db, getenv)
