@@ -17,7 +17,7 @@ import (
 )
 
 // openDB opens a database file of the test's own.
-func openDB(t *testing.T) *sql.DB {
+func openDB(t testing.TB) *sql.DB {
 	t.Helper()
 	db, err := sqlitestore.Open(filepath.Join(t.TempDir(), "idem.db"))
 	require.NoError(t, err)
@@ -26,7 +26,7 @@ func openDB(t *testing.T) *sql.DB {
 }
 
 // newStore returns a migrated store on a database file of its own.
-func newStore(t *testing.T) (*sqlitestore.Store, *sql.DB) {
+func newStore(t testing.TB) (*sqlitestore.Store, *sql.DB) {
 	t.Helper()
 	db := openDB(t)
 	_, err := sqlitestore.Migrate(context.Background(), db)
