@@ -83,7 +83,7 @@ func keyFlags(fs *flag.FlagSet) *store.KeyRef {
 
 // withResolver runs fn on the key store at db.
 func withResolver(ctx context.Context, db string, fn func(store.KeyResolver) error) error {
-	s, closeStore, err := openStore(ctx, db)
+	s, closeStore, err := openStore(ctx, db, io.Discard) // the serving gateway warns about durability
 	if err != nil {
 		return err
 	}

@@ -114,7 +114,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if o.scopeHeader == "" || o.timeout <= 0 {
 		return usageError("--scope-header must be set and --upstream-timeout positive")
 	}
-	store, closeStore, err := openStore(ctx, o.db)
+	store, closeStore, err := openStore(ctx, o.db, stderr)
 	if err != nil {
 		return err
 	}
@@ -142,8 +142,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	return nil
 }
 
-// openStore opens the key store at db, migrated.
-func openStore(ctx context.Context, db string) (store.Store, func(), error) {
+// openStore opens the key store at db, migrated, and writes a warning to
+// stderr when PostgreSQL could lose a committed key (pgstore.CheckDurability).
+func openStore(ctx context.Context, db string, stderr io.Writer) (store.Store, func(), error) {
 	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
 		pool, err := pgxpool.New(ctx, db)
 		if err != nil {
@@ -152,6 +153,11 @@ func openStore(ctx context.Context, db string) (store.Store, func(), error) {
 		if _, err := pgstore.Migrate(ctx, pool); err != nil {
 			pool.Close()
 			return nil, nil, fmt.Errorf("migrate the key store: %w", err)
+		}
+		if d, err := pgstore.CheckDurability(ctx, pool); err != nil {
+			fmt.Fprintf(stderr, "idem-gateway: WARN durability not checked: %v\n", err)
+		} else if w := d.Warning(); w != "" {
+			fmt.Fprintf(stderr, "idem-gateway: WARN %s\n", w)
 		}
 		return pgstore.New(pool), pool.Close, nil
 	}

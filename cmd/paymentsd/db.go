@@ -47,7 +47,10 @@ type backend struct {
 	// migrate applies the key table's and the wallet's pending migrations
 	// and describes what it did.
 	migrate func(ctx context.Context) (string, error)
-	close   func()
+	// durability reads whether a committed key could be lost on a crash or
+	// a failover (pgstore.CheckDurability); nil where not checked.
+	durability func(ctx context.Context) (pgstore.Durability, error)
+	close      func()
 }
 
 func isPostgresURL(db string) bool {
@@ -102,7 +105,8 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 			wallet, err := pgledger.Migrate(ctx, pool)
 			return describeMigrations(keys, wallet), err
 		},
-		close: pool.Close,
+		durability: func(ctx context.Context) (pgstore.Durability, error) { return pgstore.CheckDurability(ctx, pool) },
+		close:      pool.Close,
 	}, nil
 }
 
