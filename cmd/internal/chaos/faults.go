@@ -221,15 +221,17 @@ func (in *Injector) connFaults(ctx context.Context, wg *sync.WaitGroup) {
 // dbRestarts disrupts PostgreSQL DBRestarts times, evenly spaced, the
 // first a little before the middle of a short run: fast restarts of a
 // cluster, SIGKILLs of a formation's primary. A disruption that outlasts
-// the spacing delays the next one.
+// the spacing delays the next one, and none starts after the faults end.
 func (in *Injector) dbRestarts(ctx context.Context) {
 	n := in.Prof.DBRestarts
 	if n <= 0 {
 		return
 	}
 	every := in.Prof.Duration / time.Duration(n+1)
+	next := time.Now()
 	for range n {
-		if !in.sleep(ctx, every) {
+		next = next.Add(every)
+		if !in.sleep(ctx, max(time.Until(next), 0)) {
 			return
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -38,7 +38,7 @@ type FailoverConfig struct {
 var (
 	monitorSettings = map[string]string{
 		"pgautofailover.health_check_period":               "1000",
-		"pgautofailover.health_check_timeout":              "1000",
+		"pgautofailover.health_check_timeout":              "2000",
 		"pgautofailover.health_check_max_retries":          "1",
 		"pgautofailover.health_check_retry_delay":          "500",
 		"pgautofailover.node_considered_unhealthy_timeout": "2000",
@@ -123,6 +123,7 @@ func StartFormation(ctx context.Context, cfg FailoverConfig) (*Formation, error)
 		return nil, fmt.Errorf("monitor: %w\n%s", err, f.logTail(f.monitor, 20))
 	}
 	monitor := fmt.Sprintf("postgres://autoctl_node@127.0.0.1:%d/pg_auto_failover?sslmode=disable", f.monitor.port)
+	// The first node becomes the primary; the standbys then join together.
 	for i := range cfg.Nodes {
 		n, err := f.newNode(fmt.Sprintf("node%d", i+1))
 		if err != nil {
@@ -134,9 +135,14 @@ func StartFormation(ctx context.Context, cfg FailoverConfig) (*Formation, error)
 			"--monitor", monitor, "--name", n.name, "--run"); err != nil {
 			return nil, err
 		}
+		if i > 0 && i < cfg.Nodes-1 {
+			continue
+		}
 		if err := f.settle(ctx, n, 3*time.Minute, f.converged(i+1)); err != nil {
 			return nil, fmt.Errorf("%s did not join: %w\n%s", n.name, err, f.logTail(n, 20))
 		}
+	}
+	for _, n := range f.nodes {
 		for _, s := range keeperSettings {
 			if out, err := f.pg(ctx, f.autoctl, "config", "set", "--pgdata", n.data, s[0], s[1]); err != nil {
 				return nil, fmt.Errorf("pg_autoctl config set %s: %v: %s", s[0], err, out)

@@ -96,15 +96,16 @@ var Profiles = map[string]Profile{
 			Quiet: 30 * time.Second, Reject: 0.15, Refuse: 0.08},
 	},
 	// failover runs on a pg_auto_failover formation (make test-failover):
-	// the primary is SIGKILLed three times, each time after the killed
-	// node of the last time has rejoined as a standby. The replicas connect
+	// the primary is SIGKILLed three times, 35 s apart, each time after
+	// the killed node of the last time has rejoined as a standby (on a
+	// machine too slow for that, fewer times). The replicas connect
 	// to every node with target_session_attrs=read-write, without link
 	// faults or staged races (both need one address to proxy); replica
 	// kills, bank faults and the callers are as in short, the SDK retries
 	// long enough to outlast a failover. No queue phase.
 	"failover": {
 		Name: "failover", Replicas: 3, Workers: 6,
-		Duration: 100 * time.Second, Drain: 60 * time.Second, LeaseDuration: 2 * time.Second,
+		Duration: 140 * time.Second, Drain: 60 * time.Second, LeaseDuration: 2 * time.Second,
 		UpstreamTimeout: 1500 * time.Millisecond, BalancerAttempts: 3,
 		SDK:     SDKConfig{Timeout: 4 * time.Second, MaxAttempts: 500, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
 		Patient: 0.34, DoubleTap: 0.12, Drop: 0.10, MaxOps: 100_000, MaxRechecks: 1000,
