@@ -66,7 +66,7 @@ func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Resp
 		}
 		// Another request took the key in between; its answer stands and
 		// this attempt's is dropped, which the client sees as a lost lease.
-		return store.ErrLeaseLost
+		return store.ErrNotHeld
 	}
 	if err := tx.Complete(ctx, q.claim.Attempt(), resp); err != nil {
 		return err
@@ -74,8 +74,8 @@ func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Resp
 	return tx.Commit(ctx)
 }
 
-// release rolls back: the claim goes with the handler's writes.
-func (h *atomic) release(ctx context.Context, _ *request) error {
+// free rolls back: the claim goes with the handler's writes.
+func (h *atomic) free(ctx context.Context, _ *request) error {
 	_ = h.tx.Rollback(ctx)
 	return nil
 }

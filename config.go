@@ -23,7 +23,20 @@ const (
 	// first request to end, then replays it. Choose it when the handler only
 	// writes to the store's database.
 	ModeAtomic
+	// ModeAtomicDeferred is ModeAtomic with the claim moved to the
+	// completion, where the store can ([store.ClaimDeferrer]; pgstore): one
+	// insert records the key with its response, pipelined with the COMMIT.
+	// A concurrent duplicate's handler runs too and its writes are rolled
+	// back, so use it only for handlers that touch nothing outside the
+	// store's database. On a store that cannot defer a claim it is
+	// ModeAtomic. docs/modes.md weighs it.
+	ModeAtomicDeferred
 )
+
+// atomic reports whether m runs the request in one transaction.
+func (m Mode) atomic() bool { return m == ModeAtomic || m == ModeAtomicDeferred }
+
+func (m Mode) valid() bool { return m == ModeLeased || m.atomic() }
 
 func (m Mode) String() string {
 	switch m {
@@ -31,19 +44,21 @@ func (m Mode) String() string {
 		return "leased"
 	case ModeAtomic:
 		return "atomic"
+	case ModeAtomicDeferred:
+		return "atomic-deferred"
 	}
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// ParseMode parses "leased" or "atomic".
+// ParseMode parses a Mode's String: "leased", "atomic" or
+// "atomic-deferred".
 func ParseMode(s string) (Mode, error) {
-	switch s {
-	case "leased":
-		return ModeLeased, nil
-	case "atomic":
-		return ModeAtomic, nil
+	for _, m := range []Mode{ModeLeased, ModeAtomic, ModeAtomicDeferred} {
+		if s == m.String() {
+			return m, nil
+		}
 	}
-	return 0, fmt.Errorf("idem: unknown mode %q (want leased or atomic)", s)
+	return 0, fmt.Errorf("idem: unknown mode %q (want leased, atomic or atomic-deferred)", s)
 }
 
 // Config configures the middleware. Its zero value is valid; every field
@@ -106,15 +121,6 @@ type Config struct {
 	// 1 MiB.
 	MaxResponseBytes int64
 
-	// DeferClaim, in [ModeAtomic], claims the key at the completion instead
-	// of before the handler runs, where the store can
-	// ([store.ClaimDeferrer]; pgstore): one insert records the key with its
-	// response, pipelined with the COMMIT. A concurrent duplicate's handler
-	// runs too and its writes are rolled back, so use it only for handlers
-	// that touch nothing outside the store's database. docs/modes.md weighs
-	// it. Default false; [ModeLeased] ignores it.
-	DeferClaim bool
-
 	// ReplayCacheBytes, when positive, keeps the COMPLETED records this
 	// process wrote or replayed in memory, up to about this many bytes
 	// (least recently used out first): a retry it has seen is answered with
@@ -124,7 +130,7 @@ type Config struct {
 	ReplayCacheBytes int64
 
 	// StoreTimeout bounds the writes that finish a request (completion,
-	// release), which run even when the client has gone. Default 10s.
+	// freeing the key), which run even when the client has gone. Default 10s.
 	StoreTimeout time.Duration
 
 	// ProblemTypeBase prefixes the type URI of every problem response.
@@ -179,7 +185,7 @@ type Config struct {
 	// The middleware adds Retry-After where the problem has one. Keep the
 	// status: clients decide whether to retry by it. Default: RFC 9457
 	// problem details (docs/problems.md).
-	ProblemFunc func(Problem) Reply
+	ProblemFunc func(Problem) Response
 }
 
 // RouteOptions are the limits one route may set otherwise than its
@@ -221,7 +227,7 @@ var neverReplayed = map[string]bool{
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.Mode != ModeLeased && c.Mode != ModeAtomic {
+	if !c.Mode.valid() {
 		return c, fmt.Errorf("idem: unknown mode %d", int(c.Mode))
 	}
 	if c.Header == "" {

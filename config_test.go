@@ -64,11 +64,24 @@ func TestConfig(t *testing.T) {
 
 	t.Run("ParseMode", func(t *testing.T) {
 		t.Parallel()
-		m, err := idem.ParseMode("atomic")
-		require.NoError(t, err)
-		require.Equal(t, idem.ModeAtomic, m)
-		require.Equal(t, "atomic", m.String())
-		_, err = idem.ParseMode("eventual")
+		for _, m := range []idem.Mode{idem.ModeLeased, idem.ModeAtomic, idem.ModeAtomicDeferred} {
+			got, err := idem.ParseMode(m.String())
+			require.NoError(t, err)
+			require.Equal(t, m, got)
+		}
+		require.Equal(t, "atomic-deferred", idem.ModeAtomicDeferred.String())
+		_, err := idem.ParseMode("eventual")
 		require.ErrorContains(t, err, "unknown mode")
+	})
+
+	t.Run("WithModeRefusesWhatIsNoMode", func(t *testing.T) {
+		t.Parallel()
+		mw, err := idem.New(st, idem.Config{})
+		require.NoError(t, err)
+		atomic, err := mw.WithMode(idem.ModeAtomicDeferred)
+		require.NoError(t, err)
+		require.Equal(t, idem.ModeAtomicDeferred, atomic.Config().Mode)
+		_, err = mw.WithMode(idem.Mode(7))
+		require.ErrorContains(t, err, "unknown mode 7")
 	})
 }

@@ -23,7 +23,7 @@ var (
 )
 
 // deferred holds a key by claiming it at the completion
-// (Config.DeferClaim): one insert records the key, already COMPLETED with
+// (ModeAtomicDeferred): one insert records the key, already COMPLETED with
 // its response, pipelined with the COMMIT; an insert that finds the key
 // taken aborts the transaction with the handler's writes. The handler runs
 // before it knows whether it holds the key, which is safe only because it
@@ -81,8 +81,8 @@ func (h *deferred) complete(ctx context.Context, q *request, resp store.Response
 	return err
 }
 
-// release rolls back: the claim never ran (errKeyUnknown).
-func (h *deferred) release(ctx context.Context, q *request) error {
+// free rolls back: the claim never ran (errKeyUnknown).
+func (h *deferred) free(ctx context.Context, q *request) error {
 	_ = h.tx.Rollback(ctx)
 	if h.dc == nil {
 		return nil

@@ -30,49 +30,50 @@ type Call struct {
 	Resumes string
 }
 
-// Reply is an answer in HTTP's terms, whatever the door: a status (2xx, 3xx
-// and 4xx but 408 and 429 are final and stored; anything else is released
-// for a retry), headers, and the body's bytes. A door maps it to its own
+// Response is a response in HTTP's terms, whatever the door: a status (2xx, 3xx
+// and 4xx but 408 and 429 are final and stored; anything else frees
+// the key for a retry), headers, and the body's bytes. A door maps it to its own
 // (gRPC codes, a published result).
-type Reply struct {
+type Response struct {
 	StatusCode int
 	Header     http.Header
 	Body       []byte
 }
 
-// Result is how Do answered.
+// Result is how Do ended: its Outcome, the Response the caller gets, and
+// what went wrong.
 type Result struct {
 	Outcome Outcome
-	// Reply is what the caller gets: the work's reply (executed or
+	// Response is what the caller gets: the work's response (executed or
 	// failed), the stored one (replayed), or the problem response the
 	// HTTP door would send (anything else); nil when abandoned.
-	Reply *Reply
-	// Replayed: Reply is the first attempt's, stored.
+	Response *Response
+	// Replayed: Response is the first attempt's, stored.
 	Replayed bool
 	// Err is what went wrong, as Event.Err says.
 	Err error
 }
 
 // Do runs work once for c's key, with the same store, state machine and
-// promise as Require: a retry gets the stored reply, a key reused with
+// promise as Require: a retry gets the stored response, a key reused with
 // another fingerprint gets 422, a key in flight 409. work runs with a
 // context that carries the store's transaction (pgstore.DB) and the key
 // (KeyFromContext); in atomic mode a ctx that ends before the commit rolls
-// the work back. A panic in work is re-raised after the key is released.
-func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Context) Reply) Result {
+// the work back. A panic in work is re-raised after the key is freed.
+func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Context) Response) Result {
 	q := m.begin(ctx)
 	q.event = Event{Mode: m.cfg.Mode, Method: c.Method, Path: c.Route, Route: c.Route}
 	defer m.observe(q)
 	res := m.doCall(q, c, work)
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	reply, replayed := m.reply(res)
-	if reply != nil {
-		q.event.StatusCode = reply.StatusCode
+	resp, replayed := m.response(res)
+	if resp != nil {
+		q.event.StatusCode = resp.StatusCode
 	}
-	return Result{Outcome: res.outcome, Reply: reply, Replayed: replayed, Err: res.err}
+	return Result{Outcome: res.outcome, Response: resp, Replayed: replayed, Err: res.err}
 }
 
-func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) Reply) result {
+func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) Response) result {
 	key, res, ok := m.identify(q, c.Scope, []string{c.Key})
 	if !ok {
 		return res
@@ -80,7 +81,7 @@ func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) R
 	q.claim = m.newClaim(c.Scope, key, c.Fingerprint)
 	if c.Resumes != "" {
 		if _, ok := untraced(m.store).(store.UnfinishedFinder); !ok || m.cfg.Mode != ModeLeased {
-			return storeFailed(fmt.Errorf("resume: %w", ErrNoPhases))
+			return storeFailed(fmt.Errorf("resume: %w", ErrNoRecoveryPoints))
 		}
 		q.resumes = c.Resumes
 	}
@@ -96,10 +97,10 @@ func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) R
 	return m.execute(q)
 }
 
-// ProblemReply is the problem response the HTTP door sends for t (rendered
+// ProblemResponse is the problem response the HTTP door sends for t (rendered
 // by Config.ProblemFunc when set), for a door that refuses a request before
 // it reaches Do (a message whose body cannot be fingerprinted), so that its
 // answer reads as the HTTP one would.
-func (m *Middleware) ProblemReply(t ProblemType, status int, detail string) Reply {
-	return *m.problemReply(t, status, detail)
+func (m *Middleware) ProblemResponse(t ProblemType, status int, detail string) Response {
+	return *m.problemResponse(t, status, detail)
 }

@@ -26,8 +26,8 @@
 // [ModeLeased] (the default) commits the claim first and holds the key with
 // a renewed, fenced lease of bounded life ([Config.MaxLeaseLife]); choose it
 // when the handler calls anything outside the database. [ModeAtomic] runs
-// the claim, the handler and the completion in one transaction; with
-// [Config.DeferClaim] the claim moves to the completion. docs/modes.md
+// the claim, the handler and the completion in one transaction;
+// [ModeAtomicDeferred] moves the claim to the completion. docs/modes.md
 // compares the three.
 //
 // # The request, step by step
@@ -43,18 +43,18 @@
 //     the replay cache ([Config.ReplayCacheBytes]) or one read: replay,
 //     409 in flight, 422 reused. Then execute runs the loop: hold, run,
 //     settle.
-//  3. hold.go: the holder interface (hold, complete, release) and claim,
+//  3. hold.go: the holder interface (hold, complete, free) and claim,
 //     the one atomic INSERT … ON CONFLICT DO NOTHING, or the conditional
 //     UPDATE that re-acquires a FAILED, lease-expired or expired record.
 //     Never SELECT-then-INSERT.
 //  4. leased.go (with lease.go, the renewals), atomic.go, deferred.go: the
 //     three holders.
 //  5. run.go: the handler runs with its response captured, and returns an
-//     outcome: final, retriable, panicked, client gone, hold ended.
-//  6. settle.go: the one place an outcome becomes the key's new state. A
+//     ending: final, retriable, panicked, client gone, hold ended.
+//  6. settle.go: the one place an ending becomes the key's new state. A
 //     final response (2xx, 3xx, 4xx but 408 and 429) is completed in the
 //     handler's transaction and committed before the client sees a byte;
-//     anything else rolls back and releases the key for a retry.
+//     anything else rolls back and frees the key for a retry.
 //  7. respond.go: the only file that writes a response.
 //
 // Errors the middleware answers itself are RFC 9457 problem responses

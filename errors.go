@@ -3,7 +3,7 @@ package idem
 import "errors"
 
 // Causes a leased-mode handler's context is cancelled with (see
-// context.Cause), besides store.ErrLeaseLost when another attempt took the
+// context.Cause), besides store.ErrNotHeld when another attempt took the
 // key over.
 var (
 	// ErrLeaseExpired: no renewal succeeded for a whole lease (the store

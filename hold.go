@@ -13,7 +13,7 @@ import (
 // A holder is one way of holding a key while the handler runs: leased
 // (leased.go), atomic with the claim first (atomic.go), or atomic with the
 // claim deferred to the completion (deferred.go). Each takes the key, then
-// either completes it with a final response or releases it.
+// either completes it with a final response or frees it.
 type holder interface {
 	// hold takes q's key and returns the context the handler runs with.
 	// When q does not get the key, it returns the answer instead (replay,
@@ -25,9 +25,9 @@ type holder interface {
 	// complete stores resp as the key's final answer, with the handler's
 	// writes, and commits.
 	complete(ctx context.Context, q *request, resp store.Response) error
-	// release rolls the handler's writes back and frees the key for a
+	// free rolls the handler's writes back and frees the key for a
 	// retry.
-	release(ctx context.Context, q *request) error
+	free(ctx context.Context, q *request) error
 }
 
 // holder returns how q holds its key.
@@ -35,7 +35,7 @@ func (m *Middleware) holder(q *request) holder {
 	switch {
 	case m.cfg.Mode == ModeLeased:
 		return &leased{m: m}
-	case m.cfg.DeferClaim && !q.claimFirst:
+	case m.cfg.Mode == ModeAtomicDeferred && !q.claimFirst:
 		return &deferred{atomic: atomic{m: m}}
 	}
 	return &atomic{m: m}

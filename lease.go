@@ -12,7 +12,7 @@ import (
 // keepLease renews a leased-mode claim every third of LeaseDuration while
 // the handler runs, so a slow but live request keeps its key. It cancels
 // the handler's context (through lost):
-//   - with store.ErrLeaseLost when another attempt has taken the key;
+//   - with store.ErrNotHeld when another attempt has taken the key;
 //   - with ErrLeaseExpired when no renewal has succeeded for a whole lease
 //     counted from claimedAt (taken before the claim was sent): the store
 //     may be unreachable, but the lease has lapsed all the same;
@@ -126,8 +126,8 @@ func (l *lease) ended() bool {
 	case err == nil:
 		l.renewals++
 		l.deadline = now.Add(l.m.cfg.LeaseDuration)
-	case errors.Is(err, store.ErrLeaseLost):
-		l.lost(store.ErrLeaseLost)
+	case errors.Is(err, store.ErrNotHeld):
+		l.lost(store.ErrNotHeld)
 		return true
 	}
 	// Other errors: the store is unreachable for now; the next renewal

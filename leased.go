@@ -52,7 +52,7 @@ func (h *leased) hold(ctx context.Context, q *request) (context.Context, result,
 func (h *leased) stop(q *request) error {
 	q.event.Renewals = h.stopped()
 	cause := context.Cause(h.hctx)
-	if errors.Is(cause, store.ErrLeaseLost) || errors.Is(cause, ErrLeaseExpired) || errors.Is(cause, ErrLeaseMaxLife) {
+	if errors.Is(cause, store.ErrNotHeld) || errors.Is(cause, ErrLeaseExpired) || errors.Is(cause, ErrLeaseMaxLife) {
 		return cause
 	}
 	return nil
@@ -69,16 +69,16 @@ func (h *leased) complete(ctx context.Context, q *request, resp store.Response) 
 	return h.m.store.Complete(ctx, q.claim.Attempt(), resp)
 }
 
-func (h *leased) release(ctx context.Context, q *request) error {
+func (h *leased) free(ctx context.Context, q *request) error {
 	_ = h.tx.Rollback(ctx)
 	return h.fail(ctx, q)
 }
 
 // fail marks the record FAILED so a retry may take the key at once. An
-// attempt that no longer holds the key has nothing to release.
+// attempt that no longer holds the key has nothing to free.
 func (h *leased) fail(ctx context.Context, q *request) error {
-	if err := h.m.store.Fail(ctx, q.claim.Attempt()); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-		return fmt.Errorf("release key: %w", err)
+	if err := h.m.store.Fail(ctx, q.claim.Attempt()); err != nil && !errors.Is(err, store.ErrNotHeld) {
+		return fmt.Errorf("free key: %w", err)
 	}
 	return nil
 }

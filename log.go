@@ -7,7 +7,7 @@ import (
 
 // LogEvents returns an ObserveFunc that writes one log record per request
 // that carried a key, message "idempotent request", with the attributes
-// user, key, method, path, route, mode, outcome, status and duration, and
+// scope, key, method, path, route, mode, outcome, status and duration, and
 // reacquired, renewals and error when they say something. A store error is
 // logged at level Error; a lost lease or an abandoned request at Warn;
 // everything else at Info. It never logs a request or response body: an
@@ -29,7 +29,7 @@ func LogEvents(logger *slog.Logger) func(Event) {
 		}
 		attrs := make([]slog.Attr, 0, 12)
 		attrs = append(attrs,
-			slog.String("user", e.Scope),
+			slog.String("scope", e.Scope),
 			slog.String("key", e.Key),
 			slog.String("method", e.Method),
 			slog.String("path", e.Path),

@@ -42,14 +42,15 @@ func New(s store.Store, cfg Config) (*Middleware, error) {
 func (m *Middleware) Config() Config { return m.cfg }
 
 // WithMode returns a copy of m that holds keys in mode: how one route
-// chooses a mode other than the middleware's.
-func (m *Middleware) WithMode(mode Mode) *Middleware {
-	if mode != ModeLeased && mode != ModeAtomic {
-		panic(fmt.Sprintf("idem: WithMode(%d): unknown mode", int(mode)))
+// chooses a mode other than the middleware's. It fails, as New does, on a
+// mode that is none of the Mode constants.
+func (m *Middleware) WithMode(mode Mode) (*Middleware, error) {
+	if !mode.valid() {
+		return nil, fmt.Errorf("idem: WithMode: unknown mode %d", int(mode))
 	}
 	c := *m
 	c.cfg.Mode = mode
-	return &c
+	return &c, nil
 }
 
 // With returns a copy of m with some limits set otherwise, for one route:

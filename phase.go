@@ -18,21 +18,21 @@ import (
 // roll back (a bank) splits its work into phases. Each phase commits its
 // writes together with the recovery point it reached (Advance); a retry,
 // or a completer (package completer), that takes the key over resumes at
-// the last point (Phase) instead of starting again. docs/payouts.md says
+// the last point (RecoveryPoint) instead of starting again. docs/payouts.md says
 // when to use them, with a payout as the example.
 //
 // The flow and its rules are model-checked: model/payout.pml is the
-// design, and this file, the stores' Phaser and package completer must
+// design, and this file, the stores' Advancer and package completer must
 // agree with it. The rules, as docs/model.md numbers its findings:
 //
 //  1. Resend with the same derived key (ProviderKey), never a fresh one.
 //  2. Refund only on a definitive rejection, never because the provider
 //     knows no transfer: PointOutcomeUnknown is left only by asking.
 //  3. An unfinished record (a point, not COMPLETED) is never swept, and a
-//     re-acquire resumes it in its life (the stores' Phaser).
+//     re-acquire resumes it in its life (the stores' Advancer).
 //  4. The derived key includes the record's life (its created_at).
 //  5. The point and the life are read in one statement fenced by the
-//     hold's token (store.Phaser.Phase), once per attempt.
+//     hold's token (store.Advancer.Progress), once per attempt.
 //
 // The derived key is recorded on the record with a recovery point and
 // read back from it by every later attempt, so that rule 1 holds across a
@@ -48,9 +48,9 @@ const PointOutcomeUnknown = "outcome-unknown"
 
 // Errors of the recovery-point API.
 var (
-	// ErrNoPhases: the context is not a leased-mode handler's on a store
-	// with recovery points (store.Phaser).
-	ErrNoPhases = errors.New("idem: recovery points need a leased-mode handler on a store.Phaser")
+	// ErrNoRecoveryPoints: the context is not a leased-mode handler's on a store
+	// with recovery points (store.Advancer).
+	ErrNoRecoveryPoints = errors.New("idem: recovery points need a leased-mode handler on a store.Advancer")
 	// ErrNoProviderKeySecret: ProviderKey was called with no
 	// Config.ProviderKeySecret.
 	ErrNoProviderKeySecret = errors.New("idem: ProviderKey needs Config.ProviderKeySecret")
@@ -60,44 +60,44 @@ var (
 // in bytes.
 const MinProviderKeySecret = 16
 
-// phases is the recovery-point state of one attempt: the handler's hold on
-// its key, and the phase the fenced read found, read once.
-type phases struct {
+// recovery is the recovery-point state of one attempt: the handler's hold on
+// its key, and the progress the fenced read found, read once.
+type recovery struct {
 	m *Middleware
-	s store.Phaser // the store, untraced
+	s store.Advancer // the store, untraced
 	a store.Attempt
 
-	mu     sync.Mutex // guards the fields below
-	loaded bool
-	phase  store.Phase // its ProviderKeys are the recorded ones
+	mu       sync.Mutex // guards the fields below
+	loaded   bool
+	progress store.Progress // its ProviderKeys are the recorded ones
 	// derived are the provider keys this attempt derived that the record
 	// does not hold yet: the next phase records them.
 	derived map[string]string
 	pending bool
 }
 
-type phasesKey struct{}
+type recoveryKey struct{}
 
 // inPhaseKey marks the context Advance gives fn: a key ProviderKey derives
 // there is recorded by that phase, whose transaction holds the record.
 type inPhaseKey struct{}
 
-// withPhases returns the handler's context: it carries the key, and in
-// leased mode on a store.Phaser the attempt's recovery-point state, which
+// withRecovery returns the handler's context: it carries the key, and in
+// leased mode on a store.Advancer the attempt's recovery-point state, which
 // run reads back (nil otherwise).
-func (m *Middleware) withPhases(hctx context.Context, q *request) (context.Context, *phases) {
+func (m *Middleware) withRecovery(hctx context.Context, q *request) (context.Context, *recovery) {
 	ctx := context.WithValue(hctx, keyKey{}, q.claim.Key)
-	s, ok := untraced(m.store).(store.Phaser)
+	s, ok := untraced(m.store).(store.Advancer)
 	if !ok || m.cfg.Mode != ModeLeased {
 		return ctx, nil
 	}
-	p := &phases{m: m, s: s, a: q.claim.Attempt()}
-	return context.WithValue(ctx, phasesKey{}, p), p
+	p := &recovery{m: m, s: s, a: q.claim.Attempt()}
+	return context.WithValue(ctx, recoveryKey{}, p), p
 }
 
 // isPending reports whether the handler asked, through Pending, for its
 // answer not to be stored.
-func (p *phases) isPending() bool {
+func (p *recovery) isPending() bool {
 	if p == nil {
 		return false
 	}
@@ -106,40 +106,40 @@ func (p *phases) isPending() bool {
 	return p.pending
 }
 
-func phasesFrom(ctx context.Context) (*phases, error) {
-	p, _ := ctx.Value(phasesKey{}).(*phases)
+func recoveryFrom(ctx context.Context) (*recovery, error) {
+	p, _ := ctx.Value(recoveryKey{}).(*recovery)
 	if p == nil {
-		return nil, ErrNoPhases
+		return nil, ErrNoRecoveryPoints
 	}
 	return p, nil
 }
 
-// load reads the phase once per attempt: the recovery point and the life
+// load reads the progress once per attempt: the recovery point and the life
 // in one statement fenced by the token (model/payout.pml, the Client's
 // "held:" step; rule 5).
-func (p *phases) load(ctx context.Context) (store.Phase, error) {
+func (p *recovery) load(ctx context.Context) (store.Progress, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.loaded {
-		return p.phase, nil
+		return p.progress, nil
 	}
-	ph, err := p.s.Phase(ctx, p.a)
+	ph, err := p.s.Progress(ctx, p.a)
 	if err != nil {
-		return store.Phase{}, fmt.Errorf("idem: read recovery point: %w", err)
+		return store.Progress{}, fmt.Errorf("idem: read recovery point: %w", err)
 	}
-	p.phase, p.loaded = ph, true
+	p.progress, p.loaded = ph, true
 	return ph, nil
 }
 
-// Phase returns the recovery point the handler's attempt resumes at: ""
+// RecoveryPoint returns the recovery point the handler's attempt resumes at: ""
 // for a request that starts afresh, else the last point a phase of an
 // earlier attempt committed (Advance), or this attempt's own since. It
-// fails with store.ErrLeaseLost (wrapped) when the attempt no longer holds
+// fails with store.ErrNotHeld (wrapped) when the attempt no longer holds
 // its key: the handler must then stop, since the point it would act on may
 // be another attempt's. It needs a leased-mode handler's context on a store
-// with recovery points, else ErrNoPhases.
-func Phase(ctx context.Context) (string, error) {
-	p, err := phasesFrom(ctx)
+// with recovery points, else ErrNoRecoveryPoints.
+func RecoveryPoint(ctx context.Context) (string, error) {
+	p, err := recoveryFrom(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -152,7 +152,7 @@ func Phase(ctx context.Context) (string, error) {
 // transaction of the store, fenced by the attempt's token, before Advance
 // returns. fn runs with a context that carries that transaction
 // (pgstore.DB, sqlitestore.DB reach it), not the request's. When fn fails,
-// or the attempt no longer holds its key (store.ErrLeaseLost, wrapped),
+// or the attempt no longer holds its key (store.ErrNotHeld, wrapped),
 // nothing of the phase commits and the point stays where it was. point must
 // not be empty: nothing sets a record back to "nothing happened". fn may be
 // nil, for a phase that only records its point.
@@ -161,7 +161,7 @@ func Phase(ctx context.Context) (string, error) {
 // request's own transaction, which commits with the key's completion and
 // the stored response.
 func Advance(ctx context.Context, point string, fn func(ctx context.Context) error) error {
-	p, err := phasesFrom(ctx)
+	p, err := recoveryFrom(ctx)
 	if err != nil {
 		return err
 	}
@@ -175,8 +175,8 @@ func Advance(ctx context.Context, point string, fn func(ctx context.Context) err
 }
 
 // advance commits one phase, with the provider keys derived since the
-// last: Advance's work, once the phase is loaded.
-func (p *phases) advance(ctx context.Context, point string, fn func(ctx context.Context) error) error {
+// last: Advance's work, once the progress is loaded.
+func (p *recovery) advance(ctx context.Context, point string, fn func(ctx context.Context) error) error {
 	p.mu.Lock()
 	derived := maps.Clone(p.derived)
 	p.mu.Unlock()
@@ -187,9 +187,9 @@ func (p *phases) advance(ctx context.Context, point string, fn func(ctx context.
 	rollback := func(err error) error {
 		return errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
 	}
-	tp, ok := untracedTx(tx).(store.Phaser)
+	tp, ok := untracedTx(tx).(store.Advancer)
 	if !ok {
-		return rollback(fmt.Errorf("idem: advance to %s: %w", point, ErrNoPhases))
+		return rollback(fmt.Errorf("idem: advance to %s: %w", point, ErrNoRecoveryPoints))
 	}
 	// The fenced update comes first: a lost hold is found before fn
 	// writes anything, and the row stays locked by this phase until it
@@ -228,12 +228,12 @@ func (p *phases) advance(ctx context.Context, point string, fn func(ctx context.
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.phase.Point = point
+	p.progress.Point = point
 	for provider, key := range derived {
-		if p.phase.ProviderKeys == nil {
-			p.phase.ProviderKeys = map[string]string{}
+		if p.progress.ProviderKeys == nil {
+			p.progress.ProviderKeys = map[string]string{}
 		}
-		p.phase.ProviderKeys[provider] = key
+		p.progress.ProviderKeys[provider] = key
 		delete(p.derived, provider)
 	}
 	return nil
@@ -244,17 +244,17 @@ func (p *phases) advance(ctx context.Context, point string, fn func(ctx context.
 // did not answer) and must be finished later. The middleware then sends
 // the handler's answer (202 and a pending status, say) to this client
 // only, does not store it, rolls back the request's own transaction (the
-// committed phases stay) and releases the key, so that the client's retry,
+// committed phases stay) and frees the key, so that the client's retry,
 // or a completer, resumes the operation at its point. It fails when no
 // phase has committed a point: there is nothing to resume.
 func Pending(ctx context.Context) error {
-	p, err := phasesFrom(ctx)
+	p, err := recoveryFrom(ctx)
 	if err != nil {
 		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.phase.Point == "" {
+	if p.progress.Point == "" {
 		return errors.New("idem: Pending: no recovery point to resume at")
 	}
 	p.pending = true
@@ -277,10 +277,10 @@ func Pending(ctx context.Context) error {
 // the key is sent; else before ProviderKey returns. Every later
 // attempt gets the recorded key, whatever the secret is then: changing the
 // secret never changes the key of an operation under way. It needs a
-// leased-mode handler's context (ErrNoPhases) and, to derive, the secret
+// leased-mode handler's context (ErrNoRecoveryPoints) and, to derive, the secret
 // (ErrNoProviderKeySecret).
 func ProviderKey(ctx context.Context, provider string) (string, error) {
-	p, err := phasesFrom(ctx)
+	p, err := recoveryFrom(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -289,7 +289,7 @@ func ProviderKey(ctx context.Context, provider string) (string, error) {
 		return "", err
 	}
 	p.mu.Lock()
-	key, ok := p.phase.ProviderKeys[provider]
+	key, ok := p.progress.ProviderKeys[provider]
 	if !ok {
 		key, ok = p.derived[provider]
 	}
@@ -307,7 +307,7 @@ func ProviderKey(ctx context.Context, provider string) (string, error) {
 		p.derived = map[string]string{}
 	}
 	p.derived[provider] = key
-	point := p.phase.Point
+	point := p.progress.Point
 	p.mu.Unlock()
 	if point != "" && ctx.Value(inPhaseKey{}) == nil {
 		// A phase has committed: the operation may have reached a
@@ -322,7 +322,7 @@ func ProviderKey(ctx context.Context, provider string) (string, error) {
 
 // deriveKey is ProviderKey's derivation. Each part is length-prefixed, so
 // no two tuples share an input.
-func deriveKey(secret []byte, scope, key string, ph store.Phase, provider string) string {
+func deriveKey(secret []byte, scope, key string, ph store.Progress, provider string) string {
 	mac := hmac.New(sha256.New, secret)
 	for _, part := range []string{"idem provider key v1", scope, key, strconv.FormatInt(ph.Life.UnixMicro(), 10), provider} {
 		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))

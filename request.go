@@ -27,7 +27,7 @@ type request struct {
 	start time.Time
 	event Event
 	// claimFirst: take the key before the handler runs even with
-	// Config.DeferClaim, because a record of it exists and must be
+	// ModeAtomicDeferred, because a record of it exists and must be
 	// re-acquired (a deferred claim would only find it at the end).
 	claimFirst bool
 	// cached: the record being answered from came from the replay cache.

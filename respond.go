@@ -13,53 +13,53 @@ import (
 // Event. It is the one place where the middleware writes a response.
 func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	reply, replayed := m.reply(res)
-	if reply == nil {
+	resp, replayed := m.response(res)
+	if resp == nil {
 		return // abandoned: the client has gone, or the handler panicked
 	}
-	q.event.StatusCode = reply.StatusCode
+	q.event.StatusCode = resp.StatusCode
 	h := w.Header()
-	for k, v := range reply.Header {
+	for k, v := range resp.Header {
 		h[k] = append([]string(nil), v...) // it may be cached: never share its slices
 	}
 	if replayed {
 		h.Set("Idempotent-Replayed", "true")
 	}
-	w.WriteHeader(reply.StatusCode)
-	_, _ = w.Write(reply.Body)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(resp.Body)
 }
 
-// reply is what a result sends: the handler's response as it wrote it
+// response is what a result sends: the handler's response as it wrote it
 // (every header: the first caller may get a cookie a retry never will),
 // the stored one, or a problem response. It is nil for an abandoned
 // request.
-func (m *Middleware) reply(res result) (reply *Reply, replayed bool) {
+func (m *Middleware) response(res result) (resp *Response, replayed bool) {
 	switch res.outcome {
 	case OutcomeAbandoned:
 		return nil, false
 	case OutcomeReplayed:
-		return replyOf(res.replayed), true
+		return responseOf(res.replayed), true
 	case OutcomeExecuted, OutcomeFailed:
 		c := res.captured
 		switch {
 		case c.overflow && res.stored != nil:
-			return replyOf(res.stored), false
+			return responseOf(res.stored), false
 		case !c.overflow:
-			return &Reply{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, false
+			return &Response{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, false
 		}
 		// Not stored and not complete: never send a truncated body.
 		res = rejected(res.outcome, ProblemResponseTooLarge, http.StatusInternalServerError, "The response exceeded the size the idempotency layer can hold.")
 	}
 	t, status, detail := m.problemOf(res)
-	reply = m.problemReply(t, status, detail)
+	resp = m.problemResponse(t, status, detail)
 	if t == ProblemInFlight || t == ProblemLeaseLost || t == ProblemStoreUnavailable {
-		reply.Header.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
+		resp.Header.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
 	}
-	return reply, false
+	return resp, false
 }
 
-func replyOf(resp *store.Response) *Reply {
-	return &Reply{StatusCode: resp.StatusCode, Header: resp.Header, Body: resp.Body}
+func responseOf(resp *store.Response) *Response {
+	return &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: resp.Body}
 }
 
 // problemOf is the problem a result answers with when the middleware
@@ -79,9 +79,9 @@ func (m *Middleware) problemOf(res result) (ProblemType, int, string) {
 	return res.problem, res.status, res.detail
 }
 
-// problemReply renders a problem the middleware answers with:
+// problemResponse renders a problem the middleware answers with:
 // Config.ProblemFunc's way, or as RFC 9457 problem details.
-func (m *Middleware) problemReply(t ProblemType, status int, detail string) *Reply {
+func (m *Middleware) problemResponse(t ProblemType, status int, detail string) *Response {
 	p := Problem{Type: t, URI: m.cfg.ProblemTypeBase + string(t), Title: problemTitles[t], Status: status, Detail: detail}
 	if m.cfg.ProblemFunc != nil {
 		r := m.cfg.ProblemFunc(p)
@@ -100,7 +100,7 @@ func (m *Middleware) problemReply(t ProblemType, status int, detail string) *Rep
 	if err != nil {
 		panic(fmt.Sprintf("idem: marshal problem: %v", err)) // strings and an int always marshal
 	}
-	return &Reply{StatusCode: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: append(b, '\n')}
+	return &Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: append(b, '\n')}
 }
 
 func (m *Middleware) retryAfterSeconds() int {

@@ -6,27 +6,29 @@ import (
 	"net/http"
 )
 
-// outcome is how running the handler ended.
-type outcome struct {
-	kind     outcomeKind
+// ending is how running the handler ended: final, retriable, panicked,
+// client gone or hold ended. It is not an Outcome, which is how the whole
+// request ended as the Event reports it.
+type ending struct {
+	kind     endingKind
 	captured *capture
-	cause    error // why the hold ended early (outcomeHoldEnded), or the client's leaving
-	panicked any   // the panic value (outcomePanicked)
+	cause    error // why the hold ended early (endedHoldLost), or the client's leaving
+	panicked any   // the panic value (endedPanicked)
 }
 
-type outcomeKind int
+type endingKind int
 
 const (
-	outcomeFinal      outcomeKind = iota // 2xx, 3xx, or a 4xx but 408 and 429: the request's last word
-	outcomeRetriable                     // 5xx, 408, 429: the client may retry
-	outcomePanicked                      // the handler panicked
-	outcomeClientGone                    // atomic mode: the client left before the commit
-	outcomeHoldEnded                     // leased mode: the lease was lost, lapsed, or passed its maximum life
+	endedFinal      endingKind = iota // 2xx, 3xx, or a 4xx but 408 and 429: the request's last word
+	endedRetriable                    // 5xx, 408, 429: the client may retry
+	endedPanicked                     // the handler panicked
+	endedClientGone                   // atomic mode: the client left before the commit
+	endedHoldLost                     // leased mode: the lease was lost, lapsed, or passed its maximum life
 )
 
 // run calls the handler with the held key's context, capturing its
 // response, and says how it ended.
-func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcome) {
+func (m *Middleware) run(hctx context.Context, q *request, h holder) (out ending) {
 	c := newCapture(m.cfg.MaxResponseBytes)
 	returned := false
 	defer func() {
@@ -41,9 +43,9 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 			m.abandon(q, h, errors.Join(errors.New("handler called runtime.Goexit"), cause))
 			return
 		}
-		out = outcome{kind: outcomePanicked, captured: c, panicked: p}
+		out = ending{kind: endedPanicked, captured: c, panicked: p}
 	}()
-	hctx, p := m.withPhases(hctx, q)
+	hctx, p := m.withRecovery(hctx, q)
 	q.work(q.handlerContext(hctx), c)
 	returned = true
 
@@ -55,15 +57,15 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out outcom
 		// key may be another attempt's by now. A lost lease's failure is
 		// not the client's answer either: the attempt that took the key
 		// over has it.
-		return outcome{kind: outcomeHoldEnded, captured: c, cause: cause}
-	case m.cfg.Mode == ModeAtomic && q.ctx.Err() != nil:
-		return outcome{kind: outcomeClientGone, captured: c, cause: q.ctx.Err()}
+		return ending{kind: endedHoldLost, captured: c, cause: cause}
+	case m.cfg.Mode.atomic() && q.ctx.Err() != nil:
+		return ending{kind: endedClientGone, captured: c, cause: q.ctx.Err()}
 	case !isFinal(status), p.isPending():
 		// Pending (phase.go): the answer is not stored; the key is
-		// released with its recovery point for a retry or a completer.
-		return outcome{kind: outcomeRetriable, captured: c}
+		// freed with its recovery point for a retry or a completer.
+		return ending{kind: endedRetriable, captured: c}
 	}
-	return outcome{kind: outcomeFinal, captured: c}
+	return ending{kind: endedFinal, captured: c}
 }
 
 // isFinal reports whether a status is the request's last word: 2xx, 3xx and

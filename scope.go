@@ -33,13 +33,13 @@ type lapsedKey struct{}
 
 // PriorAttemptLapsed reports whether the request the handler is serving
 // took its key over from an earlier attempt whose lease ran out before it
-// completed or released the key: a process killed or stalled mid-request.
+// completed or freed the key: a process killed or stalled mid-request.
 // That attempt's database writes never committed, but what it did outside
 // the database (a call to a bank, or to another service) may have
 // happened. A handler whose effects lie outside the database checks it
 // before acting again, unless the service it calls deduplicates on the key
 // it is passed (KeyFromContext). It is false outside an idempotent request
-// and when the earlier attempt released the key itself.
+// and when the earlier attempt freed the key itself.
 func PriorAttemptLapsed(ctx context.Context) bool {
 	l, _ := ctx.Value(lapsedKey{}).(bool)
 	return l

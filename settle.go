@@ -22,19 +22,19 @@ const (
 	thenRecordOrRerun             // answer from the record, or run again claiming the key first
 )
 
-// settle turns an outcome into the key's new state and the client's
+// settle turns an ending into the key's new state and the client's
 // answer: a final response is completed and committed before anyone sees
-// it; anything else is rolled back and the key released for a retry. A
+// it; anything else is rolled back and the key freed for a retry. A
 // panic is re-raised after that.
 //
-// model/key.pml models what each outcome does to the key; keep them in step.
-func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outcome) (result, then) {
+// model/key.pml models what each ending does to the key; keep them in step.
+func (m *Middleware) settle(ctx context.Context, q *request, h holder, out ending) (result, then) {
 	// The finishing writes must not be cut short by a client that leaves.
 	ctx, cancel := m.detached(ctx)
 	defer cancel()
 	unknown := false // a deferred claim never ran (errKeyUnknown)
-	release := func() error {
-		err := h.release(ctx, q)
+	free := func() error {
+		err := h.free(ctx, q)
 		if errors.Is(err, errKeyUnknown) {
 			unknown = true
 			return nil
@@ -42,15 +42,15 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outco
 		return err
 	}
 	switch out.kind {
-	case outcomePanicked:
+	case endedPanicked:
 		m.abandon(q, h, fmt.Errorf("handler panicked: %v", out.panicked))
 		panic(out.panicked)
-	case outcomeClientGone:
-		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), release())}, thenAnswer
-	case outcomeHoldEnded:
-		return leaseLost(errors.Join(out.cause, release())), thenAnswer
-	case outcomeRetriable:
-		res := result{outcome: OutcomeFailed, captured: out.captured, err: release()}
+	case endedClientGone:
+		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), free())}, thenAnswer
+	case endedHoldLost:
+		return leaseLost(errors.Join(out.cause, free())), thenAnswer
+	case endedRetriable:
+		res := result{outcome: OutcomeFailed, captured: out.captured, err: free()}
 		if unknown {
 			return res, thenRecordFirst
 		}
@@ -63,22 +63,22 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out outco
 		return result{outcome: OutcomeExecuted, captured: out.captured, stored: &resp}, thenAnswer
 	case errors.Is(err, errKeyRecorded):
 		return result{}, thenRecordOrRerun
-	case errors.Is(err, store.ErrLeaseLost):
+	case errors.Is(err, store.ErrNotHeld):
 		return leaseLost(err), thenAnswer
 	case errors.Is(err, store.ErrWaitTimeout):
 		return inFlight(), thenAnswer
 	default:
-		return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), release())), thenAnswer
+		return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), free())), thenAnswer
 	}
 }
 
-// abandon rolls back and releases the key of a handler that did not
+// abandon rolls back and frees the key of a handler that did not
 // return (a panic, runtime.Goexit), recording why on the Event: respond
 // never runs for it.
 func (m *Middleware) abandon(q *request, h holder, cause error) {
 	ctx, cancel := m.detached(q.ctx)
 	defer cancel()
-	err := h.release(ctx, q)
+	err := h.free(ctx, q)
 	if errors.Is(err, errKeyUnknown) {
 		err = nil
 	}
@@ -102,7 +102,7 @@ func (m *Middleware) remember(q *request, resp store.Response) {
 // limit, a problem response saying so.
 func (m *Middleware) storedResponse(c *capture) store.Response {
 	if c.overflow {
-		r := m.problemReply(ProblemResponseTooLarge, http.StatusInternalServerError,
+		r := m.problemResponse(ProblemResponseTooLarge, http.StatusInternalServerError,
 			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes))
 		return store.Response{StatusCode: r.StatusCode, Header: r.Header, Body: r.Body}
 	}

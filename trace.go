@@ -8,18 +8,22 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
+// Op names a store operation as a TraceFunc sees it, for a span name or a
+// metric label.
+type Op string
+
 // The store operations a TraceFunc sees. Inside a transaction the key
 // operations keep their names; Begin, Commit and Rollback frame them.
 const (
-	OpGet       = "get"
-	OpInsert    = "insert"
-	OpReacquire = "reacquire"
-	OpComplete  = "complete"
-	OpFail      = "fail"
-	OpRenew     = "renew"
-	OpBegin     = "begin"
-	OpCommit    = "commit"
-	OpRollback  = "rollback"
+	OpGet       Op = "get"
+	OpInsert    Op = "insert"
+	OpReacquire Op = "reacquire"
+	OpComplete  Op = "complete"
+	OpFail      Op = "fail"
+	OpRenew     Op = "renew"
+	OpBegin     Op = "begin"
+	OpCommit    Op = "commit"
+	OpRollback  Op = "rollback"
 )
 
 // TraceFunc is called as a store operation of the middleware starts, with
@@ -29,16 +33,16 @@ const (
 // block.
 //
 // The error is the store's, unchanged: [store.ErrNotFound],
-// [store.ErrLeaseLost], [store.ErrWaitTimeout] and [store.ErrKeyExists] are
-// answers, not failures. A deferred claim ([Config.DeferClaim]) is reported
+// [store.ErrNotHeld], [store.ErrWaitTimeout] and [store.ErrKeyExists] are
+// answers, not failures. A deferred claim ([ModeAtomicDeferred]) is reported
 // as an OpInsert once it has run, with no time of its own; a Rollback after
 // a Commit is not reported. Lease renewals run on a context of their own,
 // so their spans have no parent. Module idemotel traces with
 // OpenTelemetry this way, under the request's span (Config.StartFunc).
-type TraceFunc func(ctx context.Context, op string) (context.Context, func(err error))
+type TraceFunc func(ctx context.Context, op Op) (context.Context, func(err error))
 
 // TraceResult names how a store operation ended, for a metric label or a
-// span attribute: "ok"; the answers "not_found", "lease_lost",
+// span attribute: "ok"; the answers "not_found", "not_held",
 // "wait_timeout" and "key_exists" (see TraceFunc); or "error", the only
 // failure.
 func TraceResult(err error) string {
@@ -47,8 +51,8 @@ func TraceResult(err error) string {
 		return "ok"
 	case errors.Is(err, store.ErrNotFound):
 		return "not_found"
-	case errors.Is(err, store.ErrLeaseLost):
-		return "lease_lost"
+	case errors.Is(err, store.ErrNotHeld):
+		return "not_held"
 	case errors.Is(err, store.ErrWaitTimeout):
 		return "wait_timeout"
 	case errors.Is(err, store.ErrKeyExists):
@@ -73,7 +77,7 @@ func TraceAll(fns ...TraceFunc) TraceFunc {
 	case 1:
 		return live[0]
 	}
-	return func(ctx context.Context, op string) (context.Context, func(error)) {
+	return func(ctx context.Context, op Op) (context.Context, func(error)) {
 		ends := make([]func(error), len(live))
 		for i, f := range live {
 			ctx, ends[i] = f(ctx, op)

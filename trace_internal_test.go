@@ -25,7 +25,7 @@ func TestNilTraceFuncCallsStoreDirectly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, s, m.store, "TraceAll of nothing is nil")
 
-	m, err = New(s, Config{TraceFunc: func(ctx context.Context, _ string) (context.Context, func(error)) {
+	m, err = New(s, Config{TraceFunc: func(ctx context.Context, _ Op) (context.Context, func(error)) {
 		return ctx, func(error) {}
 	}})
 	require.NoError(t, err)

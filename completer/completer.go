@@ -16,7 +16,7 @@
 // that token: a record finished, re-acquired or swept since the listing is
 // left alone, never claimed afresh nor started in a new life. The
 // application's Resume function then runs as the handler would, with
-// idem.Phase, idem.ProviderKey and idem.Advance; its reply is stored as the
+// idem.RecoveryPoint, idem.ProviderKey and idem.Advance; its reply is stored as the
 // key's answer, which the client's retry then gets. model/payout.pml
 // models this as its Completer process.
 package completer
@@ -55,12 +55,12 @@ type Config struct {
 
 // Resume finishes an unfinished operation. It runs as the operation's
 // handler, on the key's hold: ctx carries the request's transaction and
-// the recovery point (idem.Phase, idem.ProviderKey, idem.Advance,
+// the recovery point (idem.RecoveryPoint, idem.ProviderKey, idem.Advance,
 // idem.Pending). Its Reply is the key's answer, stored when final and the
 // operation not Pending. It must resume from the point alone, never from a
 // request body, which the store does not keep: look the operation up by
 // what its first phase wrote (by idem.ProviderKey, say).
-type Resume func(ctx context.Context, u store.Unfinished) idem.Reply
+type Resume func(ctx context.Context, u store.Unfinished) idem.Response
 
 // Route labels the Events of the attempts a completer makes.
 const Route = "completer"
@@ -132,7 +132,7 @@ func (c *Completer) RunOnce(ctx context.Context) (Round, error) {
 		res := c.mw.Do(ctx, idem.Call{
 			Scope: u.Scope, Key: quote(u.Key), Fingerprint: u.Fingerprint,
 			Method: u.Fingerprint.Method, Route: Route, Resumes: u.Token,
-		}, func(ctx context.Context) idem.Reply { return c.attempt(ctx, u) })
+		}, func(ctx context.Context) idem.Response { return c.attempt(ctx, u) })
 		r.Outcomes[res.Outcome]++
 		if res.Outcome == idem.OutcomeExecuted {
 			r.Finished++
@@ -143,11 +143,11 @@ func (c *Completer) RunOnce(ctx context.Context) (Round, error) {
 
 // attempt resumes u on the key's hold, at the point the fenced read finds:
 // the hold is on the record as listed, unfinished.
-func (c *Completer) attempt(ctx context.Context, u store.Unfinished) idem.Reply {
-	point, err := idem.Phase(ctx)
+func (c *Completer) attempt(ctx context.Context, u store.Unfinished) idem.Response {
+	point, err := idem.RecoveryPoint(ctx)
 	if err != nil {
 		// Not final: nothing is stored, and the key is released.
-		return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+		return idem.Response{StatusCode: http.StatusServiceUnavailable}
 	}
 	u.Point = point
 	return c.resume(ctx, u)

@@ -18,13 +18,15 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 		st     struct{ store.Store }            // construction never touches it
 		finder struct{ store.UnfinishedFinder } // nor this
 	)
-	resume := func(context.Context, store.Unfinished) idem.Reply { return idem.Reply{} }
+	resume := func(context.Context, store.Unfinished) idem.Response { return idem.Response{} }
 	leased, err := idem.New(st, idem.Config{Mode: idem.ModeLeased})
 	require.NoError(t, err)
 
 	_, err = completer.New(leased, finder, resume, completer.Config{})
 	require.NoError(t, err)
-	_, err = completer.New(leased.WithMode(idem.ModeAtomic), finder, resume, completer.Config{})
+	atomic, err := leased.WithMode(idem.ModeAtomic)
+	require.NoError(t, err)
+	_, err = completer.New(atomic, finder, resume, completer.Config{})
 	require.ErrorContains(t, err, "leased mode")
 	_, err = completer.New(leased, nil, resume, completer.Config{})
 	require.Error(t, err)

@@ -50,7 +50,7 @@ type Message struct {
 // (idem.ScopeFromContext). Its Reply is in HTTP's
 // terms: 2xx and 3xx are done; other 4xx but 408 and 429 are final failures,
 // stored and dead-lettered; 5xx, 408 and 429 are retried.
-type HandlerFunc func(ctx context.Context, m *Message) idem.Reply
+type HandlerFunc func(ctx context.Context, m *Message) idem.Response
 
 // Config configures a Consumer. Its zero value is valid.
 type Config struct {
@@ -124,7 +124,7 @@ type Decision struct {
 	Delay time.Duration
 	// Key is the message's key as received ("" without one).
 	Key string
-	// Result is how Do answered; Result.Reply is the answer to publish
+	// Result is how Do answered; Result.Response is the answer to publish
 	// (nil when the work was abandoned).
 	Result idem.Result
 }
@@ -193,15 +193,15 @@ func (c *Consumer) Process(ctx context.Context, m *Message) Decision {
 	}
 	fp, err := c.cfg.FingerprintFunc(m)
 	if err != nil {
-		reply := c.mw.ProblemReply(idem.ProblemBodyInvalid, http.StatusBadRequest, "The message body cannot be fingerprinted: "+err.Error()+".")
-		return Decision{Action: DeadLetter, Key: key, Result: idem.Result{Outcome: idem.OutcomeInvalidBody, Reply: &reply, Err: err}}
+		resp := c.mw.ProblemResponse(idem.ProblemBodyInvalid, http.StatusBadRequest, "The message body cannot be fingerprinted: "+err.Error()+".")
+		return Decision{Action: DeadLetter, Key: key, Result: idem.Result{Outcome: idem.OutcomeInvalidBody, Response: &resp, Err: err}}
 	}
 	call := idem.Call{Scope: scope, Key: key, Fingerprint: fp, Method: "MESSAGE", Route: m.Subject}
 	res := c.do(idem.WithScope(ctx, scope), call, m)
 	d := Decision{Key: key, Result: res}
 	switch res.Outcome {
 	case idem.OutcomeExecuted, idem.OutcomeReplayed:
-		if res.Reply.StatusCode < 400 {
+		if res.Response.StatusCode < 400 {
 			return d // Ack
 		}
 		d.Action = DeadLetter // a final failure, stored
@@ -227,7 +227,7 @@ func (c *Consumer) do(ctx context.Context, call idem.Call, m *Message) (res idem
 			res = idem.Result{Outcome: idem.OutcomeAbandoned, Err: fmt.Errorf("handler panicked: %v", p)}
 		}
 	}()
-	return c.mw.Do(ctx, call, func(ctx context.Context) idem.Reply { return c.handle(ctx, m) })
+	return c.mw.Do(ctx, call, func(ctx context.Context) idem.Response { return c.handle(ctx, m) })
 }
 
 // retry backs a retriable failure off exponentially, or dead-letters it at
@@ -261,7 +261,7 @@ func (c *Consumer) key(m *Message) string {
 // Idempotent-Replayed: true for a replay.
 func (c *Consumer) ResultHeader(d Decision) http.Header {
 	h := http.Header{}
-	if r := d.Result.Reply; r != nil {
+	if r := d.Result.Response; r != nil {
 		for k, v := range r.Header {
 			h[k] = append([]string(nil), v...)
 		}
@@ -288,7 +288,7 @@ func (c *Consumer) DeadLetterHeader(m *Message, d Decision) http.Header {
 		h.Del(k)
 	}
 	h.Set(HeaderOutcome, string(d.Result.Outcome))
-	if r := d.Result.Reply; r != nil {
+	if r := d.Result.Response; r != nil {
 		h.Set(HeaderStatus, strconv.Itoa(r.StatusCode))
 	}
 	h.Set(HeaderDeadLetter, m.Subject)

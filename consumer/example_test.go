@@ -33,9 +33,9 @@ func ExampleConsumer_Process() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		// pgstore.DB(ctx, pool) is the message's transaction.
-		return idem.Reply{StatusCode: 201, Body: []byte(`{"ok":true}`)}
+		return idem.Response{StatusCode: 201, Body: []byte(`{"ok":true}`)}
 	}, consumer.Config{})
 	if err != nil {
 		log.Fatal(err)
@@ -53,7 +53,7 @@ func ExampleConsumer_Process() {
 				err = dl.Ack()
 			}
 		case consumer.Ack:
-			if r := d.Result.Reply; r != nil { // the answer, executed or replayed
+			if r := d.Result.Response; r != nil { // the answer, executed or replayed
 				err = dl.Publish("payments.results", &consumer.Message{Header: c.ResultHeader(d), Body: r.Body})
 			}
 			if err == nil {

@@ -287,7 +287,7 @@ func (c *Consumer) Handle(ctx context.Context, d amqp.Delivery) error {
 // queue, at most once each: a lost answer is published again on the
 // message's redelivery, or read from the key's record.
 func (c *Consumer) publish(ctx context.Context, d amqp.Delivery, dec consumer.Decision) {
-	r := dec.Result.Reply
+	r := dec.Result.Response
 	if r == nil {
 		return
 	}

@@ -27,9 +27,9 @@ import (
 	"github.com/idem-dev/idem"
 )
 
-// Opts configures RequireWithOpts and OptionalWithOpts. Its zero value is
+// Config configures RequireWithOpts and OptionalWithOpts. Its zero value is
 // valid.
-type Opts struct {
+type Config struct {
 	// ScopeFunc says which user a request belongs to, from echo's context
 	// (what an authentication middleware set with c.Set, say); an empty
 	// scope answers 401. Default none: the Middleware's Config.ScopeFunc
@@ -39,23 +39,23 @@ type Opts struct {
 
 // Require makes the routes it is registered on idempotent: a request
 // without a key gets 400.
-func Require(mw *idem.Middleware) echo.MiddlewareFunc { return RequireWithOpts(mw, Opts{}) }
+func Require(mw *idem.Middleware) echo.MiddlewareFunc { return RequireWithOpts(mw, Config{}) }
 
 // RequireWithOpts is Require with options.
-func RequireWithOpts(mw *idem.Middleware, opts Opts) echo.MiddlewareFunc {
+func RequireWithOpts(mw *idem.Middleware, opts Config) echo.MiddlewareFunc {
 	return middleware(mw.Require, opts)
 }
 
 // Optional makes requests that carry a key idempotent and passes the
 // others straight through.
-func Optional(mw *idem.Middleware) echo.MiddlewareFunc { return OptionalWithOpts(mw, Opts{}) }
+func Optional(mw *idem.Middleware) echo.MiddlewareFunc { return OptionalWithOpts(mw, Config{}) }
 
 // OptionalWithOpts is Optional with options.
-func OptionalWithOpts(mw *idem.Middleware, opts Opts) echo.MiddlewareFunc {
+func OptionalWithOpts(mw *idem.Middleware, opts Config) echo.MiddlewareFunc {
 	return middleware(mw.Optional, opts)
 }
 
-func middleware(wrap func(http.Handler) http.Handler, opts Opts) echo.MiddlewareFunc {
+func middleware(wrap func(http.Handler) http.Handler, opts Config) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
 			req, res := c.Request(), c.Response()

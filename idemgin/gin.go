@@ -27,7 +27,7 @@
 // Events and metrics carry gin's route pattern with the method, as
 // "POST /v1/payments/:id".
 //
-// gin runs a chain once, so in atomic mode with Config.DeferClaim a request
+// gin runs a chain once, so in atomic mode with ModeAtomicDeferred a request
 // the middleware must run a second time (its deferred claim lost to a
 // record it may re-acquire) is answered 503 and released, for the client
 // to retry.
@@ -45,9 +45,9 @@ import (
 	"github.com/idem-dev/idem"
 )
 
-// Opts configures RequireWithOpts and OptionalWithOpts. Its zero value is
+// Config configures RequireWithOpts and OptionalWithOpts. Its zero value is
 // valid.
-type Opts struct {
+type Config struct {
 	// ScopeFunc says which user a request belongs to, from gin's context
 	// (what an authentication middleware set with c.Set, say); an empty
 	// scope answers 401. Default none: the Middleware's Config.ScopeFunc
@@ -57,23 +57,23 @@ type Opts struct {
 
 // Require makes the routes it is used on idempotent: a request without a
 // key gets 400.
-func Require(mw *idem.Middleware) gin.HandlerFunc { return RequireWithOpts(mw, Opts{}) }
+func Require(mw *idem.Middleware) gin.HandlerFunc { return RequireWithOpts(mw, Config{}) }
 
 // RequireWithOpts is Require with options.
-func RequireWithOpts(mw *idem.Middleware, opts Opts) gin.HandlerFunc {
+func RequireWithOpts(mw *idem.Middleware, opts Config) gin.HandlerFunc {
 	return middleware(mw.Require, opts)
 }
 
 // Optional makes requests that carry a key idempotent and passes the
 // others straight through.
-func Optional(mw *idem.Middleware) gin.HandlerFunc { return OptionalWithOpts(mw, Opts{}) }
+func Optional(mw *idem.Middleware) gin.HandlerFunc { return OptionalWithOpts(mw, Config{}) }
 
 // OptionalWithOpts is Optional with options.
-func OptionalWithOpts(mw *idem.Middleware, opts Opts) gin.HandlerFunc {
+func OptionalWithOpts(mw *idem.Middleware, opts Config) gin.HandlerFunc {
 	return middleware(mw.Optional, opts)
 }
 
-func middleware(wrap func(http.Handler) http.Handler, opts Opts) gin.HandlerFunc {
+func middleware(wrap func(http.Handler) http.Handler, opts Config) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		req, out := c.Request, c.Writer
 		// Recovery and middleware before this one see gin's own request

@@ -80,7 +80,7 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 			Method: info.FullMethod, Route: info.FullMethod,
 		}
 		var resp any // the handler's own response, when it ran and this call answers with it
-		res := mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
+		res := mw.Do(ctx, call, func(ctx context.Context) idem.Response {
 			r, err := handler(ctx, req)
 			resp = r
 			return replyOf(r, err)
@@ -118,7 +118,7 @@ func fingerprint(fullMethod string, req proto.Message) (store.Fingerprint, error
 // replyOf is a handler's answer in HTTP's terms, which decide what is
 // stored: a response message is 200; an error is its status, with the
 // HTTP status of its code (Code's table read backwards).
-func replyOf(resp any, err error) idem.Reply {
+func replyOf(resp any, err error) idem.Response {
 	if err == nil {
 		m, ok := resp.(proto.Message)
 		if !ok {
@@ -126,7 +126,7 @@ func replyOf(resp any, err error) idem.Reply {
 		} else if b, merr := (proto.MarshalOptions{Deterministic: true}).Marshal(m); merr != nil {
 			err = status.Errorf(codes.Internal, "idemgrpc: serialize the response: %v", merr)
 		} else {
-			return idem.Reply{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {contentMessage}}, Body: b}
+			return idem.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {contentMessage}}, Body: b}
 		}
 	}
 	s := status.Convert(err)
@@ -134,12 +134,12 @@ func replyOf(resp any, err error) idem.Reply {
 	if merr != nil {
 		b = nil
 	}
-	return idem.Reply{StatusCode: HTTPStatus(s.Code()), Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
+	return idem.Response{StatusCode: HTTPStatus(s.Code()), Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
 }
 
 // answer turns Do's result into the call's response or error.
 func answer(fullMethod string, res idem.Result, resp any) (any, error) {
-	r := res.Reply
+	r := res.Response
 	if r == nil {
 		return nil, status.Error(codes.Canceled, "idemgrpc: the call was abandoned; its work was rolled back")
 	}

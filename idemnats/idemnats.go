@@ -149,7 +149,7 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) error {
 // subject, at most once each: a lost answer is published again on the
 // message's redelivery, or read from the key's record.
 func (c *Consumer) publish(ctx context.Context, m *consumer.Message, d consumer.Decision) {
-	if d.Result.Reply == nil {
+	if d.Result.Response == nil {
 		return
 	}
 	nc := c.js.Conn()
@@ -157,7 +157,7 @@ func (c *Consumer) publish(ctx context.Context, m *consumer.Message, d consumer.
 		if subj == "" {
 			continue
 		}
-		out := &nats.Msg{Subject: subj, Header: nats.Header(c.c.ResultHeader(d)), Data: d.Result.Reply.Body}
+		out := &nats.Msg{Subject: subj, Header: nats.Header(c.c.ResultHeader(d)), Data: d.Result.Response.Body}
 		if err := nc.PublishMsg(out); err != nil {
 			c.cfg.Logger.WarnContext(ctx, "publish answer", "subject", subj, "err", err)
 		}

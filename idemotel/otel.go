@@ -2,7 +2,7 @@
 // OpenTelemetry, beside or instead of the Prometheus metrics of package
 // metrics:
 //
-//	tel, err := idemotel.New(idemotel.Opts{}) // the global providers
+//	tel, err := idemotel.New(idemotel.Config{}) // the global providers
 //	mw, err := idem.New(store, idem.Config{
 //		StartFunc:   tel.Start,   // a span around each keyed request
 //		TraceFunc:   tel.Trace,   // a span and a timing for each store operation
@@ -51,8 +51,8 @@ import (
 // ScopeName is the instrumentation scope of the tracer and the meter.
 const ScopeName = "github.com/idem-dev/idem/idemotel"
 
-// Opts configures New. Its zero value is valid.
-type Opts struct {
+// Config configures New. Its zero value is valid.
+type Config struct {
 	// TracerProvider makes the spans. Default otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
 	// MeterProvider makes the metrics. Default otel.GetMeterProvider().
@@ -85,7 +85,7 @@ var storeBuckets = []float64{.00025, .0005, .001, .0025, .005, .01, .025, .05, .
 
 // New returns Telemetry on the providers of opts. It fails when an
 // instrument cannot be made.
-func New(opts Opts) (*Telemetry, error) {
+func New(opts Config) (*Telemetry, error) {
 	if opts.TracerProvider == nil {
 		opts.TracerProvider = otel.GetTracerProvider()
 	}
@@ -155,12 +155,12 @@ func (t *Telemetry) Start(ctx context.Context) (context.Context, func(idem.Event
 
 // Trace opens the span of one store operation and times it: plug it into
 // idem.Config.TraceFunc (with idem.TraceAll beside metrics.Trace).
-func (t *Telemetry) Trace(ctx context.Context, op string) (context.Context, func(error)) {
+func (t *Telemetry) Trace(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 	start := time.Now()
-	ctx, span := t.tracer.Start(ctx, "idem."+op, trace.WithSpanKind(trace.SpanKindClient))
+	ctx, span := t.tracer.Start(ctx, "idem."+string(op), trace.WithSpanKind(trace.SpanKindClient))
 	return ctx, func(err error) {
 		result := idem.TraceResult(err)
-		opAttr := attribute.String("idem.operation", op)
+		opAttr := attribute.String("idem.operation", string(op))
 		span.SetAttributes(opAttr, attribute.String("idem.result", result))
 		if result == "error" {
 			span.RecordError(err)
@@ -169,7 +169,7 @@ func (t *Telemetry) Trace(ctx context.Context, op string) (context.Context, func
 		span.End()
 		t.storeDuration.Record(ctx, time.Since(start).Seconds(),
 			metric.WithAttributes(opAttr, attribute.String("idem.result", result)))
-		if result == "lease_lost" {
+		if result == "not_held" {
 			t.fencing.Add(ctx, 1, metric.WithAttributes(opAttr))
 		}
 	}

@@ -15,7 +15,7 @@
 //	reacquires_total{route}                         counter    requests that took over a FAILED, lease-expired or expired record
 //	lease_renewals_total{route}                     counter    lease renewals while leased-mode handlers ran
 //	fencing_rejections_total{op}                    counter    writes (complete, fail, renew) refused because another attempt holds the record
-//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, lease_lost, wait_timeout, key_exists or error
+//	store_operation_duration_seconds{op,result}     histogram  each store operation of the middleware; result is ok, not_found, not_held, wait_timeout, key_exists or error
 //	sweep_deleted_total                             counter    expired records the sweeper deleted
 //	sweep_batches_total{result}                     counter    sweeper batches; result is ok, busy (another replica sweeps) or error
 //	sweep_batch_duration_seconds                    histogram  each sweeper batch
@@ -23,7 +23,7 @@
 // route is idem.Event.Route, the router's pattern with the method (a
 // ServeMux's, chi's, or gin's and echo's through idemgin and idemecho),
 // never the concrete path, so that its values stay few; "unrouted" when no
-// router matched the request (set Opts.RouteFunc then). The store histograms need
+// router matched the request (set Config.RouteFunc then). The store histograms need
 // Config.TraceFunc; the rest need only Config.ObserveFunc.
 package metrics
 
@@ -39,8 +39,8 @@ import (
 	"github.com/idem-dev/idem/sweeper"
 )
 
-// Opts configures NewWithOpts. Its zero value is valid.
-type Opts struct {
+// Config configures NewWithOpts. Its zero value is valid.
+type Config struct {
 	// RouteFunc names the route label of an event. Default: Event.Route,
 	// or "unrouted" when it is empty. Return a route template, never a
 	// concrete path, or the series multiply without bound.
@@ -68,10 +68,10 @@ var storeBuckets = []float64{.00025, .0005, .001, .0025, .005, .01, .025, .05, .
 // New returns Metrics registered with reg (none when reg is nil). It panics
 // when reg already holds metrics of the same names, as
 // prometheus.MustRegister does.
-func New(reg prometheus.Registerer) *Metrics { return NewWithOpts(reg, Opts{}) }
+func New(reg prometheus.Registerer) *Metrics { return NewWithOpts(reg, Config{}) }
 
 // NewWithOpts is New with options.
-func NewWithOpts(reg prometheus.Registerer, opts Opts) *Metrics {
+func NewWithOpts(reg prometheus.Registerer, opts Config) *Metrics {
 	m := &Metrics{
 		routeFunc: opts.RouteFunc,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -143,13 +143,13 @@ func (m *Metrics) Observe(e idem.Event) {
 
 // Trace times one store operation: plug it into idem.Config.TraceFunc
 // (with idem.TraceAll to trace as well).
-func (m *Metrics) Trace(ctx context.Context, op string) (context.Context, func(error)) {
+func (m *Metrics) Trace(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 	start := time.Now()
 	return ctx, func(err error) {
 		result := idem.TraceResult(err)
-		m.storeDuration.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
-		if result == "lease_lost" {
-			m.fencing.WithLabelValues(op).Inc()
+		m.storeDuration.WithLabelValues(string(op), result).Observe(time.Since(start).Seconds())
+		if result == "not_held" {
+			m.fencing.WithLabelValues(string(op)).Inc()
 		}
 	}
 }

@@ -218,7 +218,7 @@ claim:
 
 	/*
 	 * The handler runs while keepLease renews the lease (Keys.Renew, fenced
-	 * by the token). Renewal stops on store.ErrLeaseLost, and at the lease's
+	 * by the token). Renewal stops on store.ErrNotHeld, and at the lease's
 	 * maximum life. A process that stalls is one that takes no step here
 	 * while the clock lets its lease lapse; it may wake up and go on.
 	 */
@@ -230,7 +230,7 @@ held:
 		atomic {
 			if
 			:: tok == me && st == S_PROCESSING -> live = true
-			:: else -> stopped = true  /* store.ErrLeaseLost: the handler is cancelled */
+			:: else -> stopped = true  /* store.ErrNotHeld: the handler is cancelled */
 			fi
 		}
 #ifndef BROKEN_NO_MAX_LIFE
@@ -263,7 +263,7 @@ final:
 			effect();
 			complete_row(me);
 			got(me)
-		:: else -> skip  /* store.ErrLeaseLost: the handler's writes roll back, 409 lease-lost */
+		:: else -> skip  /* store.ErrNotHeld: the handler's writes roll back, 409 lease-lost */
 		fi
 	}
 #endif

@@ -42,8 +42,8 @@
  * The code that must agree with this model (the library part; paymentsd's
  * payout handler, payments/api's payouts, follows the Client's steps):
  *
- *   Client "held:" fenced read    idem.Phase, idem.ProviderKey (phase.go),
- *                                 through store.Phaser.Phase (pgstore and
+ *   Client "held:" fenced read    idem.RecoveryPoint, idem.ProviderKey (phase.go),
+ *                                 through store.Advancer.Phase (pgstore and
  *                                 sqlitestore: pgsql.SelectPhase, selectPhase)
  *   DERIVED (the derived key)     idem.ProviderKey: HMAC-SHA256 of the
  *                                 user, the key and the life (deriveKey),
@@ -52,7 +52,7 @@
  *                                 is a function of the life whatever the
  *                                 secret is by then
  *   phase A                       idem.Advance(ctx, idem.PointOutcomeUnknown,
- *                                 debit), store.Phaser.Advance in its Tx
+ *                                 debit), store.Advancer.Advance in its Tx
  *   finish(), P_ERROR             idem.Pending: released, 202, not stored
  *   finish(), P_SETTLED/REJECTED  the handler's final answer, completed with
  *                                 its writes (leased.complete)

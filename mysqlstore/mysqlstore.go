@@ -37,26 +37,26 @@ var Dialect = sqlstore.MySQL(func(err error) (uint16, bool) {
 	return 0, false
 })
 
-// Options configures a Store.
-type Options struct {
+// Config configures a Store.
+type Config struct {
 	// Table is the key table's name, a plain identifier. Default:
 	// sqlstore.DefaultTable ("idempotency_keys").
 	Table string
 }
 
-func (o Options) sql() sqlstore.Options { return sqlstore.Options{Dialect: Dialect, Table: o.Table} }
+func (o Config) sql() sqlstore.Config { return sqlstore.Config{Dialect: Dialect, Table: o.Table} }
 
 // New returns a store on db, which should come from Open. It fails when
 // opts.Table is not an identifier.
-func New(db *sql.DB, opts Options) (*sqlstore.Store, error) { return sqlstore.New(db, opts.sql()) }
+func New(db *sql.DB, opts Config) (*sqlstore.Store, error) { return sqlstore.New(db, opts.sql()) }
 
 // Migrate creates or upgrades the key table (sqlstore.Migrate).
-func Migrate(ctx context.Context, db *sql.DB, opts Options) ([]int, error) {
+func Migrate(ctx context.Context, db *sql.DB, opts Config) ([]int, error) {
 	return sqlstore.Migrate(ctx, db, opts.sql())
 }
 
 // MigrationSQL returns the migrations as one plain SQL script.
-func MigrationSQL(opts Options) (string, error) { return sqlstore.MigrationSQL(opts.sql()) }
+func MigrationSQL(opts Config) (string, error) { return sqlstore.MigrationSQL(opts.sql()) }
 
 // Open opens a database from a DSN in go-sql-driver/mysql's form
 // (user:password@tcp(host:3306)/db) or a URL (mysql://user:password@host:3306/db).

@@ -13,7 +13,7 @@ import (
 // insertCompletedOrAbort claims the key and completes it in one insert: the
 // record is born COMPLETED with its response, at the end of the request's
 // transaction, pipelined with the COMMIT. It is the deferred claim of an
-// atomic-mode request (idem.Config.DeferClaim). The unique key is still
+// atomic-mode request (idem.ModeAtomicDeferred). The unique key is still
 // the arbiter: a concurrent duplicate's insert waits for this transaction
 // and then finds the key taken. When the key is already recorded the
 // statement fails with a division by zero, which aborts the transaction

@@ -64,7 +64,7 @@ func TestCompleteAndCommit(t *testing.T) {
 	})
 	t.Run("LostLockCommitsNothing", func(t *testing.T) {
 		completed, err := run("lost", uuid.NewString())
-		require.ErrorIs(t, err, store.ErrLeaseLost)
+		require.ErrorIs(t, err, store.ErrNotHeld)
 		require.False(t, completed)
 		_, err = s.Get(ctx, "alice", "lost")
 		require.ErrorIs(t, err, store.ErrNotFound, "the claim was rolled back with the transaction")

@@ -108,7 +108,7 @@ func postDeferred(t *testing.T, url, key string) answer {
 	return send(t, url+"/v1/payments", key, "application/json", `{"amount":100}`)
 }
 
-var deferredCached = idem.Config{Mode: idem.ModeAtomic, DeferClaim: true, ReplayCacheBytes: 1 << 20}
+var deferredCached = idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: 1 << 20}
 
 // TestDeferredClaimRoundTrips: with the claim deferred to the completion
 // and a replay cache, a fresh request costs the store the handler's batch
@@ -277,7 +277,7 @@ func TestDeferredClaimIsTraced(t *testing.T) {
 		inserts []error
 	)
 	cfg := deferredCached
-	cfg.TraceFunc = func(ctx context.Context, op string) (context.Context, func(error)) {
+	cfg.TraceFunc = func(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 		return ctx, func(err error) {
 			if op == idem.OpInsert {
 				mu.Lock()

@@ -174,7 +174,7 @@ func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 		return fmt.Errorf("%s: %w", op, translate(err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%s: %w", op, store.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", op, store.ErrNotHeld)
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func TestLogEvents(t *testing.T) {
 			l := lines[i]
 			require.Equal(t, "idempotent request", l["msg"])
 			require.Equal(t, "INFO", l["level"])
-			require.Equal(t, "alice", l["user"])
+			require.Equal(t, "alice", l["scope"])
 			require.Equal(t, want.key, l["key"])
 			require.Equal(t, "POST /v1/payments", l["route"])
 			require.Equal(t, "/v1/payments", l["path"])

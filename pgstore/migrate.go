@@ -41,7 +41,7 @@ func tableMigrations(name string) (pgmigrate.Set, error) {
 	return set, nil
 }
 
-// MigrateTable is Migrate for a key table of another name (Options.Table),
+// MigrateTable is Migrate for a key table of another name (Config.Table),
 // whose applied versions are recorded in table_migrations.
 func MigrateTable(ctx context.Context, pool *pgxpool.Pool, table string) ([]int, error) {
 	set, err := tableMigrations(table)

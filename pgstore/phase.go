@@ -12,27 +12,27 @@ import (
 )
 
 var (
-	_ store.Phaser           = (*Store)(nil)
-	_ store.Phaser           = (*Tx)(nil)
+	_ store.Advancer         = (*Store)(nil)
+	_ store.Advancer         = (*Tx)(nil)
 	_ store.UnfinishedFinder = (*Store)(nil)
 )
 
-// Phase reads the record's recovery point and life in one statement fenced
+// Progress reads the record's recovery point and life in one statement fenced
 // by a's token.
-func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
+func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, error) {
 	var (
-		p        store.Phase
+		p        store.Progress
 		provider *string
 	)
 	err := k.db.QueryRow(ctx, k.sql.selectPhase, a.Scope, a.Key, a.Token).Scan(&p.Point, &p.Life, &provider)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
 	case err != nil:
-		return store.Phase{}, fmt.Errorf("phase: %w", translate(err))
+		return store.Progress{}, fmt.Errorf("phase: %w", translate(err))
 	}
 	if p.ProviderKeys, err = keytable.DecodeProviderKeys(provider); err != nil {
-		return store.Phase{}, fmt.Errorf("phase: %w", err)
+		return store.Progress{}, fmt.Errorf("phase: %w", err)
 	}
 	return p, nil
 }

@@ -24,8 +24,8 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
-// Options configures a Store.
-type Options struct {
+// Config configures a Store.
+type Config struct {
 	// Table is the key table's name, a plain identifier, in the pool's
 	// search_path schema. Default: "idempotency_keys". MigrateTable
 	// creates it.
@@ -34,13 +34,13 @@ type Options struct {
 
 // New returns a Store on pool, on the default key table.
 func New(pool *pgxpool.Pool) *Store {
-	s, _ := NewWithOptions(pool, Options{}) // the default table is valid
+	s, _ := NewWithOptions(pool, Config{}) // the default table is valid
 	return s
 }
 
 // NewWithOptions returns a Store on pool configured by opts. It fails when
 // opts.Table is not an identifier.
-func NewWithOptions(pool *pgxpool.Pool, opts Options) (*Store, error) {
+func NewWithOptions(pool *pgxpool.Pool, opts Config) (*Store, error) {
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)

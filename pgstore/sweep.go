@@ -23,7 +23,7 @@ SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_k
 
 // deleteExpired deletes the oldest expired rows through the expires_at
 // index, at most $1, but not a claim whose lock is live nor an unfinished
-// row (store.Phaser: model/payout.pml's sweeper skips UNKNOWN), and skips rows
+// row (store.Advancer: model/payout.pml's sweeper skips UNKNOWN), and skips rows
 // another transaction holds (a request re-acquiring an expired key) instead
 // of waiting for them; a row whose lock was renewed meanwhile is checked
 // again when locked, and left. The rows it

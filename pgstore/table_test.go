@@ -23,7 +23,7 @@ func TestConformanceOtherTable(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []int{1, 2, 3}, applied, table)
 		}
-		s, err := pgstore.NewWithOptions(pool, pgstore.Options{Table: "request_keys"})
+		s, err := pgstore.NewWithOptions(pool, pgstore.Config{Table: "request_keys"})
 		require.NoError(t, err)
 		return s
 	})
@@ -31,7 +31,7 @@ func TestConformanceOtherTable(t *testing.T) {
 
 func TestTableName(t *testing.T) {
 	t.Parallel()
-	_, err := pgstore.NewWithOptions(nil, pgstore.Options{Table: "keys; DROP TABLE x"})
+	_, err := pgstore.NewWithOptions(nil, pgstore.Config{Table: "keys; DROP TABLE x"})
 	require.ErrorContains(t, err, "not an identifier")
 	script, err := pgstore.MigrationSQLTable("request_keys")
 	require.NoError(t, err)

@@ -28,8 +28,8 @@ type recorder struct {
 	ops []string
 }
 
-func (r *recorder) trace(ctx context.Context, op string) (context.Context, func(error)) {
-	return context.WithValue(ctx, spanKey{}, op), func(err error) {
+func (r *recorder) trace(ctx context.Context, op idem.Op) (context.Context, func(error)) {
+	return context.WithValue(ctx, spanKey{}, string(op)), func(err error) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		switch {
@@ -38,7 +38,7 @@ func (r *recorder) trace(ctx context.Context, op string) (context.Context, func(
 		case err != nil:
 			op += ":error"
 		}
-		r.ops = append(r.ops, op)
+		r.ops = append(r.ops, string(op))
 	}
 }
 
@@ -142,7 +142,7 @@ func TestTraceFunc(t *testing.T) {
 		t.Parallel()
 		var calls []string
 		tracer := func(name string) idem.TraceFunc {
-			return func(ctx context.Context, op string) (context.Context, func(error)) {
+			return func(ctx context.Context, op idem.Op) (context.Context, func(error)) {
 				parent, _ := ctx.Value(spanKey{}).(string)
 				calls = append(calls, "start "+name+" under "+parent)
 				return context.WithValue(ctx, spanKey{}, name), func(error) { calls = append(calls, "end "+name) }

@@ -155,7 +155,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.
 	} else if _, err := br.Exec(); err != nil {
 		_ = br.Close()
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero && !isQueued(err) {
-			return false, fmt.Errorf("complete: %w", store.ErrLeaseLost)
+			return false, fmt.Errorf("complete: %w", store.ErrNotHeld)
 		}
 		return false, fmt.Errorf("complete: %w", translate(err))
 	}

@@ -87,11 +87,11 @@ func openPostgres(t *testing.T, driver string, conns int) (*sqlstore.Store, *sql
 	require.NoError(t, err)
 	db.SetMaxOpenConns(conns)
 	t.Cleanup(func() { db.Close() })
-	_, err = sqlstore.Migrate(ctx, db, sqlstore.Options{})
+	_, err = sqlstore.Migrate(ctx, db, sqlstore.Config{})
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, postgresPayments)
 	require.NoError(t, err)
-	st, err := sqlstore.New(db, sqlstore.Options{})
+	st, err := sqlstore.New(db, sqlstore.Config{})
 	require.NoError(t, err)
 	return st, db
 }

@@ -40,18 +40,18 @@ func Example_consumer() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		if string(m.Body) != `{"amount":100}` {
-			return idem.Reply{StatusCode: http.StatusBadRequest, Body: []byte(`{"error":"unknown command"}`)} // final: dead-lettered
+			return idem.Response{StatusCode: http.StatusBadRequest, Body: []byte(`{"error":"unknown command"}`)} // final: dead-lettered
 		}
 		// The write joins the message's transaction: it commits with the
 		// key's completion, before Process returns Ack.
 		var id int64
 		err := sqlitestore.DB(ctx, db).QueryRowContext(ctx, `INSERT INTO payments (amount) VALUES (100) RETURNING id`).Scan(&id)
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable} // retried with back-off
+			return idem.Response{StatusCode: http.StatusServiceUnavailable} // retried with back-off
 		}
-		return idem.Reply{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, id)}
+		return idem.Response{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, id)}
 	}, consumer.Config{})
 	if err != nil {
 		log.Fatal(err)
@@ -64,7 +64,7 @@ func Example_consumer() {
 	}
 	for _, m := range deliveries {
 		d := c.Process(ctx, m)
-		fmt.Println(d.Action, d.Result.Outcome, d.Result.Reply.StatusCode, string(d.Result.Reply.Body))
+		fmt.Println(d.Action, d.Result.Outcome, d.Result.Response.StatusCode, string(d.Result.Response.Body))
 	}
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM payments`).Scan(&n); err != nil {

@@ -74,8 +74,8 @@ func Example_validateKeyAndProblemFunc() {
 	defer cleanup()
 	mw, err := idem.New(st, idem.Config{
 		ValidateKeyFunc: idem.UUIDKey,
-		ProblemFunc: func(p idem.Problem) idem.Reply {
-			return idem.Reply{
+		ProblemFunc: func(p idem.Problem) idem.Response {
+			return idem.Response{
 				StatusCode: p.Status,
 				Header:     http.Header{"Content-Type": {"application/json"}},
 				Body:       fmt.Appendf(nil, `{"error":{"code":%q,"message":%q}}`, p.Type, p.Detail),

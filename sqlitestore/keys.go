@@ -154,7 +154,7 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 // token in the WHERE clause makes it a compare-and-swap: once one contender
 // has changed the token, every other one matches no row. A row past
 // retention starts a new life: new fingerprint, creation and expiry, unless
-// it is unfinished (store.Phaser), which resumes in its life. As in
+// it is unfinished (store.Advancer), which resumes in its life. As in
 // PostgreSQL, every SET expression reads the row as it was before the
 // update, so the three CASEs agree.
 const reacquire = `
@@ -265,7 +265,7 @@ func (k keys) fenced(ctx context.Context, op, query string, l store.Attempt, arg
 		}
 		n, err := res.RowsAffected()
 		if err == nil && n == 0 {
-			return store.ErrLeaseLost
+			return store.ErrNotHeld
 		}
 		return err
 	})

@@ -44,7 +44,7 @@ func tableMigrations(name string) (sqlitemigrate.Set, error) {
 	return set, nil
 }
 
-// MigrateTable is Migrate for a key table of another name (Options.Table).
+// MigrateTable is Migrate for a key table of another name (Config.Table).
 func MigrateTable(ctx context.Context, db *sql.DB, table string) ([]int, error) {
 	set, err := tableMigrations(table)
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 )
 
 var (
-	_ store.Phaser           = (*Store)(nil)
-	_ store.Phaser           = (*Tx)(nil)
+	_ store.Advancer         = (*Store)(nil)
+	_ store.Advancer         = (*Tx)(nil)
 	_ store.UnfinishedFinder = (*Store)(nil)
 )
 
@@ -24,11 +24,11 @@ SELECT coalesce(recovery_point, ''), created_at, provider_keys
   FROM idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
 
-// Phase reads the record's recovery point and life in one statement fenced
+// Progress reads the record's recovery point and life in one statement fenced
 // by a's token.
-func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
+func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, error) {
 	var (
-		p        store.Phase
+		p        store.Progress
 		life     int64
 		provider *string
 	)
@@ -38,13 +38,13 @@ func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
 	case err != nil:
-		return store.Phase{}, fmt.Errorf("phase: %w", err)
+		return store.Progress{}, fmt.Errorf("phase: %w", err)
 	}
 	p.Life = time.UnixMicro(life).UTC()
 	if p.ProviderKeys, err = keytable.DecodeProviderKeys(provider); err != nil {
-		return store.Phase{}, fmt.Errorf("phase: %w", err)
+		return store.Progress{}, fmt.Errorf("phase: %w", err)
 	}
 	return p, nil
 }

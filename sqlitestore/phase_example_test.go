@@ -53,14 +53,14 @@ func Example_recoveryPoints() {
 		answers++
 		return answers > 1
 	}
-	payout := func(ctx context.Context) idem.Reply {
-		point, err := idem.Phase(ctx)
+	payout := func(ctx context.Context) idem.Response {
+		point, err := idem.RecoveryPoint(ctx)
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			return idem.Response{StatusCode: http.StatusServiceUnavailable}
 		}
 		bankKey, err := idem.ProviderKey(ctx, "bank")
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusInternalServerError}
+			return idem.Response{StatusCode: http.StatusInternalServerError}
 		}
 		if point == "" {
 			err := idem.Advance(ctx, idem.PointOutcomeUnknown, func(ctx context.Context) error {
@@ -68,25 +68,25 @@ func Example_recoveryPoints() {
 				return err
 			})
 			if err != nil {
-				return idem.Reply{StatusCode: http.StatusInternalServerError}
+				return idem.Response{StatusCode: http.StatusInternalServerError}
 			}
 		}
 		if !send(bankKey) { // resuming, the same key: the bank deduplicates
 			if err := idem.Pending(ctx); err != nil {
-				return idem.Reply{StatusCode: http.StatusInternalServerError}
+				return idem.Response{StatusCode: http.StatusInternalServerError}
 			}
-			return idem.Reply{StatusCode: http.StatusAccepted, Body: []byte("pending")}
+			return idem.Response{StatusCode: http.StatusAccepted, Body: []byte("pending")}
 		}
-		return idem.Reply{StatusCode: http.StatusCreated, Body: []byte("paid")}
+		return idem.Response{StatusCode: http.StatusCreated, Body: []byte("paid")}
 	}
 
 	h := sha256.Sum256([]byte(`{"amount":2500}`))
 	call := idem.Call{Scope: "alice", Key: "payout-1", Method: "POST", Route: "/v1/payouts",
 		Fingerprint: store.Fingerprint{Version: idem.FingerprintVersion, Method: "POST", Path: "/v1/payouts", Hash: h[:]}}
 	first := mw.Do(ctx, call, payout)
-	fmt.Println("request:", first.Reply.StatusCode, string(first.Reply.Body))
+	fmt.Println("request:", first.Response.StatusCode, string(first.Response.Body))
 
-	c, err := completer.New(mw, s, func(ctx context.Context, _ store.Unfinished) idem.Reply { return payout(ctx) }, completer.Config{})
+	c, err := completer.New(mw, s, func(ctx context.Context, _ store.Unfinished) idem.Response { return payout(ctx) }, completer.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func Example_recoveryPoints() {
 	}
 	fmt.Println("completer finished:", round.Finished)
 	retry := mw.Do(ctx, call, payout)
-	fmt.Println("retry:", retry.Reply.StatusCode, string(retry.Reply.Body), "replayed:", retry.Replayed)
+	fmt.Println("retry:", retry.Response.StatusCode, string(retry.Response.Body), "replayed:", retry.Replayed)
 	var debits int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM debits`).Scan(&debits); err != nil {
 		log.Fatal(err)

@@ -36,12 +36,12 @@ var _ store.Store = (*Store)(nil)
 // processes) still exclude each other through SQLite's lock, but find it
 // free only by polling.
 func New(db *sql.DB) *Store {
-	s, _ := NewWithOptions(db, Options{}) // the default table is valid
+	s, _ := NewWithOptions(db, Config{}) // the default table is valid
 	return s
 }
 
-// Options configures a Store.
-type Options struct {
+// Config configures a Store.
+type Config struct {
 	// Table is the key table's name, a plain identifier. Default:
 	// "idempotency_keys". MigrateTable creates it.
 	Table string
@@ -49,7 +49,7 @@ type Options struct {
 
 // NewWithOptions is New configured by opts. It fails when opts.Table is
 // not an identifier.
-func NewWithOptions(db *sql.DB, opts Options) (*Store, error) {
+func NewWithOptions(db *sql.DB, opts Config) (*Store, error) {
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: %w", err)

@@ -20,7 +20,7 @@ const SweepLockWait = 250 * time.Millisecond
 
 // deleteExpired deletes the oldest expired rows through the expires_at
 // index, at most :limit, but not a claim whose lock is live nor an
-// unfinished record (store.Phaser).
+// unfinished record (store.Advancer).
 const deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE rowid IN (SELECT rowid FROM idempotency_keys

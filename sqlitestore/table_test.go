@@ -22,7 +22,7 @@ func TestConformanceOtherTable(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, []int{1, 2, 3}, applied, table)
 		}
-		s, err := sqlitestore.NewWithOptions(db, sqlitestore.Options{Table: "request_keys"})
+		s, err := sqlitestore.NewWithOptions(db, sqlitestore.Config{Table: "request_keys"})
 		require.NoError(t, err)
 		return s
 	})
@@ -30,7 +30,7 @@ func TestConformanceOtherTable(t *testing.T) {
 
 func TestTableName(t *testing.T) {
 	t.Parallel()
-	_, err := sqlitestore.NewWithOptions(nil, sqlitestore.Options{Table: "1keys"})
+	_, err := sqlitestore.NewWithOptions(nil, sqlitestore.Config{Table: "1keys"})
 	require.ErrorContains(t, err, "not an identifier")
 	script, err := sqlitestore.MigrationSQLTable("request_keys")
 	require.NoError(t, err)

@@ -62,7 +62,7 @@ func (d Dialect) String() string { return d.orDefault().name }
 // finished is true of a row that is not unfinished (keytable.Finished).
 const finished = keytable.Finished
 
-// DefaultTable is the key table's name when Options.Table is empty.
+// DefaultTable is the key table's name when Config.Table is empty.
 const DefaultTable = keytable.Default
 
 // withTable writes table into sql, written for DefaultTable.

@@ -189,7 +189,7 @@ func (k keys) fenced(ctx context.Context, op string, s stmt, a store.Attempt, ar
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("%s: %w", op, store.ErrLeaseLost)
+		return fmt.Errorf("%s: %w", op, store.ErrNotHeld)
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ var mysqlMigrate = migrateSQL{
 func MigrationsTable(table string) string { return keytable.Migrations(table) }
 
 // migrations loads opts' dialect's migrations, written for opts' table.
-func migrations(opts Options) (Dialect, string, []migrate.Migration, error) {
+func migrations(opts Config) (Dialect, string, []migrate.Migration, error) {
 	d := opts.Dialect.orDefault()
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
@@ -72,7 +72,7 @@ func migrations(opts Options) (Dialect, string, []migrate.Migration, error) {
 // Processes starting together apply each migration once: they take a lock
 // on the database first. It returns the versions it applied. In MySQL a
 // migration's DDL commits on its own; each is written to be rerun safely.
-func Migrate(ctx context.Context, db *sql.DB, opts Options) ([]int, error) {
+func Migrate(ctx context.Context, db *sql.DB, opts Config) ([]int, error) {
 	d, table, ms, err := migrations(opts)
 	if err != nil {
 		return nil, err
@@ -158,7 +158,7 @@ func stripComments(s string) string {
 // MigrationSQL returns the migrations of the key table opts name as one
 // plain SQL script, for teams that apply schema changes with their own
 // tool.
-func MigrationSQL(opts Options) (string, error) {
+func MigrationSQL(opts Config) (string, error) {
 	d, table, ms, err := migrations(opts)
 	if err != nil {
 		return "", err

@@ -11,33 +11,33 @@ import (
 )
 
 var (
-	_ store.Phaser           = (*Store)(nil)
-	_ store.Phaser           = (*Tx)(nil)
+	_ store.Advancer         = (*Store)(nil)
+	_ store.Advancer         = (*Tx)(nil)
 	_ store.UnfinishedFinder = (*Store)(nil)
 )
 
-// Phase reads the record's recovery point and life in one statement fenced
+// Progress reads the record's recovery point and life in one statement fenced
 // by a's token: model/payout.pml's fenced read (rule 5 of docs/model.md).
-func (k keys) Phase(ctx context.Context, a store.Attempt) (store.Phase, error) {
+func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, error) {
 	q, err := k.s.read(ctx)
 	if err != nil {
-		return store.Phase{}, fmt.Errorf("phase: %w", err)
+		return store.Progress{}, fmt.Errorf("phase: %w", err)
 	}
 	var (
-		p        store.Phase
+		p        store.Progress
 		provider sql.NullString
 	)
 	s := k.st.sql.phase
 	err = q.QueryRowContext(ctx, s.sql, s.args(a.Scope, a.Key, a.Token)...).Scan(&p.Point, dbTime{&p.Life}, &provider)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return store.Phase{}, fmt.Errorf("phase: %w", store.ErrLeaseLost)
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
 	case err != nil:
-		return store.Phase{}, fmt.Errorf("phase: %w", k.st.translate(err))
+		return store.Progress{}, fmt.Errorf("phase: %w", k.st.translate(err))
 	}
 	if provider.Valid {
 		if p.ProviderKeys, err = keytable.DecodeProviderKeys(&provider.String); err != nil {
-			return store.Phase{}, fmt.Errorf("phase: %w", err)
+			return store.Progress{}, fmt.Errorf("phase: %w", err)
 		}
 	}
 	return p, nil

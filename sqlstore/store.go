@@ -19,8 +19,8 @@ const DefaultMaxWait = 5 * time.Second
 // as a deadlock's victim is run again, where nothing else was lost with it.
 const deadlockRetries = 5
 
-// Options configures a Store.
-type Options struct {
+// Config configures a Store.
+type Config struct {
 	// Dialect is the database's SQL. Default (zero): Postgres().
 	Dialect Dialect
 	// Table is the key table's name, a plain identifier. Default:
@@ -42,7 +42,7 @@ var _ store.Store = (*Store)(nil)
 
 // New returns a Store on db. It fails when opts.Table is not an
 // identifier.
-func New(db *sql.DB, opts Options) (*Store, error) {
+func New(db *sql.DB, opts Config) (*Store, error) {
 	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: %w", err)

@@ -68,7 +68,7 @@ type ExpiredDeleter interface {
 //
 // Release and ReplaceResponse are fenced on the record's state: they change
 // the record only while it is COMPLETED and a.Token is the token of the
-// attempt that completed it, and otherwise fail with ErrLeaseLost (the key
+// attempt that completed it, and otherwise fail with ErrNotHeld (the key
 // is unused, a retry re-acquired it after its retention, or another
 // operator released it first). A record in PROCESSING, whose attempt may
 // still be running, is never touched.
@@ -87,9 +87,9 @@ type KeyResolver interface {
 	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
 }
 
-// Phase is where a record's operation stands: its recovery point and the
+// Progress is where a record's operation stands: its recovery point and the
 // life of the record it belongs to.
-type Phase struct {
+type Progress struct {
 	// Point is the last recovery point committed, "" before the first.
 	Point string
 	// Life is the record's CreatedAt: it changes only when the record
@@ -98,30 +98,30 @@ type Phase struct {
 	// new for the next.
 	Life time.Time
 	// ProviderKeys are the downstream keys recorded with a recovery point
-	// (Phaser.Advance), by provider; empty before the first.
+	// (Advancer.Advance), by provider; empty before the first.
 	ProviderKeys map[string]string
 }
 
-// Phaser is a Store, and its Tx, that keeps a recovery point on a record
+// Advancer is a Store, and its Tx, that keeps a recovery point on a record
 // (idem.Advance): a handler split into phases, each committing its writes
 // with the point it reached, so that a retry or a completer resumes there.
 // model/payout.pml is the design both must follow.
 //
 // A record with a recovery point that is not COMPLETED is unfinished: its
 // phases moved something (money, say) that only finishing it settles. A
-// Phaser therefore keeps it whole: it binds its key past retention
+// Advancer therefore keeps it whole: it binds its key past retention
 // (Record.Expired stays false), DeleteExpired skips it, and Reacquire
-// resumes it, keeping its Phase (point, life and provider keys), rather
+// resumes it, keeping its Progress (point, life and provider keys), rather
 // than starting a new life. A COMPLETED record re-acquired past retention
 // starts a new life with no point and no provider keys.
-type Phaser interface {
+type Advancer interface {
 	Keys
-	// Phase reads the recovery point and the record's life in one
-	// statement fenced by a's token: ErrLeaseLost when a no longer holds
+	// Progress reads the recovery point and the record's life in one
+	// statement fenced by a's token: ErrNotHeld when a no longer holds
 	// the key. An attempt that lost its hold must never act on a later
 	// attempt's point.
-	Phase(ctx context.Context, a Attempt) (Phase, error)
-	// Advance sets the recovery point, fenced by a's token (ErrLeaseLost
+	Progress(ctx context.Context, a Attempt) (Progress, error)
+	// Advance sets the recovery point, fenced by a's token (ErrNotHeld
 	// otherwise), and records keys, by provider, in the same statement: a
 	// provider's key recorded before is kept, never replaced. In a Tx it
 	// commits with the transaction's other writes. point must not be

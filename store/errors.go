@@ -8,9 +8,12 @@ import "errors"
 var (
 	// ErrNotFound: the key has no record.
 	ErrNotFound = errors.New("idem: record not found")
-	// ErrLeaseLost: the attempt's fencing token no longer holds the record;
-	// another attempt took the key over.
-	ErrLeaseLost = errors.New("idem: the attempt lost the key to another attempt")
+	// ErrNotHeld: the attempt's fencing token no longer holds the record
+	// (it is fenced off): another attempt took the key over, or, for
+	// KeyResolver, the record is no longer the completed one the token
+	// names. It says nothing of a lease: atomic attempts and operators
+	// hold no lease and get it too.
+	ErrNotHeld = errors.New("idem: the attempt no longer holds the key")
 	// ErrWaitTimeout: a transaction waited longer than TxOptions.MaxWait for
 	// another transaction holding the same key.
 	ErrWaitTimeout = errors.New("idem: timed out waiting for a concurrent request with the same key")

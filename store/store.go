@@ -3,7 +3,7 @@
 // ([Store], [Tx], [Keys]), the values it keeps ([Record], [Claim],
 // [Response]), the errors it answers with, and the optional capabilities a
 // store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter],
-// [KeyResolver], [Phaser], [UnfinishedFinder]).
+// [KeyResolver], [Advancer], [UnfinishedFinder]).
 //
 // Users of the middleware never import it: they hand a store (pgstore,
 // sqlitestore) to idem.New. Authors of a new store implement it and run
@@ -13,7 +13,7 @@
 //
 // A request takes its key with a claim. Its attempt is named by a fencing
 // token: every later write to the record names the token and fails with
-// [ErrLeaseLost] once another attempt holds the key. In leased mode the
+// [ErrNotHeld] once another attempt holds the key. In leased mode the
 // claim commits at once and the attempt holds the key with a lease, which
 // it renews; the lease ends at the record's lease expiry, judged by the
 // database's clock. A transaction that finds the key held by another
@@ -101,7 +101,7 @@ type Record struct {
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	Expired        bool // past retention: the record no longer binds the key
-	// RecoveryPoint is the last recovery point committed (Phaser), "" for
+	// RecoveryPoint is the last recovery point committed (Advancer), "" for
 	// none. An unfinished record (a point, not COMPLETED) is never Expired.
 	RecoveryPoint string
 }
@@ -126,13 +126,13 @@ type Keys interface {
 	// extended to at least TTL from now. It reports whether this one won.
 	Reacquire(ctx context.Context, c Claim, prevToken string) (bool, error)
 	// Complete stores the final response and marks the record COMPLETED if
-	// a still holds it, else it fails with ErrLeaseLost.
+	// a still holds it, else it fails with ErrNotHeld.
 	Complete(ctx context.Context, a Attempt, resp Response) error
 	// Fail marks the record FAILED and ends its lease if a still holds it,
-	// else it fails with ErrLeaseLost.
+	// else it fails with ErrNotHeld.
 	Fail(ctx context.Context, a Attempt) error
 	// Renew extends the lease to the database clock plus d if a still holds
-	// it, else it fails with ErrLeaseLost.
+	// it, else it fails with ErrNotHeld.
 	Renew(ctx context.Context, a Attempt, d time.Duration) error
 }
 

@@ -58,7 +58,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 			require.Equal(t, consumer.Ack, d.Action, "acknowledged without running")
 			require.Equal(t, idem.OutcomeReplayed, d.Result.Outcome)
 			require.True(t, d.Result.Replayed)
-			require.Equal(t, first.Result.Reply.Body, d.Result.Reply.Body, "the stored answer, byte for byte")
+			require.Equal(t, first.Result.Response.Body, d.Result.Response.Body, "the stored answer, byte for byte")
 			h := c.ResultHeader(d)
 			require.Equal(t, "true", h.Get(consumer.HeaderReplayed))
 			require.Equal(t, "201", h.Get(consumer.HeaderStatus))
@@ -84,7 +84,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 				switch d.Action {
 				case consumer.Ack:
 					mu.Lock()
-					answers[string(d.Result.Reply.Body)]++
+					answers[string(d.Result.Response.Body)]++
 					mu.Unlock()
 					return nil
 				case consumer.Retry:
@@ -102,11 +102,11 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		var seen atomic.Int64 // the rows another connection saw while the handler ran
 		seen.Store(-1)
 		var c *consumerRig
-		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, consumer.Config{}, func(ctx context.Context, m *consumer.Message) idem.Reply {
+		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, consumer.Config{}, func(ctx context.Context, m *consumer.Message) idem.Response {
 			r := c.effect(ctx, m)
 			n, err := c.biz.CountFunc(context.Background(), m.Header.Get(idem.DefaultHeader))
 			if err != nil {
-				return idem.Reply{StatusCode: http.StatusInternalServerError}
+				return idem.Response{StatusCode: http.StatusInternalServerError}
 			}
 			seen.Store(int64(n))
 			return r
@@ -119,17 +119,17 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		rec, err := c.biz.Store.Get(ctx, consumer.DefaultScope, m.Header.Get(idem.DefaultHeader))
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, rec.Status, "the key's completion committed with it")
-		require.Equal(t, d.Result.Reply.Body, rec.Response.Body)
+		require.Equal(t, d.Result.Response.Body, rec.Response.Body)
 	})
 
 	t.Run("RetriableIsRetriedWithBackOff", func(t *testing.T) {
 		t.Parallel()
 		cfg := consumer.Config{RetryDelay: retryDelay, MaxRetryDelay: maxRetryDelay, MaxDeliveries: 5}
 		var c *consumerRig
-		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, cfg, func(ctx context.Context, m *consumer.Message) idem.Reply {
+		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, cfg, func(ctx context.Context, m *consumer.Message) idem.Response {
 			r := c.effect(ctx, m) // written, then rolled back with the 503
 			if m.Deliveries <= cfg.MaxDeliveries {
-				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			}
 			return r
 		})
@@ -141,7 +141,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 			require.Equal(t, consumer.Retry, d.Action, "delivery %d", n)
 			require.Equal(t, delay, d.Delay, "delivery %d", n)
 			require.Equal(t, idem.OutcomeFailed, d.Result.Outcome)
-			require.Equal(t, http.StatusServiceUnavailable, d.Result.Reply.StatusCode)
+			require.Equal(t, http.StatusServiceUnavailable, d.Result.Response.StatusCode)
 		}
 		m.Deliveries = cfg.MaxDeliveries
 		d := c.process(t, ctx, m)
@@ -164,7 +164,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		d := c.process(t, ctx, m)
 		require.Equal(t, consumer.DeadLetter, d.Action)
 		require.Equal(t, idem.OutcomeExecuted, d.Result.Outcome)
-		require.Equal(t, http.StatusBadRequest, d.Result.Reply.StatusCode)
+		require.Equal(t, http.StatusBadRequest, d.Result.Response.StatusCode)
 		rec, err := c.biz.Store.Get(ctx, consumer.DefaultScope, m.Header.Get(idem.DefaultHeader))
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, rec.Status, "a final failure is the key's answer")
@@ -196,14 +196,14 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 			d := c.process(t, ctx, m)
 			require.Equal(t, consumer.DeadLetter, d.Action, name)
 			require.Equal(t, idem.OutcomeInvalidKey, d.Result.Outcome, name)
-			require.Equal(t, http.StatusBadRequest, d.Result.Reply.StatusCode, name)
+			require.Equal(t, http.StatusBadRequest, d.Result.Response.StatusCode, name)
 		}
 		key := newKey()
 		require.Equal(t, consumer.Ack, c.process(t, ctx, c.message(key, "pay 100")).Action)
 		d := c.process(t, ctx, c.message(key, "pay 200"))
 		require.Equal(t, consumer.DeadLetter, d.Action, "a key reused with another body")
 		require.Equal(t, idem.OutcomeMismatch, d.Result.Outcome)
-		require.Equal(t, http.StatusUnprocessableEntity, d.Result.Reply.StatusCode)
+		require.Equal(t, http.StatusUnprocessableEntity, d.Result.Response.StatusCode)
 		require.Equal(t, int32(1), c.runs.Load())
 	})
 
@@ -235,7 +235,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		d := c.process(t, ctx, m)
 		require.Equal(t, consumer.DeadLetter, d.Action, "no user")
 		require.Equal(t, idem.OutcomeNoScope, d.Result.Outcome)
-		require.Equal(t, http.StatusUnauthorized, d.Result.Reply.StatusCode)
+		require.Equal(t, http.StatusUnauthorized, d.Result.Response.StatusCode)
 
 		userDown.Store(true)
 		d = c.process(t, ctx, m)
@@ -256,7 +256,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 	t.Run("PanicIsRetried", func(t *testing.T) {
 		t.Parallel()
 		var c *consumerRig
-		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, consumer.Config{RetryDelay: retryDelay, MaxRetryDelay: maxRetryDelay}, func(ctx context.Context, m *consumer.Message) idem.Reply {
+		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, consumer.Config{RetryDelay: retryDelay, MaxRetryDelay: maxRetryDelay}, func(ctx context.Context, m *consumer.Message) idem.Response {
 			r := c.effect(ctx, m)
 			if m.Deliveries == 1 {
 				panic("handler bug")
@@ -282,7 +282,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var c *consumerRig
-		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, consumer.Config{}, func(hctx context.Context, m *consumer.Message) idem.Reply {
+		c = newConsumerRig(t, newBusiness, idem.ModeAtomic, consumer.Config{}, func(hctx context.Context, m *consumer.Message) idem.Response {
 			r := c.effect(hctx, m)
 			cancel() // the consumer shuts down while the handler works
 			return r
@@ -299,7 +299,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		t.Parallel()
 		entered, release := make(chan struct{}), make(chan struct{})
 		var c *consumerRig
-		c = newConsumerRig(t, newBusiness, idem.ModeLeased, consumer.Config{RetryDelay: retryDelay, MaxRetryDelay: maxRetryDelay}, func(ctx context.Context, m *consumer.Message) idem.Reply {
+		c = newConsumerRig(t, newBusiness, idem.ModeLeased, consumer.Config{RetryDelay: retryDelay, MaxRetryDelay: maxRetryDelay}, func(ctx context.Context, m *consumer.Message) idem.Response {
 			if c.runs.Load() == 1 {
 				close(entered)
 				<-release
@@ -338,16 +338,16 @@ func newConsumerRig(t *testing.T, newBusiness NewBusinessFunc, mode idem.Mode, c
 	t.Helper()
 	c := &consumerRig{biz: newBusiness(t)}
 	if h == nil {
-		h = func(ctx context.Context, m *consumer.Message) idem.Reply {
+		h = func(ctx context.Context, m *consumer.Message) idem.Response {
 			if string(m.Body) == "poison" {
-				return idem.Reply{StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"poison"}`)}
+				return idem.Response{StatusCode: http.StatusBadRequest, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"poison"}`)}
 			}
 			return c.effect(ctx, m)
 		}
 	}
 	mw, err := idem.New(c.biz.Store, idem.Config{Mode: mode})
 	require.NoError(t, err)
-	c.Consumer, err = consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	c.Consumer, err = consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		c.runs.Add(1)
 		return h(ctx, m)
 	}, cfg)
@@ -357,12 +357,12 @@ func newConsumerRig(t *testing.T, newBusiness NewBusinessFunc, mode idem.Mode, c
 
 // effect writes one row for the message's key in its transaction and
 // answers 201 with the row's id.
-func (c *consumerRig) effect(ctx context.Context, m *consumer.Message) idem.Reply {
+func (c *consumerRig) effect(ctx context.Context, m *consumer.Message) idem.Response {
 	id, err := c.biz.WriteFunc(ctx, idem.KeyFromContext(ctx))
 	if err != nil {
-		return idem.Reply{StatusCode: http.StatusInternalServerError}
+		return idem.Response{StatusCode: http.StatusInternalServerError}
 	}
-	return idem.Reply{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
+	return idem.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: []byte(`{"subject":` + strconv.Quote(m.Subject) + `,"id":` + strconv.FormatInt(id, 10) + `}`)}
 }
 

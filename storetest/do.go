@@ -27,7 +27,7 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 	}
 	// newDoer returns a Middleware on a fresh store and work that counts
 	// its runs and the runs whose answers were kept.
-	newDoer := func(t *testing.T, status int) (*idem.Middleware, func(context.Context) idem.Reply, *atomic.Int32, *atomic.Int32) {
+	newDoer := func(t *testing.T, status int) (*idem.Middleware, func(context.Context) idem.Response, *atomic.Int32, *atomic.Int32) {
 		var runs, executed atomic.Int32
 		c := cfg
 		c.ObserveFunc = func(e idem.Event) {
@@ -37,10 +37,10 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		}
 		mw, err := idem.New(newStore(t), c)
 		require.NoError(t, err)
-		work := func(ctx context.Context) idem.Reply {
+		work := func(ctx context.Context) idem.Response {
 			n := runs.Add(1)
 			require.Equal(t, "order-1", idem.KeyFromContext(ctx)[:7])
-			return idem.Reply{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"run":%d}`, n)}
+			return idem.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"run":%d}`, n)}
 		}
 		return mw, work, &runs, &executed
 	}
@@ -50,12 +50,12 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		mw, work, runs, _ := newDoer(t, http.StatusCreated)
 		first := mw.Do(ctx, call("order-1", "a"), work)
 		require.Equal(t, idem.OutcomeExecuted, first.Outcome, "%v", first.Err)
-		require.Equal(t, http.StatusCreated, first.Reply.StatusCode)
+		require.Equal(t, http.StatusCreated, first.Response.StatusCode)
 		require.False(t, first.Replayed)
 		again := mw.Do(ctx, call("order-1", "a"), work)
 		require.Equal(t, idem.OutcomeReplayed, again.Outcome)
 		require.True(t, again.Replayed)
-		require.Equal(t, first.Reply.Body, again.Reply.Body)
+		require.Equal(t, first.Response.Body, again.Response.Body)
 		require.Equal(t, int32(1), runs.Load())
 	})
 
@@ -65,8 +65,8 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.Equal(t, idem.OutcomeExecuted, mw.Do(ctx, call("order-1", "a"), work).Outcome)
 		r := mw.Do(ctx, call("order-1", "b"), work)
 		require.Equal(t, idem.OutcomeMismatch, r.Outcome)
-		require.Equal(t, http.StatusUnprocessableEntity, r.Reply.StatusCode)
-		require.Equal(t, "application/problem+json", r.Reply.Header.Get("Content-Type"))
+		require.Equal(t, http.StatusUnprocessableEntity, r.Response.StatusCode)
+		require.Equal(t, "application/problem+json", r.Response.Header.Get("Content-Type"))
 		require.Equal(t, int32(1), runs.Load())
 	})
 
@@ -76,7 +76,7 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		for range 2 {
 			r := mw.Do(ctx, call("order-1", "a"), work)
 			require.Equal(t, idem.OutcomeFailed, r.Outcome)
-			require.Equal(t, http.StatusServiceUnavailable, r.Reply.StatusCode)
+			require.Equal(t, http.StatusServiceUnavailable, r.Response.StatusCode)
 		}
 		require.Equal(t, int32(2), runs.Load(), "a retriable failure is not stored")
 	})
@@ -89,7 +89,7 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.Equal(t, idem.OutcomeNoScope, mw.Do(ctx, c, work).Outcome)
 		bad := mw.Do(ctx, call("order-1\x00", "a"), work)
 		require.Equal(t, idem.OutcomeInvalidKey, bad.Outcome)
-		require.Equal(t, http.StatusBadRequest, bad.Reply.StatusCode)
+		require.Equal(t, http.StatusBadRequest, bad.Response.StatusCode)
 		require.Zero(t, runs.Load())
 	})
 
@@ -107,12 +107,12 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 				switch {
 				case r.Outcome == idem.OutcomeExecuted || r.Outcome == idem.OutcomeReplayed:
 					mu.Lock()
-					bodies[string(r.Reply.Body)]++
+					bodies[string(r.Response.Body)]++
 					mu.Unlock()
 					return nil
 				case r.Outcome == idem.OutcomeInFlight:
 					continue // as a client honouring Retry-After would, at once
-				case r.Outcome == idem.OutcomeStoreError && r.Reply.Header.Get("Retry-After") != "" && unavailable < 10:
+				case r.Outcome == idem.OutcomeStoreError && r.Response.Header.Get("Retry-After") != "" && unavailable < 10:
 					// A store that stayed busy past its bounded wait on a
 					// loaded machine (SQLite's write lock): 503 with
 					// Retry-After, which a client retries too.

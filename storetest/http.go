@@ -19,7 +19,7 @@ import (
 
 // server is the middleware over a real HTTP listener, in front of a handler
 // that counts how often it runs, and how often a run's completion
-// committed (an executed request): with Config.DeferClaim a duplicate's
+// committed (an executed request): with ModeAtomicDeferred a duplicate's
 // handler may run and be discarded.
 type server struct {
 	url      string

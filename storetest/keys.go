@@ -81,7 +81,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Equal(t, store.StatusProcessing, got.Status)
 		require.Nil(t, got.Response)
-		require.ErrorIs(t, s.Complete(ctx, store.Attempt{Scope: "bob", Key: key, Token: a.Token}, store.Response{StatusCode: 201}), store.ErrLeaseLost,
+		require.ErrorIs(t, s.Complete(ctx, store.Attempt{Scope: "bob", Key: key, Token: a.Token}, store.Response{StatusCode: 201}), store.ErrNotHeld,
 			"alice's token must not complete bob's record")
 	})
 
@@ -128,15 +128,15 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
 		stranger := store.Attempt{Scope: c.Scope, Key: c.Key, Token: claim("", "", "", 0, 0).Token}
-		require.ErrorIs(t, s.Complete(ctx, stranger, store.Response{StatusCode: 200}), store.ErrLeaseLost)
-		require.ErrorIs(t, s.Fail(ctx, stranger), store.ErrLeaseLost)
-		require.ErrorIs(t, s.Renew(ctx, stranger, long), store.ErrLeaseLost)
+		require.ErrorIs(t, s.Complete(ctx, stranger, store.Response{StatusCode: 200}), store.ErrNotHeld)
+		require.ErrorIs(t, s.Fail(ctx, stranger), store.ErrNotHeld)
+		require.ErrorIs(t, s.Renew(ctx, stranger, long), store.ErrNotHeld)
 
 		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 200}))
 		// Once completed, even the holder's token writes nothing more.
-		require.ErrorIs(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 500}), store.ErrLeaseLost)
-		require.ErrorIs(t, s.Fail(ctx, c.Attempt()), store.ErrLeaseLost)
-		require.ErrorIs(t, s.Renew(ctx, c.Attempt(), long), store.ErrLeaseLost)
+		require.ErrorIs(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 500}), store.ErrNotHeld)
+		require.ErrorIs(t, s.Fail(ctx, c.Attempt()), store.ErrNotHeld)
+		require.ErrorIs(t, s.Renew(ctx, c.Attempt(), long), store.ErrNotHeld)
 		got, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, got.Status)
@@ -166,7 +166,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, retry.Token, got.Token)
 		require.True(t, got.LeaseLive)
 		// The first attempt is fenced out.
-		require.ErrorIs(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201}), store.ErrLeaseLost)
+		require.ErrorIs(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201}), store.ErrNotHeld)
 		require.NoError(t, s.Complete(ctx, retry.Attempt(), store.Response{StatusCode: 201}))
 	})
 
@@ -189,7 +189,7 @@ func RunKeys(t *testing.T, newStore NewStoreFunc) {
 		won, err = s.Reacquire(ctx, retry, c.Token)
 		require.NoError(t, err)
 		require.True(t, won, "an expired lock is taken over")
-		require.ErrorIs(t, s.Renew(ctx, c.Attempt(), long), store.ErrLeaseLost, "the crashed attempt is fenced out")
+		require.ErrorIs(t, s.Renew(ctx, c.Attempt(), long), store.ErrNotHeld, "the crashed attempt is fenced out")
 	})
 
 	t.Run("ReacquireWithStaleTokenLoses", func(t *testing.T) {

@@ -36,7 +36,7 @@ func lapsedThenCreated(w http.ResponseWriter, r *http.Request, n int) {
 }
 
 // RunMiddleware drives the middleware over real HTTP in one configuration
-// (its mode and, optionally, DeferClaim and ReplayCacheBytes), on every
+// (its mode and, optionally, ReplayCacheBytes), on every
 // branch of the flow.
 func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 	mode := cfg.Mode
@@ -44,7 +44,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 	// nothing while it runs, and a concurrent duplicate's handler may run to
 	// be discarded. Executions (committed runs) stay one per key.
 	ctx := context.Background()
-	deferred := mode == idem.ModeAtomic && cfg.DeferClaim && defersClaims(t, newStore(t))
+	deferred := mode == idem.ModeAtomicDeferred && defersClaims(t, newStore(t))
 
 	t.Run("ExecutesOnceAndReplaysByteForByte", func(t *testing.T) {
 		t.Parallel()
@@ -312,7 +312,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, rec.Status)
 		require.Equal(t, 2, rec.Attempts)
-		require.ErrorIs(t, s.store.Complete(ctx, crashed, store.Response{StatusCode: 201}), store.ErrLeaseLost)
+		require.ErrorIs(t, s.store.Complete(ctx, crashed, store.Response{StatusCode: 201}), store.ErrNotHeld)
 	})
 
 	t.Run("ResponseTooLargeIsStoredAsProblem", func(t *testing.T) {
@@ -336,7 +336,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
 			if n == 1 {
 				<-clientGone
-				if mode == idem.ModeAtomic {
+				if mode != idem.ModeLeased {
 					<-r.Context().Done() // the server has noticed too
 				}
 			}
@@ -357,7 +357,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			return r.status != http.StatusConflict // the first attempt may still be finishing
 		})
 		require.Equal(t, http.StatusCreated, r.status)
-		if mode == idem.ModeAtomic {
+		if mode != idem.ModeLeased {
 			// The handler only wrote to the database: the abandoned attempt
 			// rolled back whole, and the retry executes.
 			require.Empty(t, r.header.Get("Idempotent-Replayed"), "the abandoned attempt stored nothing")
@@ -432,7 +432,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.NotNil(t, firstBody)
 	})
 
-	if mode == idem.ModeAtomic {
+	if mode != idem.ModeLeased {
 		t.Run("DuplicateWaitsAndReplays", func(t *testing.T) {
 			t.Parallel()
 			s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
@@ -566,7 +566,7 @@ func crashedClaim(t *testing.T, s *server, key, body string, lockFor time.Durati
 }
 
 // defersClaims reports whether store's transactions can hold a claim back
-// until the completion (idem.Config.DeferClaim); without, the middleware
+// until the completion (idem.ModeAtomicDeferred); without, the middleware
 // claims first.
 func defersClaims(t *testing.T, st store.Store) bool {
 	t.Helper()

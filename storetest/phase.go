@@ -9,26 +9,26 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// RunPhase checks the optional store.Phaser and store.UnfinishedFinder
+// RunAdvancer checks the optional store.Advancer and store.UnfinishedFinder
 // capabilities, the rules model/payout.pml found: the recovery point and
 // the life are read together, fenced by the token; a point commits with
 // its transaction; an unfinished record keeps its key and its life past
 // retention, is never swept, and is resumed by a re-acquire; a completed
 // one starts a new life with no point. A store without the capability
 // skips these tests.
-func RunPhase(t *testing.T, newStore NewStoreFunc) {
+func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
-	phaser := func(t *testing.T) (store.Store, store.Phaser) {
+	phaser := func(t *testing.T) (store.Store, store.Advancer) {
 		t.Helper()
 		s := newStore(t)
-		p, ok := s.(store.Phaser)
+		p, ok := s.(store.Advancer)
 		if !ok {
-			t.Skipf("%T does not implement store.Phaser", s)
+			t.Skipf("%T does not implement store.Advancer", s)
 		}
 		return s, p
 	}
 	// unfinished claims a key, advances it to point and releases it.
-	unfinished := func(t *testing.T, s store.Store, p store.Phaser, lease, ttl time.Duration) store.Claim {
+	unfinished := func(t *testing.T, s store.Store, p store.Advancer, lease, ttl time.Duration) store.Claim {
 		t.Helper()
 		c := claim("alice", newKey(), "body", lease, ttl)
 		_, inserted, err := s.Insert(ctx, c)
@@ -46,7 +46,7 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		ph, err := p.Phase(ctx, c.Attempt())
+		ph, err := p.Progress(ctx, c.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "", ph.Point)
 		require.True(t, ph.Life.Equal(rec.CreatedAt), "the life is the record's created_at")
@@ -54,13 +54,13 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		require.Empty(t, ph.ProviderKeys)
 
 		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
-		ph, err = p.Phase(ctx, c.Attempt())
+		ph, err = p.Progress(ctx, c.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point)
 		require.Equal(t, map[string]string{"bank": "b1"}, ph.ProviderKeys)
 		require.NoError(t, p.Advance(ctx, c.Attempt(), "sent", map[string]string{"bank": "b2", "fx": "f1"}))
 		require.NoError(t, p.Advance(ctx, c.Attempt(), "sent", nil))
-		ph, err = p.Phase(ctx, c.Attempt())
+		ph, err = p.Progress(ctx, c.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, map[string]string{"bank": "b1", "fx": "f1"}, ph.ProviderKeys,
 			"a recorded key is kept, never replaced; new ones are added")
@@ -70,14 +70,14 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 
 		other := c.Attempt()
 		other.Token = claim("alice", c.Key, "body", long, ttl).Token
-		_, err = p.Phase(ctx, other)
-		require.ErrorIs(t, err, store.ErrLeaseLost)
-		require.ErrorIs(t, p.Advance(ctx, other, "paid", nil), store.ErrLeaseLost)
+		_, err = p.Progress(ctx, other)
+		require.ErrorIs(t, err, store.ErrNotHeld)
+		require.ErrorIs(t, p.Advance(ctx, other, "paid", nil), store.ErrNotHeld)
 		require.Error(t, p.Advance(ctx, c.Attempt(), "", nil), "no point means nothing happened: never set back")
 
 		require.NoError(t, s.Fail(ctx, c.Attempt()))
-		_, err = p.Phase(ctx, c.Attempt())
-		require.ErrorIs(t, err, store.ErrLeaseLost, "a released hold reads nothing")
+		_, err = p.Progress(ctx, c.Attempt())
+		require.ErrorIs(t, err, store.ErrNotHeld, "a released hold reads nothing")
 	})
 
 	t.Run("PointCommitsWithItsTransaction", func(t *testing.T) {
@@ -89,8 +89,8 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		for _, commit := range []bool{false, true} {
 			tx, err := s.Begin(ctx, store.TxOptions{})
 			require.NoError(t, err)
-			tp, ok := tx.(store.Phaser)
-			require.True(t, ok, "%T: the store's Tx is a Phaser too", tx)
+			tp, ok := tx.(store.Advancer)
+			require.True(t, ok, "%T: the store's Tx is a Advancer too", tx)
 			require.NoError(t, tp.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
 			if commit {
 				require.NoError(t, tx.Commit(ctx))
@@ -133,7 +133,7 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		won, err := s.Reacquire(ctx, again, c.Token)
 		require.NoError(t, err)
 		require.True(t, won)
-		ph, err := p.Phase(ctx, again.Attempt())
+		ph, err := p.Progress(ctx, again.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point, "a re-acquire resumes the unfinished record")
 		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")
@@ -157,7 +157,7 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		won, err := s.Reacquire(ctx, again, c.Token)
 		require.NoError(t, err)
 		require.True(t, won)
-		ph, err := p.Phase(ctx, again.Attempt())
+		ph, err := p.Progress(ctx, again.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "", ph.Point)
 		require.Empty(t, ph.ProviderKeys, "a new payout derives new keys")
@@ -186,7 +186,7 @@ func RunPhase(t *testing.T, newStore NewStoreFunc) {
 		require.False(t, won, "another token: not the record as listed")
 		next, won := resume(released, released.Token)
 		require.True(t, won)
-		ph, err := p.Phase(ctx, next.Attempt())
+		ph, err := p.Progress(ctx, next.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point)
 		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")

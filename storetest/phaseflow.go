@@ -53,11 +53,11 @@ func (p *provider) executions() map[string]int {
 }
 
 // RunPhaseFlow drives recovery points through the middleware in leased
-// mode (idem.Phase, idem.Advance, idem.ProviderKey, idem.Pending) and
+// mode (idem.RecoveryPoint, idem.Advance, idem.ProviderKey, idem.Pending) and
 // package completer, with model/payout.pml's flow over an in-process
 // provider: debit with the point PointOutcomeUnknown, call, then finish;
 // with no answer, pending; resumed by a retry or the completer, which send
-// again with the same derived key. A store without store.Phaser skips
+// again with the same derived key. A store without store.Advancer skips
 // these tests.
 func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
@@ -73,23 +73,23 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		p      *provider
 		debits atomic.Int32
 		keys   sync.Map // provider keys derived, by attempt
-		work   func(ctx context.Context) idem.Reply
+		work   func(ctx context.Context) idem.Response
 		resume completer.Resume
 	}
 	newFlow := func(t *testing.T, lease, retention time.Duration) *flow {
 		t.Helper()
 		s := newStore(t)
-		if _, ok := s.(store.Phaser); !ok {
-			t.Skipf("%T does not implement store.Phaser", s)
+		if _, ok := s.(store.Advancer); !ok {
+			t.Skipf("%T does not implement store.Advancer", s)
 		}
 		f := &flow{s: s, p: &provider{executed: map[string]int{}}}
 		mw, err := idem.New(s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: lease, TTL: retention, ProviderKeySecret: secret})
 		require.NoError(t, err)
 		f.mw = mw
-		f.work = func(ctx context.Context) idem.Reply {
-			point, err := idem.Phase(ctx)
+		f.work = func(ctx context.Context) idem.Response {
+			point, err := idem.RecoveryPoint(ctx)
 			if err != nil {
-				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			}
 			pk, err := idem.ProviderKey(ctx, "bank")
 			require.NoError(t, err)
@@ -100,7 +100,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 					return nil
 				})
 				if err != nil {
-					return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+					return idem.Response{StatusCode: http.StatusServiceUnavailable}
 				}
 			}
 			// Resuming at PointOutcomeUnknown: this provider's send is its
@@ -108,11 +108,11 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			// same derived one.
 			if !f.p.call(pk) {
 				require.NoError(t, idem.Pending(ctx))
-				return idem.Reply{StatusCode: http.StatusAccepted, Body: []byte("pending")}
+				return idem.Response{StatusCode: http.StatusAccepted, Body: []byte("pending")}
 			}
-			return idem.Reply{StatusCode: http.StatusCreated, Body: []byte("paid " + pk)}
+			return idem.Response{StatusCode: http.StatusCreated, Body: []byte("paid " + pk)}
 		}
-		f.resume = func(ctx context.Context, u store.Unfinished) idem.Reply {
+		f.resume = func(ctx context.Context, u store.Unfinished) idem.Response {
 			require.Equal(t, idem.PointOutcomeUnknown, u.Point)
 			return f.work(ctx)
 		}
@@ -134,7 +134,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		f := newFlow(t, long, ttl)
 		f.p.setSilent(true)
 		first := f.mw.Do(ctx, call, f.work)
-		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+		require.Equal(t, http.StatusAccepted, first.Response.StatusCode, "%v", first.Err)
 		require.Equal(t, idem.OutcomeFailed, first.Outcome, "a pending answer is not stored")
 		rec, err := f.s.Get(ctx, call.Scope, call.Key)
 		require.NoError(t, err)
@@ -144,10 +144,10 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		f.p.setSilent(false)
 		second := f.mw.Do(ctx, call, f.work)
 		require.Equal(t, idem.OutcomeExecuted, second.Outcome, "%v", second.Err)
-		require.Equal(t, http.StatusCreated, second.Reply.StatusCode)
+		require.Equal(t, http.StatusCreated, second.Response.StatusCode)
 		third := f.mw.Do(ctx, call, f.work)
 		require.True(t, third.Replayed)
-		require.Equal(t, second.Reply.Body, third.Reply.Body)
+		require.Equal(t, second.Response.Body, third.Response.Body)
 		oneTransfer(t, f)
 	})
 
@@ -156,7 +156,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		f := newFlow(t, long, ttl)
 		f.p.setSilent(true)
 		first := f.mw.Do(ctx, call, f.work)
-		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+		require.Equal(t, http.StatusAccepted, first.Response.StatusCode, "%v", first.Err)
 		c, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
 		require.NoError(t, err)
 
@@ -174,7 +174,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 
 		retry := f.mw.Do(ctx, call, f.work)
 		require.True(t, retry.Replayed, "the client's retry gets the completer's answer")
-		require.Equal(t, http.StatusCreated, retry.Reply.StatusCode)
+		require.Equal(t, http.StatusCreated, retry.Response.StatusCode)
 		oneTransfer(t, f)
 	})
 
@@ -184,7 +184,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		// An attempt claims the key, commits its debit with the point
 		// PointOutcomeUnknown, calls the provider, and dies: its lease
 		// is never renewed, nor released.
-		sp := f.s.(store.Phaser)
+		sp := f.s.(store.Advancer)
 		c := store.Claim{Scope: call.Scope, Key: call.Key, Fingerprint: call.Fingerprint, Token: uuid.NewString(), Lease: 200 * time.Millisecond, TTL: ttl}
 		_, inserted, err := f.s.Insert(ctx, c)
 		require.NoError(t, err)
@@ -205,8 +205,8 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Equal(t, 1, r.Finished)
 		oneTransfer(t, f)
-		_, err = sp.Phase(ctx, c.Attempt())
-		require.ErrorIs(t, err, store.ErrLeaseLost, "the dead attempt is fenced out")
+		_, err = sp.Progress(ctx, c.Attempt())
+		require.ErrorIs(t, err, store.ErrNotHeld, "the dead attempt is fenced out")
 	})
 
 	t.Run("CompleterResumesOnlyTheRecordItListed", func(t *testing.T) {
@@ -216,7 +216,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			f := newFlow(t, long, time.Millisecond)
 			f.p.setSilent(true)
 			first := f.mw.Do(ctx, call, f.work)
-			require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+			require.Equal(t, http.StatusAccepted, first.Response.StatusCode, "%v", first.Err)
 			f.p.setSilent(false)
 			// Between the completer's listing and its take-over, the
 			// client's retry finishes the payout, its retention passes,
@@ -252,7 +252,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		f := newFlow(t, long, time.Millisecond)
 		f.p.setSilent(true)
 		first := f.mw.Do(ctx, call, f.work)
-		require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+		require.Equal(t, http.StatusAccepted, first.Response.StatusCode, "%v", first.Err)
 		// A finished record made after it passes its retention: so has
 		// the pending payout, by the store's clock.
 		waitExpired(t, f.s, ref(putRecord(t, f.s, "bob", store.StatusFailed, long, time.Millisecond)))
@@ -264,9 +264,9 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		other := call
 		h := sha256.Sum256([]byte(`{"amount":999}`))
 		other.Fingerprint.Hash = h[:]
-		res := f.mw.Do(ctx, other, func(context.Context) idem.Reply {
+		res := f.mw.Do(ctx, other, func(context.Context) idem.Response {
 			t.Error("another body must not run")
-			return idem.Reply{StatusCode: http.StatusCreated}
+			return idem.Response{StatusCode: http.StatusCreated}
 		})
 		require.Equal(t, idem.OutcomeMismatch, res.Outcome, "the pending payout still binds its key: %v", res.Err)
 
@@ -289,7 +289,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			f := newFlow(t, long, ttl)
 			f.p.setSilent(true)
 			first := f.mw.Do(ctx, call, f.work)
-			require.Equal(t, http.StatusAccepted, first.Reply.StatusCode, "%v", first.Err)
+			require.Equal(t, http.StatusAccepted, first.Response.StatusCode, "%v", first.Err)
 			f.p.setSilent(false)
 			// The service restarts with another secret while the payout
 			// is pending.
@@ -321,11 +321,11 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		var keys []string
 		for _, mw := range []*idem.Middleware{f.mw, rotated} {
-			res := mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
-				point, err := idem.Phase(ctx)
+			res := mw.Do(ctx, call, func(ctx context.Context) idem.Response {
+				point, err := idem.RecoveryPoint(ctx)
 				require.NoError(t, err)
 				keys = append(keys, derive(ctx, point))
-				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			})
 			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
 		}
@@ -373,12 +373,12 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			var pk string
 			c := call
 			c.Key = key
-			res := mw.Do(ctx, c, func(ctx context.Context) idem.Reply {
+			res := mw.Do(ctx, c, func(ctx context.Context) idem.Response {
 				var err error
 				pk, err = idem.ProviderKey(ctx, "bank")
 				require.NoError(t, err)
 				// Not final: the key is released for the next derivation.
-				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			})
 			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
 			return pk
@@ -393,18 +393,18 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 
 		nosecret, err := idem.New(f.s, idem.Config{Mode: idem.ModeLeased})
 		require.NoError(t, err)
-		res := nosecret.Do(ctx, call, func(ctx context.Context) idem.Reply {
+		res := nosecret.Do(ctx, call, func(ctx context.Context) idem.Response {
 			_, err := idem.ProviderKey(ctx, "bank")
 			require.ErrorIs(t, err, idem.ErrNoProviderKeySecret)
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			return idem.Response{StatusCode: http.StatusServiceUnavailable}
 		})
 		require.Equal(t, idem.OutcomeFailed, res.Outcome)
 		atomicMW, err := idem.New(f.s, idem.Config{Mode: idem.ModeAtomic, ProviderKeySecret: secret})
 		require.NoError(t, err)
-		res = atomicMW.Do(ctx, call, func(ctx context.Context) idem.Reply {
-			_, err := idem.Phase(ctx)
-			require.ErrorIs(t, err, idem.ErrNoPhases)
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+		res = atomicMW.Do(ctx, call, func(ctx context.Context) idem.Response {
+			_, err := idem.RecoveryPoint(ctx)
+			require.ErrorIs(t, err, idem.ErrNoRecoveryPoints)
+			return idem.Response{StatusCode: http.StatusServiceUnavailable}
 		})
 		require.Equal(t, idem.OutcomeFailed, res.Outcome)
 	})
@@ -412,15 +412,15 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 	t.Run("AFailedPhaseCommitsNothing", func(t *testing.T) {
 		t.Parallel()
 		f := newFlow(t, long, ttl)
-		res := f.mw.Do(ctx, call, func(ctx context.Context) idem.Reply {
+		res := f.mw.Do(ctx, call, func(ctx context.Context) idem.Response {
 			err := idem.Advance(ctx, "debited", func(context.Context) error { return context.Canceled })
 			require.ErrorIs(t, err, context.Canceled)
-			point, err := idem.Phase(ctx)
+			point, err := idem.RecoveryPoint(ctx)
 			require.NoError(t, err)
 			require.Equal(t, "", point)
 			require.Error(t, idem.Pending(ctx), "nothing to resume")
 			require.Error(t, idem.Advance(ctx, "", nil))
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			return idem.Response{StatusCode: http.StatusServiceUnavailable}
 		})
 		require.Equal(t, idem.OutcomeFailed, res.Outcome)
 		rec, err := f.s.Get(ctx, call.Scope, call.Key)

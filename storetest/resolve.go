@@ -70,7 +70,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Equal(t, store.StatusFailed, rec.Status)
 		require.Nil(t, rec.Response)
-		require.ErrorIs(t, r.Release(ctx, c.Attempt()), store.ErrLeaseLost, "released once only")
+		require.ErrorIs(t, r.Release(ctx, c.Attempt()), store.ErrNotHeld, "released once only")
 		retry := claim(c.Scope, c.Key, "body", long, ttl)
 		won, err := s.Reacquire(ctx, retry, c.Token)
 		require.NoError(t, err)
@@ -109,8 +109,8 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		for name, a := range map[string]store.Attempt{
 			"processing": running.Attempt(), "failed": failed.Attempt(), "another token": stale, "unused": unused,
 		} {
-			require.ErrorIs(t, r.Release(ctx, a), store.ErrLeaseLost, name)
-			require.ErrorIs(t, r.ReplaceResponse(ctx, a, resp), store.ErrLeaseLost, name)
+			require.ErrorIs(t, r.Release(ctx, a), store.ErrNotHeld, name)
+			require.ErrorIs(t, r.ReplaceResponse(ctx, a, resp), store.ErrNotHeld, name)
 		}
 		rec, err := s.Get(ctx, running.Scope, running.Key)
 		require.NoError(t, err)
@@ -133,7 +133,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		won, err := s.Reacquire(ctx, retry, c.Token)
 		require.NoError(t, err)
 		require.True(t, won)
-		require.ErrorIs(t, r.Release(ctx, c.Attempt()), store.ErrLeaseLost)
+		require.ErrorIs(t, r.Release(ctx, c.Attempt()), store.ErrNotHeld)
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusProcessing, rec.Status)

@@ -37,7 +37,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Race", func(t *testing.T) { t.Parallel(); RunRace(t, newStore) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	t.Run("Resolve", func(t *testing.T) { t.Parallel(); RunResolve(t, newStore) })
-	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunPhase(t, newStore) })
+	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunAdvancer(t, newStore) })
 	t.Run("PhaseFlow", func(t *testing.T) { t.Parallel(); RunPhaseFlow(t, newStore) })
 	for _, c := range MiddlewareConfigs() {
 		t.Run("Middleware"+c.Name, func(t *testing.T) { t.Parallel(); RunMiddleware(t, newStore, c.Config) })
@@ -60,9 +60,9 @@ func MiddlewareConfigs() []MiddlewareConfig {
 	return []MiddlewareConfig{
 		{"Leased", idem.Config{Mode: idem.ModeLeased}},
 		{"Atomic", idem.Config{Mode: idem.ModeAtomic}},
-		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true}},
+		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomicDeferred}},
 		{"LeasedCached", idem.Config{Mode: idem.ModeLeased, ReplayCacheBytes: cache}},
-		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomic, DeferClaim: true, ReplayCacheBytes: cache}},
+		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: cache}},
 	}
 }
 

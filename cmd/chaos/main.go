@@ -57,7 +57,7 @@ func isSet(name string) bool {
 
 func run() int {
 	profile := flag.String("profile", "short", "short (CI, about 2 minutes) or long (the soak)")
-	modes := flag.String("modes", "atomic,leased", "idempotency modes to run, comma-separated")
+	modes := flag.String("modes", "atomic-deferred,leased", "idempotency modes to run, comma-separated")
 	bin := flag.String("paymentsd", "", "a paymentsd binary to use instead of building ./cmd/paymentsd")
 	bankd := flag.String("bankd", "", "a bankd binary to use instead of building ./cmd/bankd")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of every random choice")

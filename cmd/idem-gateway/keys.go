@@ -227,7 +227,7 @@ func keysResolve(ctx context.Context, r store.KeyResolver, ref store.KeyRef, ans
 		resolution = "answered"
 		err = r.ReplaceResponse(ctx, a, *answer)
 	}
-	if errors.Is(err, store.ErrLeaseLost) {
+	if errors.Is(err, store.ErrNotHeld) {
 		return fmt.Errorf("keys resolve: the record changed while it was being resolved (a retry took the key over, or another operator resolved it); nothing changed: show it again")
 	}
 	if err != nil {

@@ -35,6 +35,31 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer, synopsis stri
 	return nil
 }
 
+// deprecatedUsage begins the usage of a deprecated flag, followed by the
+// name of the flag that replaces it.
+const deprecatedUsage = "deprecated: use --"
+
+// deprecatedFlag registers old as a deprecated spelling of the flag name:
+// it sets the same value; warnDeprecated says so once parsed.
+func deprecatedFlag(fs *flag.FlagSet, old, name string) {
+	fs.Var(fs.Lookup(name).Value, old, deprecatedUsage+name)
+}
+
+// warnDeprecated writes one line to stderr for each deprecated flag set.
+func warnDeprecated(fs *flag.FlagSet, stderr io.Writer) {
+	fs.Visit(func(f *flag.Flag) {
+		if use, ok := strings.CutPrefix(f.Usage, deprecatedUsage); ok {
+			fmt.Fprintf(stderr, "paymentsd: --%s is deprecated: use --%s\n", f.Name, use)
+		}
+	})
+}
+
+// isSet reports whether the flag name was set on the command line.
+func isSet(fs *flag.FlagSet, name string) (set bool) {
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // dashFlag matches a flag name as package flag spells it in its errors.
 var dashFlag = regexp.MustCompile(`(^|[: ])-([a-zA-Z][a-zA-Z0-9-]*)`)
 

@@ -101,7 +101,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"BadLogLevel", []string{"serve", "--log-level", "verbose"}, 2, "--log-level: want debug, info, warn or error"},
 		{"BadLogFormat", []string{"serve", "--log-format", "xml"}, 2, `--log-format "xml": want text or json`},
 		{"NegativeTTL", []string{"serve", "--idempotency-ttl", "-1h", "--db", missingDir}, 2, "--idempotency-ttl must be positive"},
-		{"BadMode", []string{"serve", "--idempotency-mode", "eager"}, 2, "want atomic or leased"},
+		{"BadMode", []string{"serve", "--idempotency-mode", "eager"}, 2, "want atomic, atomic-deferred or leased"},
 		{"ExtraArgument", []string{"migrate", "now"}, 2, `unexpected argument "now"`},
 		{"UnknownCommand", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"UsersWithoutCreate", []string{"users"}, 2, "users: a subcommand is required"},
@@ -138,10 +138,19 @@ func TestCommandLineErrors(t *testing.T) {
 		require.Contains(t, out, "paymentsd users create")
 		out, _, code = runCLI(t, env(), "serve", "-h")
 		require.Zero(t, code)
-		for _, flag := range []string{"--addr", "--db", "--idempotency-ttl", "--lock-timeout", "--idempotency-mode", "--rates", "--metrics-addr", "--log-format"} {
+		for _, flag := range []string{"--addr", "--db", "--idempotency-ttl", "--lease-duration", "--idempotency-mode", "--rates", "--metrics-addr", "--log-format"} {
 			require.Contains(t, out, flag)
 		}
 	})
+}
+
+// TestDeprecatedFlag: a flag's old name still sets it, with one warning.
+func TestDeprecatedFlag(t *testing.T) {
+	t.Parallel()
+	_, errOut, code := runCLI(t, env(), "serve", "--lock-timeout", "-1s", "--db", filepath.Join(t.TempDir(), "missing", "x.db"))
+	require.Equal(t, 2, code, errOut)
+	require.Equal(t, "paymentsd: --lock-timeout is deprecated: use --lease-duration\n"+
+		"paymentsd: serve: --lease-duration must be positive, got -1s\n", errOut)
 }
 
 // TestRatesFile replaces the built-in rates.

@@ -149,7 +149,7 @@ func openMySQL(ctx context.Context, dsn string) (*backend, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("connect to MySQL at %s: %v", display, err)
 	}
-	st, err := mysqlstore.New(db, mysqlstore.Options{})
+	st, err := mysqlstore.New(db, mysqlstore.Config{})
 	if err != nil {
 		_ = db.Close()
 		return nil, err
@@ -158,7 +158,7 @@ func openMySQL(ctx context.Context, dsn string) (*backend, error) {
 		kind: "mysql", display: display,
 		store: st, ledger: mysqlledger.New(db),
 		migrate: func(ctx context.Context) (string, error) {
-			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Options{})
+			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Config{})
 			if err != nil {
 				return "", err
 			}

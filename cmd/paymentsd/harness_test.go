@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 // Stores and modes: every behaviour is checked on each pair.
 var (
 	stores = []string{"sqlite", "postgres"}
-	modes  = []string{"atomic", "leased"}
+	modes  = []string{"atomic-deferred", "leased"}
 )
 
 // sqlStores are the stores a build tag adds to stores (mysql_test.go), by

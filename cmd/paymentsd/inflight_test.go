@@ -96,8 +96,8 @@ func TestInFlightWhileRunning(t *testing.T) {
 		args []string
 	}{
 		{"Leased", []string{"--idempotency-mode", "leased"}},
-		{"AtomicClaimFirst", []string{"--idempotency-mode", "atomic", "--defer-claim=false"}},
-		{"AtomicDeferredClaim", []string{"--idempotency-mode", "atomic"}},
+		{"AtomicClaimFirst", []string{"--idempotency-mode", "atomic"}},
+		{"AtomicDeferredClaim", []string{"--idempotency-mode", "atomic-deferred"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -43,7 +43,7 @@ func init() {
 			return pool
 		},
 		idemStore: func(t *testing.T, db *sql.DB) store.Store {
-			s, err := mysqlstore.New(db, mysqlstore.Options{})
+			s, err := mysqlstore.New(db, mysqlstore.Config{})
 			require.NoError(t, err)
 			return s
 		},

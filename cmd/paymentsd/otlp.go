@@ -45,7 +45,7 @@ func startOTLP(ctx context.Context, endpoint string) (*idemotel.Telemetry, func(
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(points)), sdkmetric.WithResource(res))
 	stop := func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)) }
-	tel, err := idemotel.New(idemotel.Opts{TracerProvider: tp, MeterProvider: mp})
+	tel, err := idemotel.New(idemotel.Config{TracerProvider: tp, MeterProvider: mp})
 	if err != nil {
 		return nil, nil, errors.Join(err, stop(ctx))
 	}

@@ -159,7 +159,7 @@ func writeSecret(t *testing.T, secret string) string {
 // phase (ten round trips where PostgreSQL pipelines two) outlasted a lease
 // of one second, and the payout ended 409 lease-lost.
 func payoutArgs(t *testing.T, bankURL, secret string, completeEvery time.Duration) []string {
-	return []string{"--bank-url", bankURL, "--bank-key-secret-file", secret, "--lock-timeout", "3s",
+	return []string{"--bank-url", bankURL, "--bank-key-secret-file", secret, "--lease-duration", "3s",
 		"--bank-timeout", "10m", "--complete-interval", completeEvery.String()}
 }
 

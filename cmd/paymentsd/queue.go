@@ -42,7 +42,7 @@ func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, err
 	op := func(m *consumer.Message) api.Operation {
 		return api.Operation(strings.TrimPrefix(m.Subject, commandPrefix))
 	}
-	return consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	return consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		return ops.Run(ctx, op(m), idem.ScopeFromContext(ctx), m.Body)
 	}, consumer.Config{
 		Header: mw.Config().Header,

@@ -31,7 +31,7 @@ type serveFlags struct {
 	addr            string
 	db              *string
 	ttl             time.Duration
-	lockTimeout     time.Duration
+	leaseDuration   time.Duration
 	waitTimeout     time.Duration
 	mode            string
 	rates           string
@@ -68,9 +68,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "the address to listen on; port 0 picks a free port")
 	f.db = dbFlag(fs)
 	fs.DurationVar(&f.ttl, "idempotency-ttl", idem.DefaultTTL, "how long an Idempotency-Key binds its first response")
-	fs.DurationVar(&f.lockTimeout, "lock-timeout", idem.DefaultLeaseDuration, "the lease of a request in leased mode: after a crash, a retry may take the key over after this long")
+	fs.DurationVar(&f.leaseDuration, "lease-duration", idem.DefaultLeaseDuration, "the lease of a request in leased mode: after a crash, a retry may take the key over after this long")
+	deprecatedFlag(fs, "lock-timeout", "lease-duration")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", idem.DefaultWaitTimeout, "how long a duplicate waits for the request it repeats before it gets 409 in atomic mode")
-	fs.StringVar(&f.mode, "idempotency-mode", "atomic", "how a request holds its key: atomic (one transaction; the handlers only touch the database) or leased")
+	fs.StringVar(&f.mode, "idempotency-mode", "atomic-deferred", "how a request holds its key: atomic (one transaction; the handlers only touch the database), atomic-deferred\n(atomic, the key claimed at the completion: on PostgreSQL and MySQL one insert with the response and the COMMIT,\na round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back) or leased")
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
 	fs.Var(levelFlag{&f.logLevel}, "log-level", "the least level logged: debug, info, warn or error")
@@ -78,7 +79,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve GET /metrics (Prometheus), never on --addr; \"\" turns it off")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
-	fs.BoolVar(&f.deferClaim, "defer-claim", true, "in atomic mode on PostgreSQL and MySQL, claim a key at the completion, in one insert with the response and the\nCOMMIT (a round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back)")
+	fs.BoolVar(&f.deferClaim, "defer-claim", true, deprecatedUsage+"idempotency-mode atomic-deferred (true) or atomic (false)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318: the idempotency\nlayer's spans and metrics are exported there (default none: Prometheus metrics at /metrics only)")
 	fs.StringVar(&f.bankURL, "bank-url", "", "the bank payouts go through (bankd's API, docs/bankd.md); without it POST /v1/payouts answers 503")
 	fs.DurationVar(&f.bankTimeout, "bank-timeout", bankhttp.DefaultTimeout, "how long one call to the bank may take; past it the payout's outcome is unknown (202 pending)")
@@ -97,10 +98,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	warnDeprecated(fs, stderr)
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"idempotency-ttl", f.ttl}, {"lock-timeout", f.lockTimeout}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
+	}{{"idempotency-ttl", f.ttl}, {"lease-duration", f.leaseDuration}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
 		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}, {"body-timeout", f.bodyTimeout}, {"idle-timeout", f.idleTimeout}} {
 		if d.v <= 0 {
 			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
@@ -124,7 +126,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
 	}
 	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
-		return usageError("serve: --idempotency-mode %q: want atomic or leased", f.mode)
+		return usageError("serve: --idempotency-mode %q: want atomic, atomic-deferred or leased", f.mode)
+	}
+	if isSet(fs, "defer-claim") && f.idemMode != idem.ModeLeased {
+		f.idemMode = idem.ModeAtomic
+		if f.deferClaim {
+			f.idemMode = idem.ModeAtomicDeferred
+		}
 	}
 	if f.dbURL, err = resolveDB(*f.db, getenv); err != nil {
 		return err
@@ -212,10 +220,10 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 	m := metrics.New(reg)
 	cfg := idem.Config{
-		Mode: f.idemMode, TTL: f.ttl, LeaseDuration: f.lockTimeout, WaitTimeout: f.waitTimeout,
-		DeferClaim: f.deferClaim, ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
-		ObserveFunc: idem.ObserveAll(idem.LogEvents(logger), m.Observe),
-		TraceFunc:   m.Trace, ProviderKeySecret: f.bankSecret,
+		Mode: f.idemMode, TTL: f.ttl, LeaseDuration: f.leaseDuration, WaitTimeout: f.waitTimeout,
+		ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
+		ObserveFunc:      idem.ObserveAll(idem.LogEvents(logger), m.Observe),
+		TraceFunc:        m.Trace, ProviderKeySecret: f.bankSecret,
 	}
 	observeSweep := m.ObserveSweep
 	if f.otlpEndpoint != "" {
@@ -294,8 +302,11 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		if err != nil {
 			return err
 		}
-		c, err := completer.New(mw.WithMode(idem.ModeLeased), finder, resume,
-			completer.Config{Interval: f.completeEvery, Logger: logger})
+		leased, err := mw.WithMode(idem.ModeLeased)
+		if err != nil {
+			return err
+		}
+		c, err := completer.New(leased, finder, resume, completer.Config{Interval: f.completeEvery, Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -42,7 +42,7 @@ func Migrations(name string) string {
 	return name + "_migrations"
 }
 
-// Finished is true of a row that is not unfinished (store.Phaser): no
+// Finished is true of a row that is not unfinished (store.Advancer): no
 // recovery point, or COMPLETED. Only a finished row can pass its
 // retention, be swept, or start a new life. Every store's SQL uses it.
 const Finished = `(recovery_point IS NULL OR status = 'COMPLETED')`

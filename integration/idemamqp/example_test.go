@@ -62,15 +62,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		// The insert joins the message's transaction, which commits with
 		// the key's completion before the delivery is acknowledged.
 		var id int64
 		err := pgstore.DB(ctx, pool).QueryRow(ctx, `INSERT INTO payments (amount) VALUES (100) RETURNING id`).Scan(&id)
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable} // requeued after a back-off
+			return idem.Response{StatusCode: http.StatusServiceUnavailable} // requeued after a back-off
 		}
-		return idem.Reply{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, id)}
+		return idem.Response{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, id)}
 	}, consumer.Config{})
 	if err != nil {
 		log.Fatal(err)

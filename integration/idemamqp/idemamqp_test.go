@@ -91,20 +91,20 @@ func newPool(t *testing.T) (*pgxpool.Pool, string) {
 // handler records an effect and answers 201; a body "poison" is a final
 // failure (400), "flaky" fails retriably (503) on its first two deliveries.
 func handler(pool *pgxpool.Pool, runs *atomic.Int32) consumer.HandlerFunc {
-	return func(ctx context.Context, m *consumer.Message) idem.Reply {
+	return func(ctx context.Context, m *consumer.Message) idem.Response {
 		n := runs.Add(1)
 		switch string(m.Body) {
 		case "poison":
-			return idem.Reply{StatusCode: http.StatusBadRequest}
+			return idem.Response{StatusCode: http.StatusBadRequest}
 		case "flaky":
 			if m.Deliveries < 3 {
-				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			}
 		}
 		if _, err := pgstore.DB(ctx, pool).Exec(ctx, "INSERT INTO effects VALUES ($1)", idem.KeyFromContext(ctx)); err != nil {
-			return idem.Reply{StatusCode: http.StatusInternalServerError}
+			return idem.Response{StatusCode: http.StatusInternalServerError}
 		}
-		return idem.Reply{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"run":%d}`, n)}
+		return idem.Response{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"run":%d}`, n)}
 	}
 }
 

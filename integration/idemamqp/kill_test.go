@@ -51,10 +51,10 @@ func child(stop, queue string) {
 	h := handler(pool, &runs)
 	if stop == inHandler {
 		effect := h
-		h = func(ctx context.Context, m *consumer.Message) idem.Reply {
+		h = func(ctx context.Context, m *consumer.Message) idem.Response {
 			effect(ctx, m)
 			proctest.StopHere()
-			return idem.Reply{}
+			return idem.Response{}
 		}
 	}
 	c, err := newConsumer(pool, h)

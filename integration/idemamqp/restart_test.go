@@ -55,7 +55,7 @@ func TestBrokerRestart(t *testing.T) {
 	var runs, holding atomic.Int32
 	release := make(chan struct{})
 	effect := handler(pool, &runs)
-	stop := run(t, pool, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	stop := run(t, pool, func(ctx context.Context, m *consumer.Message) idem.Response {
 		if strings.HasPrefix(idem.KeyFromContext(ctx), "held-") {
 			holding.Add(1)
 			<-release

@@ -33,7 +33,7 @@ func mount(t *testing.T, mw *idem.Middleware, answer func(*http.Request) adapter
 			return next(c)
 		}
 	})
-	idemp := idemecho.RequireWithOpts(mw, idemecho.Opts{ScopeFunc: func(c *echo.Context) string {
+	idemp := idemecho.RequireWithOpts(mw, idemecho.Config{ScopeFunc: func(c *echo.Context) string {
 		u, _ := c.Get("user").(string)
 		return u
 	}})

@@ -40,7 +40,7 @@ func mount(t *testing.T, mw *idem.Middleware, answer func(*http.Request) adapter
 			c.JSON(http.StatusInternalServerError, gin.H{"error": err.Error()})
 		}
 	}
-	idemp := idemgin.RequireWithOpts(mw, idemgin.Opts{ScopeFunc: func(c *gin.Context) string { return c.GetString("user") }})
+	idemp := idemgin.RequireWithOpts(mw, idemgin.Config{ScopeFunc: func(c *gin.Context) string { return c.GetString("user") }})
 	r.POST("/v1/payments/:id", idemp, renderErrors, func(c *gin.Context) {
 		a := answer(c.Request)
 		switch {

@@ -77,13 +77,13 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Reply {
+	c, err := consumer.New(mw, func(ctx context.Context, m *consumer.Message) idem.Response {
 		var id int64
 		err := sqlitestore.DB(ctx, db).QueryRowContext(ctx, `INSERT INTO payments (amount) VALUES (100) RETURNING id`).Scan(&id)
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+			return idem.Response{StatusCode: http.StatusServiceUnavailable}
 		}
-		return idem.Reply{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, id)}
+		return idem.Response{StatusCode: http.StatusCreated, Body: fmt.Appendf(nil, `{"id":%d,"amount":100}`, id)}
 	}, consumer.Config{})
 	if err != nil {
 		log.Fatal(err)

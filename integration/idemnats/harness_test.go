@@ -83,24 +83,24 @@ func countEffects(t *testing.T, pool *pgxpool.Pool, key string) int {
 // handler records an effect and answers 201; a body "poison" is a final
 // failure (400), "flaky" fails retriably (503) on its first two deliveries.
 func handler(pool *pgxpool.Pool, before func()) consumer.HandlerFunc {
-	return func(ctx context.Context, m *consumer.Message) idem.Reply {
+	return func(ctx context.Context, m *consumer.Message) idem.Response {
 		if before != nil {
 			before()
 		}
 		switch string(m.Body) {
 		case "poison":
-			return idem.Reply{StatusCode: http.StatusBadRequest, Body: []byte(`{"error":"poison"}`)}
+			return idem.Response{StatusCode: http.StatusBadRequest, Body: []byte(`{"error":"poison"}`)}
 		case "flaky":
 			if m.Deliveries < 3 {
-				return idem.Reply{StatusCode: http.StatusServiceUnavailable}
+				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			}
 		}
 		var n int64
 		key := idem.KeyFromContext(ctx)
 		if err := pgstore.DB(ctx, pool).QueryRow(ctx, "INSERT INTO effects (key) VALUES ($1) RETURNING n", key).Scan(&n); err != nil {
-			return idem.Reply{StatusCode: http.StatusInternalServerError}
+			return idem.Response{StatusCode: http.StatusInternalServerError}
 		}
-		return idem.Reply{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"key":%q,"n":%d}`, key, n)}
+		return idem.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}}, Body: fmt.Appendf(nil, `{"key":%q,"n":%d}`, key, n)}
 	}
 }
 

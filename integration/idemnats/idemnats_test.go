@@ -144,7 +144,7 @@ func TestRedeliveryAfterMissedAckReplays(t *testing.T) {
 	run(t, c, js, cons, 1)
 	a := next(t, sub)
 	require.True(t, a.replayed, "the redelivery is answered from the key's record")
-	require.Equal(t, string(d.Result.Reply.Body), a.body)
+	require.Equal(t, string(d.Result.Response.Body), a.body)
 	require.Equal(t, int32(1), runs.Load())
 	require.Equal(t, 1, countEffects(t, pool, "order-1"))
 }

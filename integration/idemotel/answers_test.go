@@ -64,7 +64,7 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 	t.Run("KeyExists", func(t *testing.T) {
 		t.Parallel()
 		g := make(gate, 4)
-		f := newFixtureWith(t, idem.Config{Mode: idem.ModeAtomic, DeferClaim: true}, g)
+		f := newFixtureWith(t, idem.Config{Mode: idem.ModeAtomicDeferred}, g)
 		first := f.postAsync(t, "k1", `{}`)
 		releaseFirst := <-g
 		second := f.postAsync(t, "k1", `{}`)
@@ -86,7 +86,7 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 		_, err := f.pool.Exec(context.Background(), `UPDATE idempotency_keys SET lock_token = gen_random_uuid()`)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusConflict, <-first, "lease lost")
-		f.requireAnswer(t, "idem.renew", "lease_lost")
+		f.requireAnswer(t, "idem.renew", "not_held")
 		reqs := f.requestSpans()
 		require.Len(t, reqs, 1)
 		require.Equal(t, string(idem.OutcomeLeaseLost), attrs(reqs[0])["idem.outcome"].AsString())
@@ -98,6 +98,6 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 			op, _ := dp.Attributes.Value("idem.operation")
 			byOp[op.AsString()] += dp.Value
 		}
-		require.Equal(t, int64(1), byOp[idem.OpRenew], "fencing rejections by operation: %v", byOp)
+		require.Equal(t, int64(1), byOp[string(idem.OpRenew)], "fencing rejections by operation: %v", byOp)
 	})
 }

@@ -48,7 +48,7 @@ func newFixtureWith(t *testing.T, cfg idem.Config, h http.Handler) *fixture {
 	_, err := pgstore.Migrate(context.Background(), pool)
 	require.NoError(t, err)
 	f := &fixture{pool: pool, spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
-	tel, err := idemotel.New(idemotel.Opts{
+	tel, err := idemotel.New(idemotel.Config{
 		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(f.spans)),
 		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(f.reader)),
 	})
@@ -180,14 +180,14 @@ func TestSpans(t *testing.T) {
 func TestStoreErrorIsASpanError(t *testing.T) {
 	t.Parallel()
 	spans := tracetest.NewSpanRecorder()
-	tel, err := idemotel.New(idemotel.Opts{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
+	tel, err := idemotel.New(idemotel.Config{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))})
 	require.NoError(t, err)
 	pool := pgtest.Pool(t, 2)
 	st := pgstore.New(pool) // not migrated: every store operation fails
 	mw, err := idem.New(st, idem.Config{StartFunc: tel.Start, TraceFunc: tel.Trace})
 	require.NoError(t, err)
 	res := mw.Do(context.Background(), idem.Call{Scope: "alice", Key: "k1", Fingerprint: store.Fingerprint{Version: 1, Method: "Pay", Path: "Pay", Hash: make([]byte, 32)}},
-		func(context.Context) idem.Reply { return idem.Reply{StatusCode: 200} })
+		func(context.Context) idem.Response { return idem.Response{StatusCode: 200} })
 	require.Equal(t, idem.OutcomeStoreError, res.Outcome)
 	var sawStoreError bool
 	for _, s := range spans.Ended() {

@@ -50,7 +50,7 @@ func TestSweepMetrics(t *testing.T) {
 	}
 
 	reader := sdkmetric.NewManualReader()
-	tel, err := idemotel.New(idemotel.Opts{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	tel, err := idemotel.New(idemotel.Config{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
 	require.NoError(t, err)
 	sw, err := sweeper.New(st, sweeper.Config{BatchSize: 2, Pause: -1, ObserveFunc: tel.ObserveSweep})
 	require.NoError(t, err)

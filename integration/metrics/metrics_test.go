@@ -141,12 +141,12 @@ func TestMetrics(t *testing.T) {
 			require.Equal(t, want, value(t, reg, "idem_request_duration_seconds", "route", route, "outcome", string(outcome)), outcome)
 		}
 		require.Equal(t, 1.0, value(t, reg, "idem_reacquires_total", "route", route))
-		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpReacquire, "result", "ok"))
-		require.Equal(t, 2.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpGet, "result", "not_found"),
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpReacquire), "result", "ok"))
+		require.Equal(t, 2.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpGet), "result", "not_found"),
 			"k1 and k2 were unused at first")
-		require.Equal(t, 3.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpInsert, "result", "ok"),
+		require.Equal(t, 3.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpInsert), "result", "ok"),
 			"k1, k2, and k2's retry, which finds the FAILED record and re-acquires it")
-		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpFail, "result", "ok"))
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpFail), "result", "ok"))
 		require.Zero(t, value(t, reg, "idem_fencing_rejections_total"))
 
 		problems, err := testutil.GatherAndLint(reg)
@@ -161,7 +161,7 @@ func TestMetrics(t *testing.T) {
 		require.Equal(t, 201, do(h, "/v1/slow", "k1", `{}`, ""))
 		require.GreaterOrEqual(t, value(t, reg, "idem_lease_renewals_total", "route", "POST /v1/slow"), 2.0,
 			"a 250ms handler renews a 150ms lease every 50ms")
-		require.GreaterOrEqual(t, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpRenew, "result", "ok"), 2.0)
+		require.GreaterOrEqual(t, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpRenew), "result", "ok"), 2.0)
 	})
 
 	t.Run("CountsStoreErrors", func(t *testing.T) {
@@ -172,19 +172,19 @@ func TestMetrics(t *testing.T) {
 		st.Pool().Close()
 		require.Equal(t, 503, do(h, "/v1/payments", "k1", `{}`, ""))
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", route, "outcome", string(idem.OutcomeStoreError)))
-		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpGet, "result", "error"))
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpGet), "result", "error"))
 	})
 
 	t.Run("CountsFencingRejections", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
 		m := metrics.New(reg)
-		for _, op := range []string{idem.OpComplete, idem.OpRenew} {
+		for _, op := range []idem.Op{idem.OpComplete, idem.OpRenew} {
 			_, end := m.Trace(context.Background(), op)
-			end(store.ErrLeaseLost)
+			end(store.ErrNotHeld)
 		}
 		require.Equal(t, 2.0, value(t, reg, "idem_fencing_rejections_total"))
-		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", idem.OpRenew, "result", "lease_lost"))
+		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpRenew), "result", "not_held"))
 	})
 
 	t.Run("RouteFallsBackForUnroutedRequests", func(t *testing.T) {
@@ -194,7 +194,7 @@ func TestMetrics(t *testing.T) {
 		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed})
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "unrouted"))
 		reg = prometheus.NewRegistry()
-		m = metrics.NewWithOpts(reg, metrics.Opts{RouteFunc: func(idem.Event) string { return "/v1/payments/{id}" }})
+		m = metrics.NewWithOpts(reg, metrics.Config{RouteFunc: func(idem.Event) string { return "/v1/payments/{id}" }})
 		m.Observe(idem.Event{Outcome: idem.OutcomeReplayed, Path: "/v1/payments/p1"})
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", "/v1/payments/{id}"))
 	})
@@ -241,7 +241,7 @@ func BenchmarkTraceFunc(b *testing.B) {
 		trace idem.TraceFunc
 	}{
 		{"Nil", nil},
-		{"Noop", func(ctx context.Context, _ string) (context.Context, func(error)) { return ctx, noop }},
+		{"Noop", func(ctx context.Context, _ idem.Op) (context.Context, func(error)) { return ctx, noop }},
 		{"Metrics", metrics.New(prometheus.NewRegistry()).Trace},
 	} {
 		b.Run(bc.name, func(b *testing.B) {

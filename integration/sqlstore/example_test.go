@@ -72,13 +72,13 @@ func Example_sqlc() {
 // that fails after writing) and prints what the client and the database
 // see.
 func runPayments(ctx context.Context, db *sql.DB, create func(ctx context.Context) (int64, error)) {
-	if _, err := sqlstore.Migrate(ctx, db, sqlstore.Options{}); err != nil {
+	if _, err := sqlstore.Migrate(ctx, db, sqlstore.Config{}); err != nil {
 		log.Fatal(err)
 	}
 	if _, err := db.ExecContext(ctx, `CREATE TABLE payments (id bigserial PRIMARY KEY, amount_cents bigint NOT NULL)`); err != nil {
 		log.Fatal(err)
 	}
-	st, err := sqlstore.New(db, sqlstore.Options{})
+	st, err := sqlstore.New(db, sqlstore.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}

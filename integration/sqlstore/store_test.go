@@ -28,7 +28,7 @@ func openDB(t *testing.T) *sql.DB {
 }
 
 // newStore returns a migrated store on a fresh schema, with opts.
-func newStore(t *testing.T, opts sqlstore.Options) (*sqlstore.Store, *sql.DB) {
+func newStore(t *testing.T, opts sqlstore.Config) (*sqlstore.Store, *sql.DB) {
 	t.Helper()
 	db := openDB(t)
 	_, err := sqlstore.Migrate(context.Background(), db, opts)
@@ -40,14 +40,14 @@ func newStore(t *testing.T, opts sqlstore.Options) (*sqlstore.Store, *sql.DB) {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, _ := newStore(t, sqlstore.Options{})
+		s, _ := newStore(t, sqlstore.Config{})
 		return s
 	})
 }
 
 func TestConformanceOtherTable(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
-		s, _ := newStore(t, sqlstore.Options{Table: "request_keys"})
+		s, _ := newStore(t, sqlstore.Config{Table: "request_keys"})
 		return s
 	})
 }

@@ -82,10 +82,10 @@ func Table(t testing.TB, db *sql.DB) string {
 }
 
 // Store returns a migrated store on a fresh table of the test database.
-func Store(t testing.TB) (*sql.DB, mysqlstore.Options) {
+func Store(t testing.TB) (*sql.DB, mysqlstore.Config) {
 	t.Helper()
 	db := DB(t)
-	opts := mysqlstore.Options{Table: Table(t, db)}
+	opts := mysqlstore.Config{Table: Table(t, db)}
 	if _, err := mysqlstore.Migrate(context.Background(), db, opts); err != nil {
 		t.Fatalf("mysqltest: migrate: %v", err)
 	}

@@ -66,7 +66,9 @@ func New(cfg Config) (http.Handler, error) {
 	// a lease, and its phases need leased mode (idem.Advance).
 	payouts := cfg.Idempotency
 	if m, ok := payouts.(*idem.Middleware); ok {
-		payouts = m.WithMode(idem.ModeLeased)
+		if payouts, err = m.WithMode(idem.ModeLeased); err != nil {
+			return nil, err
+		}
 	}
 
 	v1 := http.NewServeMux()

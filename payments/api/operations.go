@@ -61,7 +61,7 @@ func (o *Operations) Fingerprint(op Operation, body []byte) (store.Fingerprint, 
 
 // Run runs op for user with body and returns what the HTTP API answers.
 // ctx is the key's (idem's Do): its transaction and its key.
-func (o *Operations) Run(ctx context.Context, op Operation, user string, body []byte) idem.Reply {
+func (o *Operations) Run(ctx context.Context, op Operation, user string, body []byte) idem.Response {
 	w := &replyWriter{header: http.Header{}}
 	r := request(idem.WithScope(ctx, user), op, body)
 	if handle, ok := o.routes[op]; ok {
@@ -102,6 +102,6 @@ func (w *replyWriter) Write(p []byte) (int, error) {
 	return w.body.Write(p)
 }
 
-func (w *replyWriter) reply() idem.Reply {
-	return idem.Reply{StatusCode: w.status, Header: w.header, Body: w.body.Bytes()}
+func (w *replyWriter) reply() idem.Response {
+	return idem.Response{StatusCode: w.status, Header: w.header, Body: w.body.Bytes()}
 }

@@ -93,7 +93,7 @@ func (h *handlers) payout(ctx context.Context, w http.ResponseWriter, r *http.Re
 			"This server has no bank to pay through; it was started without --bank-url. Nothing was moved.")
 		return
 	}
-	point, err := idem.Phase(ctx)
+	point, err := idem.RecoveryPoint(ctx)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -163,11 +163,11 @@ func PayoutResume(cfg Config) (completer.Resume, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(ctx context.Context, u store.Unfinished) idem.Reply {
+	return func(ctx context.Context, u store.Unfinished) idem.Response {
 		w := &replyWriter{header: http.Header{}}
 		r, err := http.NewRequestWithContext(ctx, u.Fingerprint.Method, u.Fingerprint.Path, http.NoBody)
 		if err != nil {
-			return idem.Reply{StatusCode: http.StatusInternalServerError}
+			return idem.Response{StatusCode: http.StatusInternalServerError}
 		}
 		h.payout(ctx, w, r, u.Scope, u.Key, nil)
 		return w.reply()

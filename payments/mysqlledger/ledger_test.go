@@ -28,7 +28,7 @@ func open(t *testing.T, migrated bool) *sql.DB {
 	t.Cleanup(func() { _ = db.Close() })
 	if migrated {
 		ctx := context.Background()
-		_, err = mysqlstore.Migrate(ctx, db, mysqlstore.Options{})
+		_, err = mysqlstore.Migrate(ctx, db, mysqlstore.Config{})
 		require.NoError(t, err)
 		_, err = mysqlledger.Migrate(ctx, db)
 		require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	ledgertest.Run(t, func(t *testing.T) ledgertest.Harness {
 		db := open(t, true)
-		s, err := mysqlstore.New(db, mysqlstore.Options{})
+		s, err := mysqlstore.New(db, mysqlstore.Config{})
 		require.NoError(t, err)
 		return ledgertest.Harness{Ledger: mysqlledger.New(db), Store: s}
 	})

@@ -138,6 +138,15 @@ func (r *runner) startIdem(ctx context.Context, name, mode string, db *database)
 	return r.startPaymentsd(ctx, name, mode, db)
 }
 
+// paymentsdMode is the --idempotency-mode of a run's mode: "atomic" runs
+// are paymentsd's default, the claim deferred to the completion.
+func paymentsdMode(mode string) string {
+	if mode == "atomic" {
+		return "atomic-deferred"
+	}
+	return mode
+}
+
 // startPaymentsd starts the paymentsd binary in mode on db, with extra
 // serve flags. Its /metrics tells its round trips to PostgreSQL.
 func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *database, extra ...string) (*server, error) {
@@ -149,7 +158,7 @@ func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *data
 		// Logging at warn: one line per request would cost paymentsd CPU
 		// that the bare server does not spend.
 		return append([]string{r.cfg.Paymentsd, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
-			"--idempotency-mode", mode, "--log-level", "warn"}, extra...)
+			"--idempotency-mode", paymentsdMode(mode), "--log-level", "warn"}, extra...)
 	})
 	if err != nil {
 		return nil, err

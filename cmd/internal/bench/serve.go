@@ -135,13 +135,12 @@ func paymentsHandler(pool *pgxpool.Pool, wiring string, stderr io.Writer) (http.
 	}
 	var mw api.Idempotency = passThrough{}
 	if wiring != "bare" {
-		mode, err := idem.ParseMode(wiring)
+		mode, err := idem.ParseMode(paymentsdMode(wiring))
 		if err != nil {
 			return nil, err
 		}
-		// paymentsd's defaults: the claim deferred to the completion, a
-		// replay cache of 64 MiB.
-		if mw, err = idem.New(pgstore.New(pool), idem.Config{Mode: mode, DeferClaim: true, ReplayCacheBytes: 64 << 20}); err != nil {
+		// paymentsd's defaults: a replay cache of 64 MiB.
+		if mw, err = idem.New(pgstore.New(pool), idem.Config{Mode: mode, ReplayCacheBytes: 64 << 20}); err != nil {
 			return nil, err
 		}
 	}

@@ -18,7 +18,7 @@ type Profile struct {
 	Duration time.Duration
 	// Drain bounds how long callers may keep retrying after the faults stop.
 	Drain time.Duration
-	// LeaseDuration is paymentsd's --lock-timeout: short, so the leases of
+	// LeaseDuration is paymentsd's --lease-duration: short, so the leases of
 	// killed replicas expire quickly.
 	LeaseDuration time.Duration
 	// UpstreamTimeout is how long the front proxy waits for a replica's

@@ -161,7 +161,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	defer pay.close()
 	serve := func(dbURL, ttl string) []string {
 		return []string{"serve", "--addr", "127.0.0.1:0", "--metrics-addr=", "--db", dbURL, "--idempotency-mode", m.mode,
-			"--idempotency-ttl", ttl, "--lock-timeout", p.LeaseDuration.String()}
+			"--idempotency-ttl", ttl, "--lease-duration", p.LeaseDuration.String()}
 	}
 	replicas := make([]*Replica, p.Replicas)
 	for i := range replicas {

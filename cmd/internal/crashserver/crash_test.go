@@ -95,7 +95,7 @@ type process struct {
 
 func start(t *testing.T, db, mode string, args ...string) *process {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"--db", db, "--mode", mode, "--lock-timeout", "1s"}, args...)...)
+	cmd := exec.Command(binary, append([]string{"--db", db, "--mode", mode, "--lease-duration", "1s"}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	cmd.Stderr = os.Stderr

@@ -48,9 +48,9 @@ func main() {
 
 func run() error {
 	db := flag.String("db", "", "PostgreSQL connection string")
-	modeName := flag.String("mode", "atomic", "idempotency mode: atomic or leased")
+	modeName := flag.String("mode", "atomic", "idempotency mode: leased, atomic or atomic-deferred")
 	crashAt := flag.String("crash-at", "", "where to SIGKILL itself: claimed, handler, written or committed")
-	lockTimeout := flag.Duration("lock-timeout", time.Second, "lease of a leased-mode claim")
+	leaseDuration := flag.Duration("lease-duration", time.Second, "lease of a leased-mode claim")
 	flag.Parse()
 	mode, err := idem.ParseMode(*modeName)
 	if err != nil {
@@ -67,7 +67,7 @@ func run() error {
 	if _, err := pool.Exec(ctx, schema); err != nil {
 		return err
 	}
-	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: mode, LeaseDuration: *lockTimeout})
+	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: mode, LeaseDuration: *leaseDuration})
 	if err != nil {
 		return err
 	}

@@ -15,7 +15,7 @@
 // really is trivial.
 //
 // It uses only what every version of the core has had (idem.New,
-// idem.Config's Mode, DeferClaim, ReplayCacheBytes and ScopeFunc,
+// idem.Config's Mode, ReplayCacheBytes and ScopeFunc,
 // pgstore.New and pgstore.DB), and package roundtrip, so that the benchmark
 // can build it from an earlier tree too, the two placed in it by an overlay
 // (Config.Baseline in cmd/internal/bench). GET /roundtrips answers its
@@ -149,7 +149,7 @@ func handler(pool *pgxpool.Pool, wiring string) (http.Handler, error) {
 	}
 	switch name {
 	case "atomic":
-		c.Mode, c.DeferClaim = idem.ModeAtomic, true
+		c.Mode = idem.ModeAtomicDeferred
 	case "claim-first":
 		c.Mode = idem.ModeAtomic
 	case "leased":
