@@ -20,6 +20,8 @@
 #                                          against MariaDB: MYSQL_URL, a server on 127.0.0.1:3306, or a throwaway
 #                                          mariadbd (scripts/test-mysql.sh); PostgreSQL as for make test
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
+#   make test-partitioned                  pgstore's, the wallet's and paymentsd's tests on a key table and wallet
+#                                          hash-partitioned by user (16 partitions, PG_PARTITIONS)
 #   make model                             model-check the key protocol and the payout flow with SPIN
 #                                          (docs/model.md; installs spin with apt-get when missing)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
@@ -55,10 +57,14 @@ MYSQL_TAGGED_PKGS ?= ./cmd/paymentsd/...
 TEST_MYSQL  ?= ./scripts/test-mysql.sh
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
+# What make test-partitioned runs on the schema hash-partitioned by user:
+# pgstore's conformance and sweep tests, the wallet's and paymentsd's tests.
+PARTITIONED_STORE ?= -run '^(TestConformance|TestKeysInEveryQueryMode|TestSweep|TestSweepPartitioned|TestOnce|TestRun)$$' ./pgstore
+PARTITIONED_PKGS  ?= ./payments/pgledger/... ./cmd/paymentsd/...
 
 .DEFAULT_GOAL := test
 .PHONY: check-modules release release-tags
-.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer bench bench-growth bench-memory bench-sweep model lint-openapi
+.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -92,6 +98,14 @@ test-mysql: check-cc fmt-check
 	$(GO) vet -tags mysql $(MYSQL_TAGGED_PKGS)
 	CGO_ENABLED=1 $(TEST_MYSQL) $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(MYSQL_PKGS)
 	CGO_ENABLED=1 $(TEST_PG) $(TEST_MYSQL) $(GO) test -tags mysql -race -count=1 -timeout 20m $(GOTESTFLAGS) $(MYSQL_TAGGED_PKGS)
+
+# The key table and the wallet hash-partitioned by user (paymentsd migrate
+# --partitions 16): the store's conformance suite and sweep tests, the
+# wallet's tests and paymentsd's end-to-end tests on that schema
+# (docs/operations.md). The rest of pgstore's tests run in make test.
+test-partitioned: check-cc
+	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_STORE)
+	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_PKGS)
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments

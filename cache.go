@@ -20,6 +20,9 @@ import (
 // store, and a record is cached only once its completion has committed.
 type replayCache struct {
 	max int64
+	// cacheable, when not nil, leaves out the responses it refuses
+	// (Config.ReplayCacheableFunc).
+	cacheable func(store.Response) bool
 	// margin is how long before a record's expiry its entry goes
 	// (cacheMargin).
 	margin time.Duration
@@ -48,11 +51,11 @@ func cacheMargin(ttl time.Duration) time.Duration { return min(time.Minute, ttl/
 // record, the list element, the map slot.
 const entryOverhead = 400
 
-func newReplayCache(maxBytes int64, margin time.Duration) *replayCache {
+func newReplayCache(maxBytes int64, margin time.Duration, cacheable func(store.Response) bool) *replayCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &replayCache{max: maxBytes, margin: margin, lru: list.New(), items: map[cacheKey]*list.Element{}}
+	return &replayCache{max: maxBytes, margin: margin, cacheable: cacheable, lru: list.New(), items: map[cacheKey]*list.Element{}}
 }
 
 // get returns the cached record of scope and key, or nil. A nil cache
@@ -81,7 +84,8 @@ func (c *replayCache) get(scope, key string, now time.Time) *store.Record {
 // expiry. Other records, records too close to expiry and records larger
 // than the whole cache are not cached.
 func (c *replayCache) put(rec *store.Record, now time.Time) {
-	if c == nil || rec.Status != store.StatusCompleted || rec.Response == nil || rec.Expired {
+	if c == nil || rec.Status != store.StatusCompleted || rec.Response == nil || rec.Expired ||
+		(c.cacheable != nil && !c.cacheable(*rec.Response)) {
 		return
 	}
 	until := rec.ExpiresAt.Add(-c.margin)

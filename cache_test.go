@@ -23,7 +23,7 @@ func TestReplayCache(t *testing.T) {
 	day := now.Add(24 * time.Hour)
 
 	t.Run("HoldsCompletedRecordsByScopeAndKey", func(t *testing.T) {
-		c := newReplayCache(1<<20, time.Minute)
+		c := newReplayCache(1<<20, time.Minute, nil)
 		rec := completed("alice", "k1", `{"id":1}`, day)
 		c.put(rec, now)
 		require.Same(t, rec, c.get("alice", "k1", now))
@@ -32,7 +32,7 @@ func TestReplayCache(t *testing.T) {
 	})
 
 	t.Run("NeverHoldsOtherStates", func(t *testing.T) {
-		c := newReplayCache(1<<20, time.Minute)
+		c := newReplayCache(1<<20, time.Minute, nil)
 		for _, rec := range []*store.Record{
 			{Scope: "a", Key: "processing", Status: store.StatusProcessing, ExpiresAt: day},
 			{Scope: "a", Key: "failed", Status: store.StatusFailed, ExpiresAt: day},
@@ -43,8 +43,18 @@ func TestReplayCache(t *testing.T) {
 		}
 	})
 
+	t.Run("NeverHoldsWhatCacheableRefuses", func(t *testing.T) {
+		c := newReplayCache(1<<20, time.Minute, func(r store.Response) bool { return r.StatusCode != 409 })
+		open := completed("a", "open", "x", day)
+		open.Response.StatusCode = 409
+		c.put(open, now)
+		require.Nil(t, c.get("a", "open", now), "an answer an operator may change is never cached")
+		c.put(completed("a", "final", "x", day), now)
+		require.NotNil(t, c.get("a", "final", now))
+	})
+
 	t.Run("EntryEndsMarginBeforeRecordExpires", func(t *testing.T) {
-		c := newReplayCache(1<<20, time.Minute)
+		c := newReplayCache(1<<20, time.Minute, nil)
 		expires := now.Add(10 * time.Minute)
 		c.put(completed("a", "k", "x", expires), now)
 		require.NotNil(t, c.get("a", "k", expires.Add(-time.Minute-time.Nanosecond)))
@@ -58,7 +68,7 @@ func TestReplayCache(t *testing.T) {
 	t.Run("EvictsLeastRecentlyUsedPastItsBytes", func(t *testing.T) {
 		body := strings.Repeat("b", 1000)
 		one := recordSize(completed("a", "k0", body, day))
-		c := newReplayCache(3*one, time.Minute)
+		c := newReplayCache(3*one, time.Minute, nil)
 		for _, k := range []string{"k0", "k1", "k2"} {
 			c.put(completed("a", k, body, day), now)
 		}
@@ -76,7 +86,7 @@ func TestReplayCache(t *testing.T) {
 	})
 
 	t.Run("ReplacingAnEntryKeepsTheCount", func(t *testing.T) {
-		c := newReplayCache(1<<20, time.Minute)
+		c := newReplayCache(1<<20, time.Minute, nil)
 		c.put(completed("a", "k", "x", day), now)
 		size := c.size
 		c.put(completed("a", "k", "x", day), now)
@@ -88,7 +98,7 @@ func TestReplayCache(t *testing.T) {
 		var c *replayCache
 		c.put(completed("a", "k", "x", day), now)
 		require.Nil(t, c.get("a", "k", now))
-		require.Nil(t, newReplayCache(0, time.Minute))
+		require.Nil(t, newReplayCache(0, time.Minute, nil))
 	})
 }
 

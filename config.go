@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/idem-dev/idem/store"
 )
 
 // Mode is how a request holds its key while the handler runs.
@@ -107,7 +109,9 @@ type Config struct {
 	TTL time.Duration
 
 	// ReplayHeaders are the response headers stored and replayed. Set-Cookie
-	// and authentication headers are never replayed, even when listed.
+	// and authentication headers are never replayed, even when listed. "*"
+	// replays every header but those and the ones about the connection
+	// (Connection, Date, Content-Length, …), as a proxy does.
 	// Default Content-Type and Location.
 	ReplayHeaders []string
 
@@ -128,6 +132,14 @@ type Config struct {
 	// off with sqlitestore. docs/modes.md says why it is safe. Default 0:
 	// off.
 	ReplayCacheBytes int64
+
+	// ReplayCacheableFunc, when set, says whether a COMPLETED response may
+	// be kept in the replay cache. The cache is safe because a COMPLETED
+	// record never changes; a response an operator may still change
+	// through [store.KeyResolver] (idem-gateway's outcome-unknown answer)
+	// must not be cached, or another process would replay it after the
+	// change. Default nil: every COMPLETED response may be.
+	ReplayCacheableFunc func(store.Response) bool
 
 	// StoreTimeout bounds the writes that finish a request (completion,
 	// freeing the key), which run even when the client has gone. Default 10s.
@@ -214,6 +226,17 @@ const (
 	DefaultStoreTimeout     = 10 * time.Second
 	DefaultProblemTypeBase  = "https://github.com/idem-dev/idem/blob/main/docs/problems.md#"
 )
+
+// ReplayAllHeaders is the Config.ReplayHeaders entry that replays every
+// header a proxy would pass on.
+const ReplayAllHeaders = "*"
+
+// notReplayedByAll are the headers "*" leaves out besides neverReplayed:
+// those about the connection or the moment, never the answer.
+var notReplayedByAll = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Transfer-Encoding": true, "Te": true, "Trailer": true,
+	"Upgrade": true, "Proxy-Connection": true, "Date": true, "Content-Length": true, "Idempotent-Replayed": true,
+}
 
 // neverReplayed are headers that would leak a session or credentials to
 // whoever retries.

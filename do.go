@@ -50,6 +50,10 @@ type Result struct {
 	Response *Response
 	// Replayed: Response is the first attempt's, stored.
 	Replayed bool
+	// Problem names the problem the middleware answered with itself
+	// (ProblemKeyReused, …), for a door that names it in its own terms;
+	// empty when Response is the work's.
+	Problem ProblemType
 	// Err is what went wrong, as Event.Err says.
 	Err error
 }
@@ -66,11 +70,11 @@ func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Conte
 	defer m.observe(q)
 	res := m.doCall(q, c, work)
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	resp, replayed := m.response(res)
+	resp, replayed, problem := m.response(res)
 	if resp != nil {
 		q.event.StatusCode = resp.StatusCode
 	}
-	return Result{Outcome: res.outcome, Response: resp, Replayed: replayed, Err: res.err}
+	return Result{Outcome: res.outcome, Response: resp, Replayed: replayed, Problem: problem, Err: res.err}
 }
 
 func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) Response) result {

@@ -59,5 +59,7 @@
 //
 // Errors the middleware answers itself are RFC 9457 problem responses
 // ([ProblemType]), listed in docs/problems.md. The store contract is
-// package store; every store passes package storetest.
+// package store; every store passes package storetest. Package memstore
+// keeps records in memory: the examples run on it, and so do the core's
+// own tests.
 package idem

@@ -35,7 +35,7 @@ func New(s store.Store, cfg Config) (*Middleware, error) {
 	if c.TraceFunc != nil {
 		s = traced(s, c.TraceFunc)
 	}
-	return &Middleware{store: s, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL))}, nil
+	return &Middleware{store: s, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL), c.ReplayCacheableFunc)}, nil
 }
 
 // Config returns the configuration in force, defaults filled in.

@@ -16,7 +16,7 @@ const (
 	ProblemInFlight         ProblemType = "in-flight"          // 409 with Retry-After: another request with the key is running
 	ProblemLeaseLost        ProblemType = "lease-lost"         // 409 with Retry-After: the key passed to a retry; this attempt was rolled back
 	ProblemStoreUnavailable ProblemType = "store-unavailable"  // 503: the key store failed; nothing ran, or it was rolled back
-	ProblemResponseTooLarge ProblemType = "response-too-large" // 500, stored: the request took effect but its response exceeded Config.MaxResponseBytes
+	ProblemResponseTooLarge ProblemType = "response-too-large" // stored: the response exceeded Config.MaxResponseBytes; 500 when the request took effect, the handler's 4xx when it was refused
 )
 
 // Problem is a response the middleware answers itself, as

@@ -13,7 +13,7 @@ import (
 // Event. It is the one place where the middleware writes a response.
 func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	resp, replayed := m.response(res)
+	resp, replayed, _ := m.response(res)
 	if resp == nil {
 		return // abandoned: the client has gone, or the handler panicked
 	}
@@ -31,21 +31,21 @@ func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 
 // response is what a result sends: the handler's response as it wrote it
 // (every header: the first caller may get a cookie a retry never will),
-// the stored one, or a problem response. It is nil for an abandoned
-// request.
-func (m *Middleware) response(res result) (resp *Response, replayed bool) {
+// the stored one, or a problem response of type problem. It is nil for an
+// abandoned request.
+func (m *Middleware) response(res result) (resp *Response, replayed bool, problem ProblemType) {
 	switch res.outcome {
 	case OutcomeAbandoned:
-		return nil, false
+		return nil, false, ""
 	case OutcomeReplayed:
-		return responseOf(res.replayed), true
+		return responseOf(res.replayed), true, ""
 	case OutcomeExecuted, OutcomeFailed:
 		c := res.captured
 		switch {
 		case c.overflow && res.stored != nil:
-			return responseOf(res.stored), false
+			return responseOf(res.stored), false, ProblemResponseTooLarge
 		case !c.overflow:
-			return &Response{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, false
+			return &Response{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, false, ""
 		}
 		// Not stored and not complete: never send a truncated body.
 		res = rejected(res.outcome, ProblemResponseTooLarge, http.StatusInternalServerError, "The response exceeded the size the idempotency layer can hold.")
@@ -55,7 +55,7 @@ func (m *Middleware) response(res result) (resp *Response, replayed bool) {
 	if t == ProblemInFlight || t == ProblemLeaseLost || t == ProblemStoreUnavailable {
 		resp.Header.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
 	}
-	return resp, false
+	return resp, false, t
 }
 
 func responseOf(resp *store.Response) *Response {

@@ -99,26 +99,42 @@ func (m *Middleware) remember(q *request, resp store.Response) {
 
 // storedResponse is what the record keeps of a captured response: its
 // status, allow-listed headers and body; or, when the body was over the
-// limit, a problem response saying so.
+// limit, a problem response saying so, which says what the handler's
+// status said: a 2xx or 3xx took effect (500: the answer is lost), a 4xx
+// refused the request (its status is kept: still final, nothing happened).
 func (m *Middleware) storedResponse(c *capture) store.Response {
 	if c.overflow {
-		r := m.problemResponse(ProblemResponseTooLarge, http.StatusInternalServerError,
-			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes))
+		status, detail := http.StatusInternalServerError,
+			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes)
+		if code := c.statusCode(); code >= 400 {
+			status, detail = code, fmt.Sprintf("The request was refused with status %d and took no effect, but the refusal exceeded %d bytes and was not stored. Change the request rather than retrying it.",
+				code, m.cfg.MaxResponseBytes)
+		}
+		r := m.problemResponse(ProblemResponseTooLarge, status, detail)
 		return store.Response{StatusCode: r.StatusCode, Header: r.Header, Body: r.Body}
 	}
 	resp := store.Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}
 	for _, h := range m.cfg.ReplayHeaders {
+		if h == ReplayAllHeaders {
+			for name, v := range c.header {
+				if !neverReplayed[name] && !notReplayedByAll[name] {
+					resp.Header[name] = append([]string(nil), v...)
+				}
+			}
+			break
+		}
 		if v := c.header.Values(h); len(v) > 0 {
 			resp.Header[h] = append([]string(nil), v...)
 		}
 	}
-	resp.ResourceType, resp.ResourceID = resourceOf(c.header.Get("Location"))
+	resp.ResourceType, resp.ResourceID = ResourceOf(c.header.Get("Location"))
 	return resp
 }
 
-// resourceOf names the resource a Location header points at: its last two
+// ResourceOf names the resource a Location header points at, as a record
+// keeps it (store.Response's ResourceType and ResourceID): its last two
 // path segments, as in /v1/transactions/{id}.
-func resourceOf(location string) (typ, id string) {
+func ResourceOf(location string) (typ, id string) {
 	u, err := url.Parse(location)
 	if err != nil || u.Path == "" {
 		return "", ""

@@ -254,7 +254,9 @@ func TestRetriedConnectionFailures(t *testing.T) {
 			t.Parallel()
 			s := newServer(t, failing(2, fail))
 			tr := fakeTransport(newClock())
-			tr.AttemptTimeout = 100 * time.Millisecond
+			// Long enough for the third attempt's answer on a busy machine:
+			// only SlowAnswer's first two attempts wait it out.
+			tr.AttemptTimeout = 2 * time.Second
 			var errs []error
 			tr.AttemptFunc = func(a Attempt) { errs = append(errs, a.Err) }
 			resp, body, err := post(t, tr, s.URL, `{"amount":1}`)

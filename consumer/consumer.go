@@ -79,6 +79,12 @@ type Config struct {
 	// retriably (5xx, store down, key in flight) is delivered; the last
 	// failure dead-letters it, its key released. Default 10.
 	MaxDeliveries int
+	// ReplyPrefix is where a producer may have its answers sent: the reply
+	// subject or queue a message names (NATS Reply-To, AMQP reply-to) is
+	// used only when it begins with ReplyPrefix, so that nobody can have an
+	// answer published into a command subject, or anywhere else. Default
+	// "": no message's reply destination is used (see Answers).
+	ReplyPrefix string
 }
 
 // Defaults of Config.
@@ -244,6 +250,26 @@ func (c *Consumer) retry(m *Message, d Decision) Decision {
 	}
 	d.Action, d.Delay = Retry, min(delay, c.cfg.MaxRetryDelay)
 	return d
+}
+
+// Answers returns where an adapter publishes d's answer: replyTo, the
+// destination the message names, when it is under Config.ReplyPrefix, and
+// result, the adapter's result destination, each when not "". A message
+// without a user (401) is answered nowhere: whoever sent it learns nothing,
+// and its dead letter is its only trace.
+func (c *Consumer) Answers(d Decision, replyTo, result string) []string {
+	if d.Result.Response == nil || d.Result.Outcome == idem.OutcomeNoScope {
+		return nil
+	}
+	var out []string
+	if c.cfg.ReplyPrefix != "" && len(replyTo) > len(c.cfg.ReplyPrefix) && strings.HasPrefix(replyTo, c.cfg.ReplyPrefix) &&
+		!strings.ContainsAny(replyTo, "*> \t\r\n") {
+		out = append(out, replyTo)
+	}
+	if result != "" {
+		out = append(out, result)
+	}
+	return out
 }
 
 // key is the message's key as received, or its id with KeyFromMessageID.

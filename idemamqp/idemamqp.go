@@ -37,8 +37,8 @@ import (
 // Config configures a Consumer. Its zero value is valid.
 type Config struct {
 	// ResultQueue, when set, receives every answer (executed, replayed or
-	// refused) through the default exchange, besides the delivery's
-	// reply-to. Default none.
+	// refused) but a 401's through the default exchange, besides the
+	// delivery's reply-to. Default none.
 	ResultQueue string
 	// DeadLetterQueue receives, through the default exchange and with a
 	// publisher confirm, a copy of every message that failed for good
@@ -283,20 +283,18 @@ func (c *Consumer) Handle(ctx context.Context, d amqp.Delivery) error {
 	return nil
 }
 
-// publish sends the answer to the delivery's reply-to and to the result
-// queue, at most once each: a lost answer is published again on the
+// publish sends the answer to the delivery's reply-to, when the
+// consumer's ReplyPrefix allows it, and to the result queue
+// (consumer.Answers), at most once each: a lost answer is published again on the
 // message's redelivery, or read from the key's record.
 func (c *Consumer) publish(ctx context.Context, d amqp.Delivery, dec consumer.Decision) {
-	r := dec.Result.Response
-	if r == nil {
+	queues := c.c.Answers(dec, d.ReplyTo, c.cfg.ResultQueue)
+	if len(queues) == 0 {
 		return
 	}
 	h := c.c.ResultHeader(dec)
-	out := amqp.Publishing{Headers: table(h), Body: r.Body, ContentType: h.Get("Content-Type"), CorrelationId: d.CorrelationId, DeliveryMode: amqp.Persistent}
-	for _, q := range []string{d.ReplyTo, c.cfg.ResultQueue} {
-		if q == "" {
-			continue
-		}
+	out := amqp.Publishing{Headers: table(h), Body: dec.Result.Response.Body, ContentType: h.Get("Content-Type"), CorrelationId: d.CorrelationId, DeliveryMode: amqp.Persistent}
+	for _, q := range queues {
 		if err := c.send(ctx, q, out); err != nil {
 			c.cfg.Logger.WarnContext(ctx, "publish answer", "queue", q, "err", err)
 		}

@@ -6,30 +6,33 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// The one table between gRPC codes and HTTP statuses, whose terms decide
-// what idem stores: a final answer (2xx, and 4xx but 408 and 429) is
-// stored and replayed; a retriable one (5xx, 408, 429) releases the key.
+// The table between gRPC codes and HTTP statuses for a handler's plain
+// errors: a final answer (2xx, and 4xx but 408 and 429) is stored and
+// replayed; a retriable one (5xx, 408, 429) frees the key. An error
+// made by ResponseError carries its answer's own HTTP status, which decides
+// instead of its code; every answer of the middleware's is one
+// (docs/problems.md lists them all, with their reasons).
 //
-//	gRPC code            HTTP  stored  middleware answers with it when
+//	gRPC code            HTTP  stored
 //	OK                   200   yes
-//	InvalidArgument      400   yes     the key is missing or malformed (key-missing, key-invalid)
-//	FailedPrecondition   422   yes     the key was used with another request (key-reused)
+//	InvalidArgument      400   yes
+//	FailedPrecondition   422   yes
 //	OutOfRange           400   yes
-//	Unauthenticated      401   yes     the call has no user (scope-missing): nothing is stored
+//	Unauthenticated      401   yes
 //	PermissionDenied     403   yes
 //	NotFound             404   yes
 //	AlreadyExists        409   yes
-//	Aborted              409*  no      another call holds the key (in-flight, lease-lost): retry
+//	Aborted              503*  no
 //	ResourceExhausted    429   no
-//	Canceled             499*  no      the call ended before its commit: rolled back
+//	Canceled             503*  no
 //	Unknown, Internal,
 //	DataLoss             500   no
 //	Unimplemented        501   no
-//	Unavailable          503   no      the key store is unavailable (store-unavailable): retry
+//	Unavailable          503   no
 //	DeadlineExceeded     504   no
 //
-// * A handler's Aborted and Canceled are treated as 503, not stored: both
-// mean "try again", which a stored 409 or 499 would forbid.
+// * A handler's Aborted and Canceled mean "try again", which a stored
+// answer would forbid.
 var toHTTP = map[codes.Code]int{
 	codes.OK:                 http.StatusOK,
 	codes.InvalidArgument:    http.StatusBadRequest,
@@ -60,8 +63,8 @@ func HTTPStatus(c codes.Code) int {
 }
 
 // Code is the gRPC code of an HTTP status (the table above, read from the
-// right): for the middleware's own answers, and for a door that runs HTTP
-// handlers behind gRPC.
+// right; 402 and 412 are FailedPrecondition, 408 DeadlineExceeded).
+// ResponseError makes a 409 with Retry-After Aborted.
 func Code(status int) codes.Code {
 	switch status {
 	case http.StatusOK, http.StatusCreated, http.StatusAccepted, http.StatusNoContent:
@@ -77,7 +80,7 @@ func Code(status int) codes.Code {
 	case http.StatusNotFound:
 		return codes.NotFound
 	case http.StatusConflict:
-		return codes.Aborted
+		return codes.AlreadyExists
 	case http.StatusTooManyRequests:
 		return codes.ResourceExhausted
 	case http.StatusNotImplemented:

@@ -5,9 +5,12 @@
 // The key is the `idempotency-key` metadata; the fingerprint covers the
 // full method name and the request message's deterministic serialization.
 // A retry gets the first response message, byte for byte, with the header
-// `idempotent-replayed: true`; a handler's final error (see Code) is stored
-// and replayed too. Handlers reach the call's transaction as HTTP handlers
-// do (pgstore.DB(ctx)) and its key with idem.KeyFromContext.
+// `idempotent-replayed: true`; a handler's final error is stored and
+// replayed too: final by the HTTP status ResponseError gave it, or else by its
+// code's (HTTPStatus). Every error of the interceptor's own carries a
+// google.rpc.ErrorInfo naming its problem type. Handlers reach the call's
+// transaction as HTTP handlers do (pgstore.DB(ctx)) and its key with
+// idem.KeyFromContext.
 package idemgrpc
 
 import (
@@ -15,6 +18,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -68,11 +72,11 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 		}
 		msg, ok := req.(proto.Message)
 		if !ok {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: %s: the request is not a protocol buffer message", info.FullMethod)
+			return nil, internalError(info.FullMethod + ": the request is not a protocol buffer message")
 		}
 		fp, err := fingerprint(info.FullMethod, msg)
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "idemgrpc: serialize the request: %v", err)
+			return nil, ResponseError(idem.Response{StatusCode: http.StatusBadRequest}, string(idem.ProblemBodyInvalid), fmt.Sprintf("idemgrpc: serialize the request: %v", err))
 		}
 		md, _ := metadata.FromIncomingContext(ctx)
 		call := idem.Call{
@@ -83,18 +87,18 @@ func UnaryServerInterceptor(mw *idem.Middleware, cfg Config) grpc.UnaryServerInt
 		res := mw.Do(ctx, call, func(ctx context.Context) idem.Response {
 			r, err := handler(ctx, req)
 			resp = r
-			return replyOf(r, err)
+			return Response(r, err)
 		})
 		if res.Replayed {
 			if err := grpc.SetHeader(ctx, metadata.Pairs(MetadataReplayed, "true")); err != nil {
-				return nil, status.Errorf(codes.Internal, "idemgrpc: set header: %v", err)
+				return nil, internalError(fmt.Sprintf("set header: %v", err))
 			}
 		}
 		if res.Outcome == idem.OutcomeInvalidKey && len(md.Get(MetadataKey)) == 0 {
-			// The middleware's detail names the HTTP header.
-			return nil, status.Error(codes.InvalidArgument, string(res.Outcome)+": this call must carry one "+MetadataKey+" metadata value")
+			// Do takes no key for an empty one.
+			res.Problem = idem.ProblemKeyMissing
 		}
-		return answer(info.FullMethod, res, resp)
+		return answer(info.FullMethod, mw.Config().ProblemTypeBase, res, resp)
 	}
 }
 
@@ -115,33 +119,41 @@ func fingerprint(fullMethod string, req proto.Message) (store.Fingerprint, error
 	return store.Fingerprint{Version: idem.FingerprintVersion, Method: "RPC", Path: fullMethod, Hash: h.Sum(nil)}, nil
 }
 
-// replyOf is a handler's answer in HTTP's terms, which decide what is
-// stored: a response message is 200; an error is its status, with the
-// HTTP status of its code (Code's table read backwards).
-func replyOf(resp any, err error) idem.Response {
+// Response is a handler's answer as the interceptor stores it, in HTTP's
+// terms, which decide whether it is stored: a response message is 200; an
+// error is its status, with the HTTP status ResponseError gave it, or else
+// its code's (HTTPStatus). A completer (package completer) that finishes a
+// call begun over gRPC answers with it, so that the call's retry replays.
+func Response(resp any, err error) idem.Response {
 	if err == nil {
 		m, ok := resp.(proto.Message)
 		if !ok {
-			err = status.Error(codes.Internal, "idemgrpc: the response is not a protocol buffer message")
+			err = internalError("the response is not a protocol buffer message")
 		} else if b, merr := (proto.MarshalOptions{Deterministic: true}).Marshal(m); merr != nil {
-			err = status.Errorf(codes.Internal, "idemgrpc: serialize the response: %v", merr)
+			err = internalError(fmt.Sprintf("serialize the response: %v", merr))
 		} else {
 			return idem.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {contentMessage}}, Body: b}
 		}
 	}
 	s := status.Convert(err)
+	code := HTTPStatus(s.Code())
+	var re *responseError
+	if errors.As(err, &re) {
+		code = re.httpStatus
+	}
 	b, merr := proto.Marshal(s.Proto())
 	if merr != nil {
 		b = nil
 	}
-	return idem.Response{StatusCode: HTTPStatus(s.Code()), Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
+	return idem.Response{StatusCode: code, Header: http.Header{"Content-Type": {contentStatus}}, Body: b}
 }
 
 // answer turns Do's result into the call's response or error.
-func answer(fullMethod string, res idem.Result, resp any) (any, error) {
+// problemBase is the middleware's Config.ProblemTypeBase.
+func answer(fullMethod, problemBase string, res idem.Result, resp any) (any, error) {
 	r := res.Response
 	if r == nil {
-		return nil, status.Error(codes.Canceled, "idemgrpc: the call was abandoned; its work was rolled back")
+		return nil, errorStatus(codes.Canceled, 0, string(res.Outcome), "idemgrpc: the call was abandoned; its work was rolled back", "").Err()
 	}
 	switch r.Header.Get("Content-Type") {
 	case contentMessage:
@@ -150,21 +162,37 @@ func answer(fullMethod string, res idem.Result, resp any) (any, error) {
 		}
 		out, err := newResponse(fullMethod)
 		if err != nil {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: %v", err)
+			return nil, internalError(err.Error())
 		}
 		if err := proto.Unmarshal(r.Body, out); err != nil {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: the stored response does not decode: %v", err)
+			return nil, internalError(fmt.Sprintf("the stored response does not decode: %v", err))
 		}
 		return out, nil
 	case contentStatus:
 		var s spb.Status
 		if err := proto.Unmarshal(r.Body, &s); err != nil {
-			return nil, status.Errorf(codes.Internal, "idemgrpc: the stored status does not decode: %v", err)
+			return nil, internalError(fmt.Sprintf("the stored status does not decode: %v", err))
 		}
 		return nil, status.FromProto(&s).Err()
 	}
-	// An answer of the middleware's own: a problem response.
-	return nil, status.Error(Code(r.StatusCode), fmt.Sprintf("%s: %s", res.Outcome, problemDetail(r.Body)))
+	// An answer of the middleware's own: a problem response, whose type
+	// the middleware names, or its body when replayed.
+	p := problemOf(r.Body)
+	reason, detail := string(res.Problem), p.Detail
+	if reason == "" {
+		reason = strings.TrimPrefix(p.Type, problemBase)
+	}
+	switch {
+	case res.Problem == idem.ProblemKeyMissing:
+		detail = "This call must carry one " + MetadataKey + " metadata value."
+	case detail == "":
+		detail = p.Title
+	}
+	code := Code(r.StatusCode)
+	if res.Problem == idem.ProblemInFlight || res.Problem == idem.ProblemLeaseLost {
+		code = codes.Aborted // a 409 for now: retry after RetryInfo's delay
+	}
+	return nil, responseErrorCode(*r, code, reason, detail)
 }
 
 // newResponse is an empty response message of fullMethod
@@ -193,14 +221,15 @@ func newResponse(fullMethod string) (proto.Message, error) {
 	return mt.New().Interface(), nil
 }
 
-// problemDetail is the detail of an RFC 9457 problem body, or its title.
-func problemDetail(body []byte) string {
-	var p struct{ Title, Detail string }
+// problem is what the interceptor reads of an RFC 9457 problem body.
+type problem struct{ Type, Title, Detail string }
+
+// problemOf reads a problem body; one rendered by Config.ProblemFunc in
+// another form reads as a refusal with no more said.
+func problemOf(body []byte) problem {
+	var p problem
 	if err := json.Unmarshal(body, &p); err != nil || (p.Detail == "" && p.Title == "") {
-		return "the idempotency layer refused the call"
+		p.Title = "The idempotency layer refused the call."
 	}
-	if p.Detail != "" {
-		return p.Detail
-	}
-	return p.Title
+	return p
 }

@@ -9,7 +9,8 @@
 // subject and terminated, never redelivered.
 //
 // JetStream keeps no reply subject of its own through a stream: a producer
-// that wants the answer names a subject in the Reply-To header.
+// that wants the answer names a subject in the Reply-To header, under the
+// consumer's consumer.Config.ReplyPrefix.
 package idemnats
 
 import (
@@ -33,7 +34,8 @@ const HeaderReplyTo = "Reply-To"
 // Config configures a Consumer. Its zero value is valid.
 type Config struct {
 	// ResultSubject, when set, receives every answer (executed, replayed
-	// or refused), besides the message's Reply-To. Default none.
+	// or refused) but a 401's, besides the message's Reply-To. Default
+	// none.
 	ResultSubject string
 	// DeadLetterSubject receives, through JetStream, a copy of every
 	// message that failed for good (without its Authorization header); a
@@ -145,18 +147,13 @@ func (c *Consumer) Handle(ctx context.Context, msg jetstream.Msg) error {
 	return nil
 }
 
-// publish sends the answer to the message's Reply-To and to the result
-// subject, at most once each: a lost answer is published again on the
-// message's redelivery, or read from the key's record.
+// publish sends the answer to the message's Reply-To, when the consumer's
+// ReplyPrefix allows it, and to the result subject (consumer.Answers), at
+// most once each: a lost answer is published again on the message's
+// redelivery, or read from the key's record.
 func (c *Consumer) publish(ctx context.Context, m *consumer.Message, d consumer.Decision) {
-	if d.Result.Response == nil {
-		return
-	}
 	nc := c.js.Conn()
-	for _, subj := range []string{m.Header.Get(HeaderReplyTo), c.cfg.ResultSubject} {
-		if subj == "" {
-			continue
-		}
+	for _, subj := range c.c.Answers(d, m.Header.Get(HeaderReplyTo), c.cfg.ResultSubject) {
 		out := &nats.Msg{Subject: subj, Header: nats.Header(c.c.ResultHeader(d)), Data: d.Result.Response.Body}
 		if err := nc.PublishMsg(out); err != nil {
 			c.cfg.Logger.WarnContext(ctx, "publish answer", "subject", subj, "err", err)

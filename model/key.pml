@@ -27,7 +27,7 @@
  * Broken variants, each of which must yield a counterexample:
  *
  *   BROKEN_NO_FENCE              the completion's UPDATE drops its
- *                                lock_token condition.
+ *                                fencing_token condition.
  *   BROKEN_SELECT_INSERT         the claim is a SELECT, then an INSERT that
  *                                arbitrates nothing (an upsert, or no unique
  *                                index): the unique INSERT … ON CONFLICT DO
@@ -67,8 +67,8 @@
 
 /* The committed row of the key (pgstore keys.go). */
 byte st = S_NONE;
-byte tok = 0;          /* lock_token: the token of the attempt that holds it */
-bool live = false;     /* lock_expires_at > now() */
+byte tok = 0;          /* fencing_token: the token of the attempt that holds it */
+bool live = false;     /* lease_expires_at > now() */
 bool expired = false;  /* expires_at <= now(): past retention */
 byte resp = 0;         /* the stored response: the token of the attempt that made it */
 /*

@@ -47,14 +47,22 @@ type Ledger interface {
 	Ping(ctx context.Context) error
 }
 
+// Funds is a balance row: what the user holds in one currency, and what the
+// user's pending payouts in it hold of the balance limit. A payout moves its
+// amount from Amount to Reserved when it is debited; its refund moves it
+// back, so a refund never needs headroom it was not kept (docs/payouts.md).
+type Funds struct {
+	Amount   int64
+	Reserved int64
+}
+
 // LedgerTx is the unit of work of Ledger.Atomic.
 type LedgerTx interface {
 	// LockBalance creates the user's balance row in currency at zero when
-	// it is missing, locks it until the unit of work ends, and returns its
-	// amount.
-	LockBalance(ctx context.Context, userID, currency string) (int64, error)
+	// it is missing, locks it until the unit of work ends, and returns it.
+	LockBalance(ctx context.Context, userID, currency string) (Funds, error)
 	// SetBalance sets a balance row that LockBalance locked.
-	SetBalance(ctx context.Context, userID, currency string, amount int64) error
+	SetBalance(ctx context.Context, userID, currency string, f Funds) error
 	// InsertDeposit stores d, with key, the request's Idempotency-Key ("" for
 	// none), as plain data for support: it binds nothing. It returns the
 	// deposit's creation time (the database's clock; for an embedded

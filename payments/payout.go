@@ -62,7 +62,9 @@ func (s *Service) checkPayout(req PayoutRequest) error {
 // balance, atomically: the payout row, one debit and its ledger entry.
 // bankKey is the key it will be sent to the bank with; key the request's
 // Idempotency-Key, kept as plain data. A balance short of the amount is
-// InsufficientFundsError, and nothing is written.
+// InsufficientFundsError, and nothing is written. The amount stays reserved
+// under the balance limit until the outcome is known, so that its refund
+// always fits.
 func (s *Service) DebitPayout(ctx context.Context, userID, key, bankKey string, req PayoutRequest) (Payout, error) {
 	if err := s.checkPayout(req); err != nil {
 		return Payout{}, err
@@ -76,13 +78,15 @@ func (s *Service) DebitPayout(ctx context.Context, userID, key, bankKey string, 
 		if err != nil {
 			return err
 		}
-		if bal < p.Amount {
-			return &InsufficientFundsError{Currency: p.Currency, Balance: bal, Requested: p.Amount}
+		if bal.Amount < p.Amount {
+			return &InsufficientFundsError{Currency: p.Currency, Balance: bal.Amount, Requested: p.Amount}
 		}
 		if p.CreatedAt, err = tx.InsertPayout(ctx, p, key); err != nil {
 			return err
 		}
-		if err := tx.SetBalance(ctx, userID, p.Currency, bal-p.Amount); err != nil {
+		bal.Amount -= p.Amount
+		bal.Reserved += p.Amount
+		if err := tx.SetBalance(ctx, userID, p.Currency, bal); err != nil {
 			return err
 		}
 		return tx.InsertEntries(ctx, Entry{UserID: userID, Currency: p.Currency, Amount: -p.Amount, PayoutID: p.ID})
@@ -93,13 +97,22 @@ func (s *Service) DebitPayout(ctx context.Context, userID, key, bankKey string, 
 	return p, nil
 }
 
-// SettlePayout records that the bank executed p's transfer.
+// SettlePayout records that the bank executed p's transfer, and frees the
+// headroom its refund had reserved.
 func (s *Service) SettlePayout(ctx context.Context, p Payout, transferID string) (Payout, error) {
 	if transferID == "" {
 		return Payout{}, errors.New("payments: settle payout: no bank transfer id")
 	}
 	err := s.ledger.Atomic(ctx, func(tx LedgerTx) error {
-		return tx.SetPayoutStatus(ctx, p.UserID, p.ID, PayoutPaid, transferID)
+		if err := tx.SetPayoutStatus(ctx, p.UserID, p.ID, PayoutPaid, transferID); err != nil {
+			return err
+		}
+		bal, err := tx.LockBalance(ctx, p.UserID, p.Currency)
+		if err != nil {
+			return err
+		}
+		bal.Reserved -= p.Amount
+		return tx.SetBalance(ctx, p.UserID, p.Currency, bal)
 	})
 	if err != nil {
 		return Payout{}, err
@@ -111,7 +124,9 @@ func (s *Service) SettlePayout(ctx context.Context, p Payout, transferID string)
 // RefundPayout records that the bank rejected p's transfer for good, and
 // returns its amount to the balance with a ledger entry. Only a definitive
 // rejection may refund: a bank that knows no transfer of the key, or does
-// not answer, may still execute it (model/payout.pml, rule 2).
+// not answer, may still execute it (model/payout.pml, rule 2). The refund
+// takes the headroom DebitPayout reserved, so the balance limit never
+// refuses it.
 func (s *Service) RefundPayout(ctx context.Context, p Payout, transferID string) (Payout, error) {
 	err := s.ledger.Atomic(ctx, func(tx LedgerTx) error {
 		if err := tx.SetPayoutStatus(ctx, p.UserID, p.ID, PayoutFailed, transferID); err != nil {
@@ -121,7 +136,9 @@ func (s *Service) RefundPayout(ctx context.Context, p Payout, transferID string)
 		if err != nil {
 			return err
 		}
-		if err := s.credit(ctx, tx, p.UserID, p.Currency, bal, p.Amount); err != nil {
+		bal.Amount += p.Amount
+		bal.Reserved -= p.Amount
+		if err := tx.SetBalance(ctx, p.UserID, p.Currency, bal); err != nil {
 			return err
 		}
 		return tx.InsertEntries(ctx, Entry{UserID: p.UserID, Currency: p.Currency, Amount: p.Amount, PayoutID: p.ID})

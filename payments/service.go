@@ -150,16 +150,18 @@ func (s *Service) Convert(ctx context.Context, userID, key string, req TransferR
 		// Lock both balances in one fixed order, by currency code, so two
 		// transactions between the same balances in opposite directions
 		// cannot deadlock.
-		bal := make(map[string]int64, 2)
+		bal := make(map[string]Funds, 2)
 		for _, c := range lockOrder(t.SourceCurrency, t.TargetCurrency) {
 			if bal[c], err = tx.LockBalance(ctx, userID, c); err != nil {
 				return err
 			}
 		}
-		if bal[t.SourceCurrency] < t.Amount {
-			return &InsufficientFundsError{Currency: t.SourceCurrency, Balance: bal[t.SourceCurrency], Requested: t.Amount}
+		src := bal[t.SourceCurrency]
+		if src.Amount < t.Amount {
+			return &InsufficientFundsError{Currency: t.SourceCurrency, Balance: src.Amount, Requested: t.Amount}
 		}
-		if err := tx.SetBalance(ctx, userID, t.SourceCurrency, bal[t.SourceCurrency]-t.Amount); err != nil {
+		src.Amount -= t.Amount
+		if err := tx.SetBalance(ctx, userID, t.SourceCurrency, src); err != nil {
 			return err
 		}
 		if err := s.credit(ctx, tx, userID, t.TargetCurrency, bal[t.TargetCurrency], t.ConvertedAmount); err != nil {
@@ -182,12 +184,14 @@ func lockOrder(currencies ...string) []string {
 	return slices.Compact(out)
 }
 
-// credit adds amount to a locked balance, within MaxBalance.
-func (s *Service) credit(ctx context.Context, tx LedgerTx, userID, currency string, balance, amount int64) error {
-	if balance > s.maxBalance-amount {
-		return &BalanceLimitError{Currency: currency, Balance: balance, Credit: amount, Limit: s.maxBalance}
+// credit adds amount to a locked balance, within MaxBalance less what
+// pending payouts reserve for their refunds.
+func (s *Service) credit(ctx context.Context, tx LedgerTx, userID, currency string, f Funds, amount int64) error {
+	if f.Amount > s.maxBalance-f.Reserved-amount {
+		return &BalanceLimitError{Currency: currency, Balance: f.Amount, Reserved: f.Reserved, Credit: amount, Limit: s.maxBalance}
 	}
-	return tx.SetBalance(ctx, userID, currency, balance+amount)
+	f.Amount += amount
+	return tx.SetBalance(ctx, userID, currency, f)
 }
 
 func (s *Service) checkCurrency(v *ValidationError, field, code string) {
@@ -195,7 +199,7 @@ func (s *Service) checkCurrency(v *ValidationError, field, code string) {
 	case code == "":
 		v.Add(field, "is required")
 	case !money.ValidCode(code):
-		v.Add(field, "%q is not a currency code (three upper-case letters, such as USD)", code)
+		v.Add(field, "%s is not a currency code (three upper-case letters, such as USD)", echo(code))
 	default:
 		if _, ok := s.rates.Currency(code); !ok {
 			v.Add(field, "%s is not supported; supported: %s", code, strings.Join(s.rates.Codes(), ", "))

@@ -22,7 +22,7 @@ const insertCompletedOrAbort = `
 WITH claimed AS (
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, $3, $4, $5, $6,
         'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
@@ -31,14 +31,12 @@ ON CONFLICT (user_id, idempotency_key) DO NOTHING
 RETURNING 1)
 SELECT 1 / count(*) FROM claimed`
 
-// Statements that bound a claim's wait for a transaction holding its key to
-// the transaction's lockWait. keys.bounded restores the setting after its
-// statement; the deferred claim has only the COMMIT behind it.
-const (
-	boundLockWait   = `SELECT set_config('idem.lock_timeout', current_setting('lock_timeout'), true), set_config('lock_timeout', $1, true)`
-	restoreLockWait = `SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`
-	setLockWait     = `SELECT set_config('lock_timeout', $1, true)`
-)
+// restoreLockWait ends the bound of a claim's wait (setLockWait) inside a
+// request's transaction: the handler's statements after it wait as long as
+// the session's default says (the server's, the role's or the connection
+// string's). SET LOCAL, unlike set_config, is what Citus passes on to the
+// workers that hold the rows (citus.propagate_set_commands = 'local').
+const restoreLockWait = `SET LOCAL lock_timeout TO DEFAULT`
 
 // deferredClaim is an atomic-mode claim held back until the completion.
 type deferredClaim struct {
@@ -77,7 +75,7 @@ func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) error {
 	}
 	c := t.claim.c
 	fp := c.Fingerprint
-	b.Queue(setLockWait, lockTimeout(t.lockWait))
+	b.Queue(setLockWait(t.lockWait))
 	b.Queue(t.sql.insertCompletedOrAbort, append([]any{c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
 		c.Token, c.TTL.Microseconds()}, r...)...)
 	return nil
@@ -104,7 +102,9 @@ func (t *Tx) claimRan(br pgx.BatchResults) error {
 	return t.claim.err
 }
 
-// lockTimeout is a lock_timeout setting of wait, at least a millisecond.
-func lockTimeout(wait time.Duration) string {
-	return fmt.Sprintf("%dms", max(wait.Milliseconds(), 1))
+// setLockWait bounds the transaction's waits for locks to wait, at least a
+// millisecond; the deferred claim has only the COMMIT behind it, and
+// keys.bounded restores the setting after its statement (restoreLockWait).
+func setLockWait(wait time.Duration) string {
+	return fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", max(wait.Milliseconds(), 1))
 }

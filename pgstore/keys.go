@@ -33,8 +33,8 @@ type keys struct {
 
 const selectRecord = `
 SELECT request_method, request_path, request_hash, fingerprint_version,
-       status, attempts, lock_token::text, locked_at, lock_expires_at,
-       lock_expires_at > now(),
+       status, attempts, fencing_token::text, claimed_at, lease_expires_at,
+       lease_expires_at > now(),
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= now() AND ` + finished + `,
        coalesce(recovery_point, '')
@@ -182,16 +182,13 @@ func (k keys) fenced(ctx context.Context, op, sql string, args ...any) error {
 // bounded runs a statement that may wait on a row another transaction
 // holds, with lock_timeout set to lockWait for that statement alone: the
 // three statements go in one batch (one round trip), and the handler's own
-// statements keep the session's setting. Outside a request's transaction
-// the statement's own transaction ends the setting: nothing to restore.
+// statements get the session's setting back. Outside a request's
+// transaction the statement's own transaction ends the setting: nothing to
+// restore.
 func (k keys) bounded(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	_, own := k.db.(autocommit)
 	b := &pgx.Batch{}
-	if own {
-		b.Queue(setLockWait, lockTimeout(k.lockWait))
-	} else {
-		b.Queue(boundLockWait, lockTimeout(k.lockWait))
-	}
+	b.Queue(setLockWait(k.lockWait))
 	b.Queue(sql, args...)
 	if !own {
 		b.Queue(restoreLockWait)

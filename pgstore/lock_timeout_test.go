@@ -7,19 +7,29 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/store"
 )
 
-// The claim bounds its own wait with lock_timeout and puts the setting
-// back in the same round trip: the handler's statements after it, in the
-// same transaction, run with the transaction's own lock_timeout, whether
-// the claim inserted or found the key taken.
+// The claim bounds its own wait with SET LOCAL lock_timeout and puts the
+// session's default back in the same round trip: the handler's statements
+// after it, in the same transaction, run with the lock_timeout of the
+// connection (here its connection string's), not the claim's, whether the
+// claim inserted or found the key taken. (A SET LOCAL the transaction made
+// before the claim is not kept: SET LOCAL, unlike set_config, reaches
+// Citus's workers, and cannot put back a value it did not read.)
 func TestClaimRestoresLockTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := newStore(t)
+	base := newStore(t)
+	cfg := base.Pool().Config()
+	cfg.ConnConfig.RuntimeParams["lock_timeout"] = "7s"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	st := pgstore.New(pool)
 	taken := "taken-" + uuid.NewString()
 	_, inserted, err := st.Insert(ctx, newClaim(taken))
 	require.NoError(t, err)
@@ -34,8 +44,6 @@ func TestClaimRestoresLockTimeout(t *testing.T) {
 			require.NoError(t, err)
 			defer func() { _ = tx.Rollback(ctx) }()
 			db := pgstore.DB(tx.Context(ctx), nil)
-			_, err = db.Exec(ctx, "SET LOCAL lock_timeout = '7s'")
-			require.NoError(t, err)
 			rec, inserted, err := tx.Insert(ctx, newClaim(tc.key))
 			require.NoError(t, err)
 			require.Equal(t, tc.wantInserted, inserted)
@@ -45,7 +53,7 @@ func TestClaimRestoresLockTimeout(t *testing.T) {
 			}
 			var setting string
 			require.NoError(t, db.QueryRow(ctx, "SHOW lock_timeout").Scan(&setting))
-			require.Equal(t, "7s", setting, "the handler's statements keep the transaction's own lock_timeout")
+			require.Equal(t, "7s", setting, "the handler's statements get the connection's lock_timeout back")
 		})
 	}
 }

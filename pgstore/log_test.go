@@ -2,7 +2,6 @@ package pgstore_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,8 +25,7 @@ func TestLogEvents(t *testing.T) {
 	t.Run("OneLinePerRequestAndNeverABody", func(t *testing.T) {
 		t.Parallel()
 		pool := pgtest.Pool(t, 4)
-		_, err := pgstore.Migrate(context.Background(), pool)
-		require.NoError(t, err)
+		migrate(t, pool)
 		var buf bytes.Buffer
 		logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		mw, err := idem.New(pgstore.New(pool), idem.Config{ObserveFunc: idem.LogEvents(logger)})

@@ -27,35 +27,63 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 // teams that apply schema changes with their own tool.
 func MigrationSQL() (string, error) { return migrations.SQL() }
 
-// tableMigrations is migrations for the key table name: the files
-// rewritten for it, recorded in its own migrations table (see
+// MigrateConfig configures MigrateWithOptions. Its zero value is
+// Migrate's.
+type MigrateConfig struct {
+	// Table is the key table's name (Config.Table). Default
+	// "idempotency_keys".
+	Table string
+
+	// Partitions, when positive, makes migration 005 hash-partition the key
+	// table by user_id into that many partitions (at most
+	// pgmigrate.MaxPartitions); the sweeper then sweeps them in parallel.
+	// It is read when 005 runs: a schema already past it keeps its layout.
+	// Default 0: one table.
+	Partitions int
+}
+
+// migrationSet is migrations for opts: the files rewritten for its table
+// and partitions, recorded in the table's own migrations table (see
 // keytable.Migrations).
-func tableMigrations(name string) (pgmigrate.Set, error) {
-	table, err := keytable.Check(name)
+func migrationSet(opts MigrateConfig) (pgmigrate.Set, error) {
+	table, err := keytable.Check(opts.Table)
 	if err != nil {
 		return pgmigrate.Set{}, fmt.Errorf("pgstore: %w", err)
 	}
 	set := migrations
 	set.Table = keytable.Migrations(table)
-	set.Rewrite = func(sql string) string { return keytable.Rewrite(sql, table) }
+	set.Rewrite, err = pgmigrate.Partitions(opts.Partitions, func(sql string) string { return keytable.Rewrite(sql, table) })
+	if err != nil {
+		return pgmigrate.Set{}, fmt.Errorf("pgstore: %w", err)
+	}
 	return set, nil
 }
 
-// MigrateTable is Migrate for a key table of another name (Config.Table),
-// whose applied versions are recorded in table_migrations.
-func MigrateTable(ctx context.Context, pool *pgxpool.Pool, table string) ([]int, error) {
-	set, err := tableMigrations(table)
+// MigrateWithOptions is Migrate configured by opts.
+func MigrateWithOptions(ctx context.Context, pool *pgxpool.Pool, opts MigrateConfig) ([]int, error) {
+	set, err := migrationSet(opts)
 	if err != nil {
 		return nil, err
 	}
 	return set.Apply(ctx, pool)
 }
 
-// MigrationSQLTable is MigrationSQL for a key table of another name.
-func MigrationSQLTable(table string) (string, error) {
-	set, err := tableMigrations(table)
+// MigrationSQLWithOptions is MigrationSQL configured by opts.
+func MigrationSQLWithOptions(opts MigrateConfig) (string, error) {
+	set, err := migrationSet(opts)
 	if err != nil {
 		return "", err
 	}
 	return set.SQL()
+}
+
+// MigrateTable is Migrate for a key table of another name (Config.Table),
+// whose applied versions are recorded in table_migrations.
+func MigrateTable(ctx context.Context, pool *pgxpool.Pool, table string) ([]int, error) {
+	return MigrateWithOptions(ctx, pool, MigrateConfig{Table: table})
+}
+
+// MigrationSQLTable is MigrationSQL for a key table of another name.
+func MigrationSQLTable(table string) (string, error) {
+	return MigrationSQLWithOptions(MigrateConfig{Table: table})
 }

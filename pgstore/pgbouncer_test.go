@@ -29,8 +29,7 @@ func TestPgBouncerConfig(t *testing.T) {
 		pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)
-		_, err = pgstore.Migrate(context.Background(), pool)
-		require.NoError(t, err)
+		migrate(t, pool)
 		return pgstore.New(pool)
 	}
 	t.Run("Keys", func(t *testing.T) { t.Parallel(); storetest.RunKeys(t, newStore) })

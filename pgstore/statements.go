@@ -10,7 +10,7 @@ import (
 // the store is made.
 type statements struct {
 	selectRecord, insertClaim, reacquire, complete, completeOrAbort, fail, renew  string
-	insertCompletedOrAbort, sweepLock, deleteExpired                              string
+	insertCompletedOrAbort, sweepLeaves                                           string
 	listCompleted, release, replaceResponse, selectPhase, advance, findUnfinished string
 	resumeUnfinished                                                              string
 }
@@ -26,8 +26,7 @@ func newStatements(table string) *statements {
 		fail:                   r(pgsql.Fail),
 		renew:                  r(pgsql.Renew),
 		insertCompletedOrAbort: r(insertCompletedOrAbort),
-		sweepLock:              r(sweepLock),
-		deleteExpired:          r(deleteExpired),
+		sweepLeaves:            r(sweepLeaves),
 		listCompleted:          r(listCompleted),
 		release:                r(release),
 		replaceResponse:        r(replaceResponse),

@@ -18,7 +18,8 @@ const DefaultMaxWait = 5 * time.Second
 // Store keeps idempotency records in PostgreSQL. Its table lives in the
 // schema the pool's search_path names; create it with Migrate.
 type Store struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	sweep *sweepTargets
 	keys
 }
 
@@ -45,7 +46,7 @@ func NewWithOptions(pool *pgxpool.Pool, opts Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: %w", err)
 	}
-	return &Store{pool: pool, keys: keys{db: autocommit{pool}, sql: newStatements(table), lockWait: DefaultMaxWait}}, nil
+	return &Store{pool: pool, sweep: &sweepTargets{}, keys: keys{db: autocommit{pool}, sql: newStatements(table), lockWait: DefaultMaxWait}}, nil
 }
 
 // Pool returns the pool the store runs on.

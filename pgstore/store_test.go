@@ -23,9 +23,16 @@ import (
 // server's max_connections.
 func newStore(t *testing.T) *pgstore.Store {
 	pool := pgtest.Pool(t, 24)
-	_, err := pgstore.Migrate(context.Background(), pool)
-	require.NoError(t, err)
+	migrate(t, pool)
 	return pgstore.New(pool)
+}
+
+// migrate migrates pool's schema, hash-partitioned by user when
+// PG_PARTITIONS asks for it (make test-partitioned).
+func migrate(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pgstore.MigrateWithOptions(context.Background(), pool, pgstore.MigrateConfig{Partitions: pgtest.Partitions(t)})
+	require.NoError(t, err)
 }
 
 // newClaim is a claim of key for user alice with a fresh token, a one
@@ -46,7 +53,7 @@ func TestMigrate(t *testing.T) {
 	pool := pgtest.Pool(t, 4)
 	applied, err := pgstore.Migrate(ctx, pool)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3}, applied)
+	require.Equal(t, []int{1, 2, 3, 4, 5}, applied)
 	applied, err = pgstore.Migrate(ctx, pool)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a current schema is left alone")
@@ -77,8 +84,7 @@ func TestKeysInEveryQueryMode(t *testing.T) {
 			t.Parallel()
 			storetest.RunKeys(t, func(t *testing.T) store.Store {
 				pool := pgtest.Pool(t, 8)
-				_, err := pgstore.Migrate(context.Background(), pool)
-				require.NoError(t, err)
+				migrate(t, pool)
 				cfg := pool.Config()
 				cfg.ConnConfig.DefaultQueryExecMode = mode
 				modal, err := pgxpool.NewWithConfig(context.Background(), cfg)

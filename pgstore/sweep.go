@@ -4,74 +4,256 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 )
 
 var _ store.ExpiredDeleter = (*Store)(nil)
 
-// sweepLock takes the sweep lock of this schema's key table for the
-// transaction, without waiting: a transaction-scoped advisory lock, which
-// works through a pooler in transaction mode, unlike a session lock. The
-// table's oid tells schemas apart. The same statement bounds the wait for
-// the table lock: a sweep queued behind a migration gives up rather than
-// hold up the requests queued behind it.
+// sweepLock takes the sweep lock of one table holding key records (the key
+// table, or one of its partitions) for the transaction, without waiting: a
+// transaction-scoped advisory lock, which works through a pooler in
+// transaction mode, unlike a session lock. The table's oid tells schemas
+// and partitions apart.
 const sweepLock = `
-SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_keys'::regclass::oid::text)),
-       set_config('lock_timeout', '2s', true)`
+SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_keys'::regclass::oid::text))`
 
-// deleteExpired deletes the oldest expired rows through the expires_at
-// index, at most $1, but not a claim whose lock is live nor an unfinished
-// row (store.Advancer: model/payout.pml's sweeper skips UNKNOWN), and skips rows
-// another transaction holds (a request re-acquiring an expired key) instead
-// of waiting for them; a row whose lock was renewed meanwhile is checked
-// again when locked, and left. The rows it
-// locked are then deleted by their physical address (a TID scan); adding
-// any other condition to the outer WHERE lets the planner scan the whole
+// sweepLockWait bounds the sweep's wait for a table lock: a sweep queued
+// behind a migration gives up rather than hold up the requests queued
+// behind it.
+const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
+
+// deleteExpired deletes the oldest expired rows of one table through its
+// expires_at index, at most $1, but not a claim whose lease is live nor an
+// unfinished row (store.Advancer: model/payout.pml's sweeper skips UNKNOWN),
+// and skips rows another transaction holds (a request re-acquiring an
+// expired key) instead of waiting for them; a row whose lease was renewed
+// meanwhile is checked again when locked, and left. The rows it locked
+// are then deleted by their physical address (a TID scan); adding any
+// other condition to the outer WHERE lets the planner scan the whole
 // expired range of the index a second time, in every batch.
+//
+// The scan starts at $2, the latest expiry the previous batch deleted: the
+// index entries of the rows deleted since the last vacuum lie before it,
+// and a scan from the start of the index would step over all of them in
+// every batch (after a million deletions, some 19,000 index pages a batch).
+//
+// A ctid is an address within one table: the statement always names a
+// table that holds rows, never a partitioned parent, where the same ctid
+// names a row in every partition (the live keys of other users).
 const deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM idempotency_keys
-          WHERE expires_at <= now()
-            AND (status <> 'PROCESSING' OR lock_expires_at <= now())
+          WHERE expires_at <= now() AND expires_at >= $2
+            AND (status <> 'PROCESSING' OR lease_expires_at <= now())
             AND ` + finished + `
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))
-RETURNING user_id, idempotency_key`
+RETURNING user_id, idempotency_key, expires_at`
+
+// sweepLeaves lists the tables that hold the key table's rows: the table
+// itself, or its partitions (MigrateConfig.Partitions).
+const sweepLeaves = `
+SELECT relid::regclass::text FROM pg_partition_tree('idempotency_keys'::regclass) WHERE isleaf
+ UNION ALL
+SELECT 'idempotency_keys'::regclass::text
+ WHERE (SELECT relkind FROM pg_class WHERE oid = 'idempotency_keys'::regclass) = 'r'`
+
+// sweepWorkers is how many partitions one DeleteExpired sweeps at once; the
+// pool's size bounds it too (sweepers), so that a sweep leaves connections
+// to the requests.
+const sweepWorkers = 4
+
+// leaf is the sweep's SQL on one table holding key records, and where its
+// next batch starts.
+type leaf struct {
+	lock, delete string
+	mu           sync.Mutex // guards from; held by the batch sweeping the table
+	// from is the latest expiry the last batch deleted, while batches come
+	// back full; zero, from the start of the index, after a short one, so
+	// that a round picks up the rows earlier ones skipped (held by a
+	// request, or a live lease).
+	from time.Time
+}
+
+// sweepTargets are the store's leaves, found on the first sweep.
+type sweepTargets struct {
+	mu     sync.Mutex // guards leaves
+	leaves []*leaf    // nil until found
+}
+
+// targets returns the tables to sweep, reading the catalog the first time:
+// partitions do not change once the key table is migrated.
+func (s *Store) targets(ctx context.Context) ([]*leaf, error) {
+	s.sweep.mu.Lock()
+	defer s.sweep.mu.Unlock()
+	if s.sweep.leaves != nil {
+		return s.sweep.leaves, nil
+	}
+	rows, err := s.pool.Query(ctx, s.sql.sweepLeaves)
+	if err != nil {
+		return nil, fmt.Errorf("delete expired: find partitions: %w", translate(err))
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("delete expired: find partitions: %w", translate(err))
+	}
+	leaves := make([]*leaf, 0, len(names))
+	for _, name := range names {
+		leaves = append(leaves, &leaf{lock: keytable.Rewrite(sweepLock, name), delete: keytable.Rewrite(deleteExpired, name)})
+	}
+	if len(leaves) == 0 {
+		return nil, errors.New("delete expired: the key table is partitioned and has no partitions")
+	}
+	s.sweep.leaves = leaves
+	return leaves, nil
+}
 
 // DeleteExpired deletes at most limit records past their expiry, but no
-// live claim, in one short transaction (see store.ExpiredDeleter). Only one
-// transaction per key table sweeps at a time; others get store.ErrSweepBusy.
+// live claim (see store.ExpiredDeleter). Each table holding key records
+// is swept in short transactions of its own, under its own sweep lock: the
+// key table, or each of its partitions, up to sweepWorkers at once. The
+// limit is shared among the partitions, and what one leaves unused (it
+// had fewer expired records) goes to those that used all of theirs. A
+// table another process sweeps is left to it; when every one is,
+// DeleteExpired returns store.ErrSweepBusy.
 func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("pgstore: delete expired: limit must be positive, got %d", limit)
 	}
+	leaves, err := s.targets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(leaves) == 1 {
+		return s.deleteExpired(ctx, leaves[0], limit)
+	}
+	var (
+		deleted   []store.KeyRef
+		ran, busy int
+	)
+	for active := leaves; limit > len(deleted) && len(active) > 0; {
+		budget := limit - len(deleted)
+		var jobs []sweepJob
+		var next []*leaf
+		for i, l := range active {
+			n := budget / len(active)
+			if i < budget%len(active) {
+				n++
+			}
+			if n == 0 {
+				next = append(next, l) // its turn comes with what the others leave
+				continue
+			}
+			jobs = append(jobs, sweepJob{leaf: l, limit: n})
+		}
+		s.runSweepJobs(ctx, jobs)
+		var errs []error
+		for _, j := range jobs {
+			ran++
+			switch {
+			case errors.Is(j.err, store.ErrSweepBusy):
+				busy++
+			case j.err != nil:
+				errs = append(errs, j.err)
+			case len(j.deleted) == j.limit:
+				next = append(next, j.leaf) // it may have more
+			}
+			deleted = append(deleted, j.deleted...)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return deleted, err
+		}
+		active = next
+	}
+	if busy == ran {
+		return nil, store.ErrSweepBusy
+	}
+	return deleted, nil
+}
+
+// sweepJob is one table's share of a sweep, and what came of it.
+type sweepJob struct {
+	leaf    *leaf
+	limit   int
+	deleted []store.KeyRef
+	err     error
+}
+
+// runSweepJobs runs jobs, sweepers of them at a time.
+func (s *Store) runSweepJobs(ctx context.Context, jobs []sweepJob) {
+	work := make(chan *sweepJob)
+	var wg sync.WaitGroup
+	for range min(len(jobs), sweepers(s.pool.Config().MaxConns)) {
+		wg.Go(func() {
+			for j := range work {
+				j.deleted, j.err = s.deleteExpired(ctx, j.leaf, j.limit)
+			}
+		})
+	}
+	for i := range jobs {
+		work <- &jobs[i]
+	}
+	close(work)
+	wg.Wait()
+}
+
+// sweepers is how many partitions a sweep takes at once on a pool of
+// maxConns: sweepWorkers, but at most half the pool.
+func sweepers(maxConns int32) int { return max(1, min(sweepWorkers, int(maxConns)/2)) }
+
+// deleteExpired sweeps one table in one transaction, from where its last
+// full batch ended.
+func (s *Store) deleteExpired(ctx context.Context, l *leaf, limit int) ([]store.KeyRef, error) {
+	if !l.mu.TryLock() {
+		return nil, store.ErrSweepBusy // another goroutine of this process sweeps it
+	}
+	defer l.mu.Unlock()
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: begin: %w", translate(err))
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	var (
-		locked bool
-		prev   string
-	)
-	if err := tx.QueryRow(ctx, s.sql.sweepLock).Scan(&locked, &prev); err != nil {
+	b := &pgx.Batch{}
+	b.Queue(sweepLockWait)
+	b.Queue(l.lock)
+	br := tx.SendBatch(ctx, b)
+	var locked bool
+	_, err = br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&locked)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, fmt.Errorf("delete expired: sweep lock: %w", translate(err))
 	}
 	if !locked {
 		return nil, store.ErrSweepBusy
 	}
-	rows, err := tx.Query(ctx, s.sql.deleteExpired, limit)
+	rows, err := tx.Query(ctx, l.delete, limit, l.from)
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", translate(err))
 	}
-	deleted, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.KeyRef, error) {
-		var k store.KeyRef
-		err := row.Scan(&k.Scope, &k.Key)
-		return k, err
+	var (
+		deleted []store.KeyRef
+		k       store.KeyRef
+		latest  time.Time
+		expires time.Time
+	)
+	_, err = pgx.ForEachRow(rows, []any{&k.Scope, &k.Key, &expires}, func() error {
+		deleted = append(deleted, k)
+		if expires.After(latest) {
+			latest = expires
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", translate(err))
@@ -81,6 +263,10 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 			return nil, fmt.Errorf("delete expired: commit: %w", errors.Join(store.ErrTxAborted, err))
 		}
 		return nil, fmt.Errorf("delete expired: commit: %w", translate(err))
+	}
+	l.from = time.Time{}
+	if len(deleted) == limit {
+		l.from = latest
 	}
 	return deleted, nil
 }

@@ -16,8 +16,7 @@ import (
 func sweptStore(t *testing.T) *pgstore.Store {
 	t.Helper()
 	pool := pgtest.Pool(t, 4)
-	_, err := pgstore.Migrate(context.Background(), pool)
-	require.NoError(t, err)
+	migrate(t, pool)
 	return pgstore.New(pool)
 }
 
@@ -31,7 +30,7 @@ func addRecords(t *testing.T, s *pgstore.Store, user string, n int, expired bool
 	}
 	_, err := s.Pool().Exec(context.Background(), `
 INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
-       fingerprint_version, status, lock_token, locked_at, lock_expires_at, response_code, created_at, expires_at)
+       fingerprint_version, status, fencing_token, claimed_at, lease_expires_at, response_code, created_at, expires_at)
 SELECT $1, md5(random()::text), 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'COMPLETED',
        gen_random_uuid(), now(), now(), 201, now(), `+expiry+`
   FROM generate_series(1, $2::int) AS i`, user, n)
@@ -56,6 +55,8 @@ func TestNew(t *testing.T) {
 		c := sw.Config()
 		require.Equal(t, time.Minute, c.Interval)
 		require.Equal(t, 1000, c.BatchSize)
+		require.Equal(t, 16000, c.MaxBatchSize)
+		require.Equal(t, 250*time.Millisecond, c.MaxBatchTime)
 		require.Equal(t, 100*time.Millisecond, c.Pause)
 	})
 
@@ -68,9 +69,12 @@ func TestNew(t *testing.T) {
 
 	t.Run("InvalidConfigFails", func(t *testing.T) {
 		t.Parallel()
-		_, err := sweeper.New(st, sweeper.Config{Interval: -time.Second, BatchSize: -1})
+		_, err := sweeper.New(st, sweeper.Config{Interval: -time.Second, BatchSize: -1, MaxBatchTime: -1})
 		require.ErrorContains(t, err, "Interval must be positive")
 		require.ErrorContains(t, err, "BatchSize must be positive")
+		require.ErrorContains(t, err, "MaxBatchTime must be positive")
+		_, err = sweeper.New(st, sweeper.Config{BatchSize: 100, MaxBatchSize: 10})
+		require.ErrorContains(t, err, "MaxBatchSize must be at least BatchSize (100), got 10")
 		_, err = sweeper.New(nil, sweeper.Config{})
 		require.Error(t, err)
 	})
@@ -87,9 +91,10 @@ func TestOnce(t *testing.T) {
 		addRecords(t, s, "alice", 5, false)
 		var batches []int
 		sw, err := sweeper.New(s, sweeper.Config{
-			BatchSize:   10,
-			Pause:       50 * time.Millisecond,
-			ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+			BatchSize:    10,
+			MaxBatchSize: 10,
+			Pause:        50 * time.Millisecond,
+			ObserveFunc:  func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
 		})
 		require.NoError(t, err)
 		start := time.Now()
@@ -101,18 +106,47 @@ func TestOnce(t *testing.T) {
 		require.Equal(t, 5, countRecords(t, s), "live records stay")
 	})
 
+	// A backlog doubles the batch while batches come back full and quick;
+	// a slow batch halves the next, never below BatchSize.
+	for name, tc := range map[string]struct {
+		expired int
+		maxTime time.Duration
+		want    []int
+	}{
+		"BatchesGrowWithTheBacklog":  {100, time.Hour, []int{10, 20, 40, 30}},
+		"SlowBatchesStayAtBatchSize": {35, time.Nanosecond, []int{10, 10, 10, 5}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := sweptStore(t)
+			addRecords(t, s, "alice", tc.expired, true)
+			var batches []int
+			sw, err := sweeper.New(s, sweeper.Config{
+				BatchSize: 10, MaxBatchSize: 40, MaxBatchTime: tc.maxTime, Pause: -1,
+				ObserveFunc: func(b sweeper.Batch) { batches = append(batches, b.Deleted) },
+			})
+			require.NoError(t, err)
+			n, err := sw.Once(ctx)
+			require.NoError(t, err)
+			require.Equal(t, tc.expired, n)
+			require.Equal(t, tc.want, batches)
+		})
+	}
+
 	t.Run("BusyWhileAnotherProcessSweeps", func(t *testing.T) {
 		t.Parallel()
 		s := sweptStore(t)
 		addRecords(t, s, "alice", 3, true)
 		// The other process is inside a batch: its transaction holds the
-		// sweep lock (pgstore's, taken as pgstore takes it).
+		// sweep lock (pgstore's, taken as pgstore takes it), of every
+		// partition when the table is partitioned.
 		other, err := s.Pool().Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = other.Rollback(ctx) }()
 		var locked bool
-		require.NoError(t, other.QueryRow(ctx,
-			`SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_keys'::regclass::oid::text))`).Scan(&locked))
+		require.NoError(t, other.QueryRow(ctx, `
+SELECT bool_and(pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext(oid::text))) FROM pg_class
+ WHERE oid = 'idempotency_keys'::regclass OR oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'idempotency_keys'::regclass)`).Scan(&locked))
 		require.True(t, locked)
 		sw, err := sweeper.New(s, sweeper.Config{})
 		require.NoError(t, err)

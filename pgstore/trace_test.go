@@ -78,8 +78,7 @@ func tracedStore(t *testing.T) (*pgstore.Store, *queryTracer) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	_, err = pgstore.Migrate(context.Background(), pool)
-	require.NoError(t, err)
+	migrate(t, pool)
 	qt.spans = nil
 	return pgstore.New(pool), qt
 }

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/sqlitestore"
 )
 
 // TestLockedOutsideTheStore: while a connection outside the store (another
@@ -69,4 +71,49 @@ func TestLockedOutsideTheStore(t *testing.T) {
 			require.Empty(t, resp.Header.Get("Idempotent-Replayed"))
 		})
 	}
+}
+
+// TestBusyOnlyWhenSQLiteSaysSo: ErrBusy says that a connection outside the
+// store holds the write lock, so it is reported only when SQLite answered
+// SQLITE_BUSY. A wait spent queueing for one of the pool's connections,
+// with nothing outside holding the lock, is the store's own bounded wait:
+// store.ErrWaitTimeout.
+func TestBusyOnlyWhenSQLiteSaysSo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	insert := func(s store.Store) error {
+		tx, err := s.Begin(ctx, store.TxOptions{MaxWait: 100 * time.Millisecond})
+		require.NoError(t, err)
+		defer tx.Rollback(ctx)
+		_, _, err = tx.Insert(ctx, newClaim(uuid.NewString()))
+		return err
+	}
+
+	t.Run("PoolSaturatedIsNotBusy", func(t *testing.T) {
+		t.Parallel()
+		s, db := newStore(t)
+		db.SetMaxOpenConns(1)
+		// The pool's one connection is in use, reading: it holds no
+		// write lock.
+		c, err := db.Conn(ctx)
+		require.NoError(t, err)
+		defer c.Close()
+		err = insert(s)
+		require.ErrorIs(t, err, store.ErrWaitTimeout)
+		require.NotErrorIs(t, err, sqlitestore.ErrBusy, "nothing outside the store holds the write lock")
+	})
+
+	t.Run("OutsideWriterIsBusy", func(t *testing.T) {
+		t.Parallel()
+		s, db := newStore(t)
+		foreign, err := reopen(t, db).Conn(ctx)
+		require.NoError(t, err)
+		defer foreign.Close()
+		_, err = foreign.ExecContext(ctx, "BEGIN IMMEDIATE")
+		require.NoError(t, err)
+		defer func() { _, _ = foreign.ExecContext(ctx, "ROLLBACK") }()
+		err = insert(s)
+		require.ErrorIs(t, err, sqlitestore.ErrBusy)
+		require.NotErrorIs(t, err, store.ErrWaitTimeout, "no request of the store holds the key")
+	})
 }

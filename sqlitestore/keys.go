@@ -42,8 +42,8 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 
 const selectRecord = `
 SELECT request_method, request_path, request_hash, fingerprint_version,
-       status, attempts, lock_token, locked_at, lock_expires_at,
-       lock_expires_at > :now,
+       status, attempts, fencing_token, claimed_at, lease_expires_at,
+       lease_expires_at > :now,
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= :now AND ` + finished + `,
        coalesce(recovery_point, '')
@@ -107,7 +107,7 @@ func (k keys) getRecord(ctx context.Context, q querier, now time.Time, scope, ke
 const insertClaim = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES (:scope, :key, :method, :path, :hash, :version,
         'PROCESSING', 1, :token, :now, :now + :lock_for, :now, :now + :ttl)
 ON CONFLICT (user_id, idempotency_key) DO NOTHING`
@@ -166,12 +166,12 @@ UPDATE idempotency_keys
        recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
        provider_keys  = CASE WHEN status = 'COMPLETED' THEN NULL ELSE provider_keys END,
        expires_at = MAX(expires_at, :now + :ttl),
-       lock_token = :token, locked_at = :now, lock_expires_at = :now + :lock_for,
+       fencing_token = :token, claimed_at = :now, lease_expires_at = :now + :lock_for,
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :prev_token
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :prev_token
    AND (status = 'FAILED'
-        OR (status = 'PROCESSING' AND lock_expires_at <= :now)
+        OR (status = 'PROCESSING' AND lease_expires_at <= :now)
         OR (status = 'COMPLETED' AND expires_at <= :now))`
 
 func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
@@ -207,10 +207,10 @@ func (k keys) takeOver(ctx context.Context, op, stmt string, args func(now time.
 
 const complete = `
 UPDATE idempotency_keys
-   SET status = 'COMPLETED', lock_expires_at = :now,
+   SET status = 'COMPLETED', lease_expires_at = :now,
        response_code = :code, response_headers = :headers, response_body = :body,
        resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
- WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	args, err := responseArgs(resp)
@@ -237,8 +237,8 @@ func responseArgs(resp store.Response) ([]any, error) {
 
 const fail = `
 UPDATE idempotency_keys
-   SET status = 'FAILED', lock_expires_at = :now
- WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+   SET status = 'FAILED', lease_expires_at = :now
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 	return k.fenced(ctx, "fail", k.sql.fail, l)
@@ -246,8 +246,8 @@ func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 
 const renew = `
 UPDATE idempotency_keys
-   SET lock_expires_at = :now + :lock_for
- WHERE user_id = :scope AND idempotency_key = :key AND lock_token = :token AND status = 'PROCESSING'`
+   SET lease_expires_at = :now + :lock_for
+ WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
 	return k.fenced(ctx, "renew", k.sql.renew, l, sql.Named("lock_for", d.Microseconds()))

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -62,6 +64,9 @@ func Open(path string) (*sql.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %q: %w", path, err)
 	}
+	if err := createPrivate(abs); err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %q: %w", path, err)
+	}
 	db, err := sql.Open("sqlite", "file:"+uriPath(filepath.ToSlash(abs))+"?"+settings)
 	if err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %q: %w", path, err)
@@ -80,6 +85,21 @@ func Open(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlitestore: open %q: journal_mode is %q, want wal (is the file on a network file system?)", path, mode)
 	}
 	return db, nil
+}
+
+// createPrivate creates the database file, when missing, readable and
+// writable by its owner only: it holds every stored answer. SQLite gives
+// the -wal and -shm files it makes next to it the same permissions; it
+// would make the file 0644 itself. An existing file keeps its own.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 // uriPath escapes the characters that would end the path part of a SQLite

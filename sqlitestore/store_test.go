@@ -46,6 +46,21 @@ func TestOpen(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
+	t.Run("OwnerOnly", func(t *testing.T) {
+		t.Parallel()
+		path := filepath.Join(t.TempDir(), "keys.db")
+		db, err := sqlitestore.Open(path)
+		require.NoError(t, err)
+		defer db.Close()
+		_, err = sqlitestore.Migrate(ctx, db)
+		require.NoError(t, err)
+		for _, name := range []string{path, path + "-wal", path + "-shm"} {
+			fi, err := os.Stat(name)
+			require.NoError(t, err)
+			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "%s holds stored answers", filepath.Base(name))
+		}
+	})
+
 	t.Run("SettingsOnEveryConnection", func(t *testing.T) {
 		t.Parallel()
 		db := openDB(t)
@@ -134,7 +149,7 @@ func TestMigrate(t *testing.T) {
 		db := openDB(t)
 		applied, err := sqlitestore.Migrate(ctx, db)
 		require.NoError(t, err)
-		require.Equal(t, []int{1, 2, 3}, applied)
+		require.Equal(t, []int{1, 2, 3, 4}, applied)
 		applied, err = sqlitestore.Migrate(ctx, db)
 		require.NoError(t, err)
 		require.Empty(t, applied, "a current schema is left alone")
@@ -188,7 +203,7 @@ func TestMigrate(t *testing.T) {
 		// Each applies in its own transaction: one process may apply the
 		// first ones and another the rest, and report before it.
 		slices.Sort(total)
-		require.Equal(t, []int{1, 2, 3}, total, "exactly one process applies each migration")
+		require.Equal(t, []int{1, 2, 3, 4}, total, "exactly one process applies each migration")
 	})
 }
 

@@ -25,7 +25,7 @@ const deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE rowid IN (SELECT rowid FROM idempotency_keys
                   WHERE expires_at <= :now
-                    AND (status <> 'PROCESSING' OR lock_expires_at <= :now)
+                    AND (status <> 'PROCESSING' OR lease_expires_at <= :now)
                     AND ` + finished + `
                   ORDER BY expires_at
                   LIMIT :limit)

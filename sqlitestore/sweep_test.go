@@ -17,7 +17,7 @@ func TestSweepUsesExpiresAtIndex(t *testing.T) {
 DELETE FROM idempotency_keys
  WHERE rowid IN (SELECT rowid FROM idempotency_keys
                   WHERE expires_at <= 0
-                    AND (status <> 'PROCESSING' OR lock_expires_at <= 0)
+                    AND (status <> 'PROCESSING' OR lease_expires_at <= 0)
                   ORDER BY expires_at
                   LIMIT 1000)
 RETURNING user_id, idempotency_key`)

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,9 +181,11 @@ func (t *writeTx) release(ctx context.Context, committed bool) {
 // queues this store's transactions and hands the lock to the next one the
 // moment one ends, then BEGIN IMMEDIATE on a connection of its own, which
 // waits for writers outside the store (the application's own transactions,
-// other processes). The two waits together last at most wait. Running out
-// at the gate, behind a transaction of this store, is store.ErrWaitTimeout;
-// running out past it, behind a writer outside the store, is ErrBusy.
+// other processes). The waits together last at most wait. Running out is
+// ErrBusy only when SQLite answered SQLITE_BUSY: a writer outside the store
+// holds the lock. Running out anywhere else (at the gate, behind a
+// transaction of this store; for a connection of the pool; on a machine
+// too slow to finish BEGIN IMMEDIATE in time) is store.ErrWaitTimeout.
 func (s *Store) lock(ctx context.Context, wait time.Duration, h hooks) (c *sql.Conn, err error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, wait, errWaited)
 	defer cancel()
@@ -223,18 +226,52 @@ func (s *Store) lock(ctx context.Context, wait time.Duration, h hooks) (c *sql.C
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	if !busy(err) && errors.Is(context.Cause(wctx), errWaited) {
+		// The bound cut BEGIN IMMEDIATE short, and the driver then reports
+		// the context's error whether SQLite was waiting for a writer or
+		// the machine was merely slow: ask SQLite once more, without
+		// waiting.
+		if err = beginNow(ctx, c); err == nil {
+			return c, nil
+		}
+	}
 	_ = setHooks(c, hooks{})
 	_ = c.Close()
 	return nil, waitError(wctx, wait, err)
 }
 
-// waitError says why a wait past the gate, for a connection or for
-// BEGIN IMMEDIATE, ended without the write lock.
-func waitError(wctx context.Context, wait time.Duration, err error) error {
-	if errors.Is(context.Cause(wctx), errWaited) || busy(err) {
-		return fmt.Errorf("%w: waited %v for the database's write lock", ErrBusy, wait)
+// beginNow runs BEGIN IMMEDIATE on c with the busy timeout set aside, so
+// that SQLite answers SQLITE_BUSY at once while another connection holds
+// the write lock. None of its statements waits for anything.
+func beginNow(ctx context.Context, c *sql.Conn) error {
+	ctx = context.WithoutCancel(ctx)
+	var timeout int
+	if err := c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeout); err != nil {
+		return err
 	}
-	if wctx.Err() != nil {
+	if _, err := c.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return err
+	}
+	_, err := c.ExecContext(ctx, "BEGIN IMMEDIATE")
+	if _, rerr := c.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.Itoa(timeout)); rerr != nil {
+		// The connection must not go back to the pool without its
+		// timeout: close the driver connection.
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		return errors.Join(err, rerr)
+	}
+	return err
+}
+
+// waitError says why a wait past the gate, for a connection or for
+// BEGIN IMMEDIATE, ended without the write lock: ErrBusy when SQLite
+// answered SQLITE_BUSY, else store.ErrWaitTimeout when the bound ran out.
+func waitError(wctx context.Context, wait time.Duration, err error) error {
+	switch {
+	case busy(err):
+		return fmt.Errorf("%w: waited %v for the database's write lock", ErrBusy, wait)
+	case errors.Is(context.Cause(wctx), errWaited):
+		return fmt.Errorf("%w: waited %v for the database's write lock", store.ErrWaitTimeout, wait)
+	case wctx.Err() != nil:
 		return context.Cause(wctx) // the caller's context ended the wait
 	}
 	return translate(err)

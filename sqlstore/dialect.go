@@ -136,7 +136,7 @@ func Postgres() Dialect {
 		classify:        postgresClassify,
 		placeholder:     func(n int) string { return fmt.Sprintf("$%d", n) },
 		lockWait:        postgresLockWait,
-		restoreLockWait: `SELECT set_config('lock_timeout', current_setting('idem.lock_timeout'), true)`,
+		restoreLockWait: `SET LOCAL lock_timeout TO DEFAULT`,
 		sweepLockInTx:   true,
 		migrationFS:     pgsql.Migrations,
 		migrationDir:    "migrations",
@@ -198,11 +198,12 @@ func mysqlClassify(number func(error) (uint16, bool)) func(error) errKind {
 	}
 }
 
-// postgresLockWait sets lock_timeout for the transaction, saving the
-// handler's setting for restoreLockWait.
+// postgresLockWait sets lock_timeout for the transaction; restoreLockWait
+// gives the handler's statements the session's default back. SET LOCAL,
+// unlike set_config, is what Citus passes on to its workers
+// (citus.propagate_set_commands = 'local').
 func postgresLockWait(d time.Duration) string {
-	return fmt.Sprintf(`SELECT set_config('idem.lock_timeout', current_setting('lock_timeout'), true), set_config('lock_timeout', '%dms', true)`,
-		max(d.Milliseconds(), 1))
+	return fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(d.Milliseconds(), 1))
 }
 
 // mysqlLockWait sets innodb_lock_wait_timeout, which counts whole seconds:

@@ -128,7 +128,7 @@ func applyOne(ctx context.Context, c *sql.Conn, d Dialect, mt string, m migrate.
 	}
 	defer func() { _ = tx.Rollback() }()
 	// One statement at a time: not every driver runs several in one call.
-	for _, s := range strings.Split(m.SQL, ";\n") {
+	for _, s := range splitStatements(m.SQL) {
 		if strings.TrimSpace(stripComments(s)) == "" {
 			continue
 		}
@@ -141,6 +141,24 @@ func applyOne(ctx context.Context, c *sql.Conn, d Dialect, mt string, m migrate.
 		return false, err
 	}
 	return true, tx.Commit()
+}
+
+// splitStatements splits a migration at the ";" that end its lines, but
+// not inside a $$-quoted body (a DO block's statements end lines too).
+func splitStatements(sql string) []string {
+	var out []string
+	var stmt strings.Builder
+	for _, part := range strings.SplitAfter(sql, ";\n") {
+		stmt.WriteString(part)
+		if strings.Count(stmt.String(), "$$")%2 == 0 {
+			out = append(out, strings.TrimSuffix(stmt.String(), ";\n"))
+			stmt.Reset()
+		}
+	}
+	if stmt.Len() > 0 {
+		out = append(out, stmt.String())
+	}
+	return out
 }
 
 // stripComments drops the -- comment lines of s.

@@ -9,8 +9,8 @@ func mysqlStatements(table string) statements {
 	const now = `UTC_TIMESTAMP(6)`
 	const record = `
 SELECT request_method, request_path, request_hash, fingerprint_version,
-       status, attempts, lock_token, locked_at, lock_expires_at,
-       lock_expires_at > ` + now + `,
+       status, attempts, fencing_token, claimed_at, lease_expires_at,
+       lease_expires_at > ` + now + `,
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + `,
        COALESCE(recovery_point, '')
@@ -22,14 +22,14 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
 	const insert = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?,
         'PROCESSING', 1, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE user_id = user_id`
 	const insertCompleted = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES (?, ?, ?, ?, ?, ?,
         'COMPLETED', 1, ?, ` + now + `, ` + now + `, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND,
@@ -46,37 +46,37 @@ UPDATE idempotency_keys
        expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND),
        request_method = ?, request_path = ?, request_hash = ?, fingerprint_version = ?,
        status = 'PROCESSING',
-       lock_token = ?, locked_at = ` + now + `, lock_expires_at = ` + now + ` + INTERVAL ? MICROSECOND,
+       fencing_token = ?, claimed_at = ` + now + `, lease_expires_at = ` + now + ` + INTERVAL ? MICROSECOND,
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ?
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ?
    AND (status = 'FAILED'
-        OR (status = 'PROCESSING' AND lock_expires_at <= ` + now + `)
+        OR (status = 'PROCESSING' AND lease_expires_at <= ` + now + `)
         OR (status = 'COMPLETED' AND expires_at <= ` + now + `))`
 	const complete = `
 UPDATE idempotency_keys
-   SET status = 'COMPLETED', lock_expires_at = ` + now + `,
+   SET status = 'COMPLETED', lease_expires_at = ` + now + `,
        response_code = ?, response_headers = ?, response_body = ?,
        resource_type = NULLIF(?, ''), resource_id = NULLIF(?, '')
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	const fail = `
 UPDATE idempotency_keys
-   SET status = 'FAILED', lock_expires_at = ` + now + `
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+   SET status = 'FAILED', lease_expires_at = ` + now + `
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	const renew = `
 UPDATE idempotency_keys
-   SET lock_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+   SET lease_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	const holds = `
 SELECT COUNT(*) FROM idempotency_keys
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	// A named lock per database and key table; names are at most 64
 	// characters, hence the hash.
 	const lockName = `CONCAT('idem.sweep.', SHA1(CONCAT(DATABASE(), '.idempotency_keys')))`
 	const sweepSelect = `
 SELECT user_id, idempotency_key FROM idempotency_keys
  WHERE expires_at <= ` + now + `
-   AND (status <> 'PROCESSING' OR lock_expires_at <= ` + now + `)
+   AND (status <> 'PROCESSING' OR lease_expires_at <= ` + now + `)
    AND ` + finished + `
  ORDER BY expires_at
  LIMIT ?
@@ -84,22 +84,22 @@ SELECT user_id, idempotency_key FROM idempotency_keys
 	const phase = `
 SELECT COALESCE(recovery_point, ''), created_at, provider_keys
   FROM idempotency_keys
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	// JSON_MERGE_PATCH keeps its second argument's value of a key both
 	// have: a recorded provider key is never replaced.
 	const advance = `
 UPDATE idempotency_keys
    SET recovery_point = ?,
        provider_keys = IF(? IS NULL, provider_keys, JSON_MERGE_PATCH(?, COALESCE(provider_keys, '{}')))
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ? AND status = 'PROCESSING'`
-	// unfinished_at is locked_at on an unfinished row, else NULL: an index
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
+	// unfinished_at is claimed_at on an unfinished row, else NULL: an index
 	// of the rows the completer looks for, where InnoDB has no partial one.
 	const findUnfinished = `
 SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-       recovery_point, lock_token
+       recovery_point, fencing_token
   FROM idempotency_keys
  WHERE unfinished_at IS NOT NULL
-   AND (status = 'FAILED' OR lock_expires_at <= ` + now + `)
+   AND (status = 'FAILED' OR lease_expires_at <= ` + now + `)
  ORDER BY unfinished_at
  LIMIT ?`
 	// The completer's take-over: fenced by the listed token and by the
@@ -109,10 +109,10 @@ SELECT user_id, idempotency_key, request_method, request_path, request_hash, fin
 UPDATE idempotency_keys
    SET status = 'PROCESSING', attempts = attempts + 1,
        expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND),
-       lock_token = ?, locked_at = ` + now + `, lock_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
- WHERE user_id = ? AND idempotency_key = ? AND lock_token = ?
+       fencing_token = ?, claimed_at = ` + now + `, lease_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
+ WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ?
    AND recovery_point IS NOT NULL
-   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lock_expires_at <= ` + now + `))`
+   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= ` + now + `))`
 	return statements{
 		get:              stmt{sql: withTable(record, table)},
 		insert:           stmt{sql: withTable(insert, table)},

@@ -6,8 +6,8 @@ import "github.com/idem-dev/idem/idemshared/keytable/pgsql"
 func postgresStatements(table string) statements {
 	const record = `
 SELECT request_method, request_path, request_hash, fingerprint_version,
-       status, attempts, lock_token::text, locked_at, lock_expires_at,
-       lock_expires_at > now(),
+       status, attempts, fencing_token::text, claimed_at, lease_expires_at,
+       lease_expires_at > now(),
        response_code, response_headers::text, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= now() AND ` + finished + `,
        coalesce(recovery_point, '')
@@ -18,7 +18,7 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
 	const insertCompleted = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, $3, $4, $5, $6,
         'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
@@ -32,7 +32,7 @@ SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_k
 	const sweepSelect = `
 SELECT user_id, idempotency_key FROM idempotency_keys
  WHERE expires_at <= now()
-   AND (status <> 'PROCESSING' OR lock_expires_at <= now())
+   AND (status <> 'PROCESSING' OR lease_expires_at <= now())
    AND ` + finished + `
  ORDER BY expires_at
  LIMIT $1

@@ -27,7 +27,6 @@ type server struct {
 	mw       *idem.Middleware
 	runs     atomic.Int32
 	executed atomic.Int32
-	events   chan idem.Event
 }
 
 // handlerFunc is a test handler; n is its 1-based run count.
@@ -37,14 +36,10 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, n int)
 // authentication and sets the scope.
 func newServer(t *testing.T, st store.Store, cfg idem.Config, h handlerFunc) *server {
 	t.Helper()
-	s := &server{store: st, events: make(chan idem.Event, 1024)}
+	s := &server{store: st}
 	cfg.ObserveFunc = func(e idem.Event) {
 		if e.Outcome == idem.OutcomeExecuted {
 			s.executed.Add(1)
-		}
-		select {
-		case s.events <- e:
-		default:
 		}
 	}
 	mw, err := idem.New(st, cfg)

@@ -330,6 +330,24 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.Equal(t, int32(1), s.runs.Load(), "a request whose response was too large is never run again")
 	})
 
+	t.Run("RefusalTooLargeKeepsItsStatus", func(t *testing.T) {
+		t.Parallel()
+		c := cfg
+		c.MaxResponseBytes = 16
+		s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"detail":"a refusal longer than sixteen bytes"}`))
+		})
+		key := newKey()
+		first := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusBadRequest, first.status, "a refusal is never told as a 500 that took effect")
+		require.Equal(t, "response-too-large", problemType(t, first))
+		require.NotContains(t, first.body, "took effect,")
+		again := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, first.body, again.body)
+		require.Equal(t, "true", again.header.Get("Idempotent-Replayed"))
+	})
+
 	t.Run("ClientGoneBeforeCommit", func(t *testing.T) {
 		t.Parallel()
 		clientGone := make(chan struct{})
@@ -457,96 +475,6 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			require.Equal(t, "true", dup.header.Get("Idempotent-Replayed"))
 		})
 	}
-
-	if mode == idem.ModeLeased {
-		runMaxLeaseLife(t, newStore, cfg)
-
-		t.Run("LeaseIsRenewedWhileHandlerRuns", func(t *testing.T) {
-			t.Parallel()
-			c := cfg
-			// Short enough to outlive several times, long enough that a
-			// renewal gets through on a loaded machine: a lease that cannot
-			// be renewed in time lapses, rightly.
-			c.LeaseDuration = time.Second
-			release := make(chan struct{})
-			s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
-				<-release
-				created(w, r, n)
-			})
-			key := newKey()
-			firstDone := make(chan reply, 1)
-			go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
-			waitUntil(t, func() bool { return s.runs.Load() == 1 })
-			rec, err := s.store.Get(ctx, "alice", key)
-			require.NoError(t, err)
-			// Well past the first lease, and past the second.
-			waitUntil(t, func() bool { return time.Now().After(rec.LeaseExpiresAt.Add(c.LeaseDuration)) })
-			dup := s.do(t, call{keys: []string{key}, body: `{}`})
-			close(release)
-			require.Equal(t, http.StatusConflict, dup.status, "a renewed lease keeps the key")
-			require.Equal(t, http.StatusCreated, (<-firstDone).status)
-			require.Equal(t, int32(1), s.runs.Load())
-			ev := eventFor(t, s, key, idem.OutcomeExecuted)
-			require.GreaterOrEqual(t, ev.Renewals, 2)
-		})
-
-		t.Run("HandlerCancelledByLostLeaseAnswers409", func(t *testing.T) {
-			t.Parallel()
-			c := cfg
-			c.LeaseDuration = 300 * time.Millisecond
-			var s *server
-			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
-				steal(ctx, t, s, r.Header.Get("Idempotency-Key"), ttl)
-				select { // the bank call, cut short when the lease is found lost
-				case <-r.Context().Done():
-				case <-time.After(time.Minute):
-				}
-				http.Error(w, "bank call cancelled", http.StatusBadGateway)
-			})
-			r := s.do(t, call{keys: []string{newKey()}, body: `{}`})
-			require.Equal(t, http.StatusConflict, r.status, "the client is sent to the attempt that holds the key, not given this one's error")
-			require.Equal(t, "lease-lost", problemType(t, r))
-			require.Equal(t, "1", r.header.Get("Retry-After"))
-		})
-
-		t.Run("StaleHolderIsFencedOut", func(t *testing.T) {
-			t.Parallel()
-			c := cfg
-			c.LeaseDuration = 300 * time.Millisecond
-			var thief store.Attempt
-			var s *server
-			s = newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
-				// While this attempt runs, another takes the key over (as
-				// after a pause longer than the lease).
-				thief = steal(ctx, t, s, r.Header.Get("Idempotency-Key"), ttl)
-				time.Sleep(300 * time.Millisecond) // let a renewal find the lock gone
-				created(w, r, n)
-			})
-			key := newKey()
-			r := s.do(t, call{keys: []string{key}, body: `{}`})
-			require.Equal(t, http.StatusConflict, r.status)
-			require.Equal(t, "lease-lost", problemType(t, r))
-			rec, err := s.store.Get(ctx, "alice", key)
-			require.NoError(t, err)
-			require.Equal(t, store.StatusProcessing, rec.Status)
-			require.Equal(t, thief.Token, rec.Token, "the stale holder wrote nothing")
-		})
-	}
-}
-
-// steal takes alice's key over from the attempt that holds it, as another
-// attempt would after a pause longer than the lease: the record is marked
-// FAILED under the holder's token and re-acquired with a new one, which it
-// returns.
-func steal(ctx context.Context, t *testing.T, s *server, key string, ttl time.Duration) store.Attempt {
-	rec, err := s.store.Get(ctx, "alice", key)
-	require.NoError(t, err)
-	require.NoError(t, s.store.Fail(ctx, store.Attempt{Scope: "alice", Key: key, Token: rec.Token}))
-	cl := claim("alice", key, "thief", time.Minute, ttl)
-	won, err := s.store.Reacquire(ctx, cl, rec.Token)
-	require.NoError(t, err)
-	require.True(t, won)
-	return cl.Attempt()
 }
 
 // crashedClaim leaves a PROCESSING record as a process that died after its
@@ -575,20 +503,4 @@ func defersClaims(t *testing.T, st store.Store) bool {
 	defer func() { require.NoError(t, tx.Rollback(context.Background())) }()
 	_, ok := tx.(store.ClaimDeferrer)
 	return ok
-}
-
-// eventFor waits for the observer's event of key with outcome.
-func eventFor(t *testing.T, s *server, key string, outcome idem.Outcome) idem.Event {
-	t.Helper()
-	timeout := time.After(time.Minute)
-	for {
-		select {
-		case e := <-s.events:
-			if e.Key == key && e.Outcome == outcome {
-				return e
-			}
-		case <-timeout:
-			t.Fatalf("no %s event for key %s", outcome, key)
-		}
-	}
 }

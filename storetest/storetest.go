@@ -1,8 +1,11 @@
-// Package storetest is the conformance suite every store.Store runs: each
-// state transition of a record, expiry, fencing, every way of holding a key
-// through the real middleware over real HTTP, the capabilities the store
-// has (store.ClaimDeferrer, store.ExpiredDeleter), and 64-way races on one
-// key.
+// Package storetest is the conformance suite of store.Store, in two
+// halves. RunContract is the store contract, what every Store must do:
+// each state transition of a record, expiry, fencing, transactions,
+// 64-way races on one key, and the capabilities the store has
+// (store.ExpiredDeleter, store.KeyResolver, store.Phaser …). RunBehaviour
+// is the middleware's behaviour on the store: every way of holding a key
+// through the real middleware, over real HTTP and through Middleware.Do,
+// recovery points and package completer. Run runs both.
 //
 // A store's own tests call Run with a function that returns a store on an
 // empty key table of its own:
@@ -10,6 +13,11 @@
 //	func TestConformance(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
 //	}
+//
+// The core runs both halves on memstore: the contract in package memstore,
+// the behaviour in package idem, where the lease's renewals and maximum
+// life are tested under testing/synctest, with a fake clock, rather than
+// here with real leases.
 //
 // RunConsumer, given a business table besides (a [Business]), drives
 // package consumer on the store as a broker adapter does.
@@ -30,14 +38,28 @@ import (
 // uses. It registers its own cleanup.
 type NewStoreFunc func(t *testing.T) store.Store
 
-// Run runs the whole suite.
+// Run runs the whole suite: the store contract and the middleware's
+// behaviour on the store.
 func Run(t *testing.T, newStore NewStoreFunc) {
+	RunContract(t, newStore)
+	RunBehaviour(t, newStore)
+}
+
+// RunContract checks what every Store must do, through the store's own
+// operations.
+func RunContract(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Keys", func(t *testing.T) { t.Parallel(); RunKeys(t, newStore) })
 	t.Run("Tx", func(t *testing.T) { t.Parallel(); RunTx(t, newStore) })
 	t.Run("Race", func(t *testing.T) { t.Parallel(); RunRace(t, newStore) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	t.Run("Resolve", func(t *testing.T) { t.Parallel(); RunResolve(t, newStore) })
 	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunAdvancer(t, newStore) })
+}
+
+// RunBehaviour checks what the middleware does on the store: every
+// configuration of MiddlewareConfigs over HTTP and through Do, and
+// recovery points with package completer.
+func RunBehaviour(t *testing.T, newStore NewStoreFunc) {
 	t.Run("PhaseFlow", func(t *testing.T) { t.Parallel(); RunPhaseFlow(t, newStore) })
 	for _, c := range MiddlewareConfigs() {
 		t.Run("Middleware"+c.Name, func(t *testing.T) { t.Parallel(); RunMiddleware(t, newStore, c.Config) })

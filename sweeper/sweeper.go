@@ -7,11 +7,16 @@
 //
 // Every record whose expires_at has passed goes, whatever its status (an
 // abandoned PROCESSING record too), except a claim whose lease is still live:
-// a request running past retention keeps its key. A round deletes batches
-// of BatchSize, one short transaction each, with Pause between them, until
-// a batch comes back short; Run starts a round every Interval. When several
-// replicas run a sweeper, the store's sweep lock lets one batch run at a
-// time and the others skip their round (store.ErrSweepBusy).
+// a request running past retention keeps its key. A round deletes batches,
+// one short transaction each, with Pause between them, until a batch comes
+// back short; Run starts a round every Interval. A round's first batch is
+// BatchSize; while batches come back full (a backlog) and quick, each is
+// twice the last, up to MaxBatchSize, and one slower than MaxBatchTime
+// halves the next: the sweep keeps up with a busy service by itself, and
+// a batch never holds its locks for long. When several replicas run a
+// sweeper, the store's sweep lock lets one batch run at a time (per
+// partition, on a partitioned pgstore table) and the others skip their
+// round (store.ErrSweepBusy).
 package sweeper
 
 import (
@@ -26,9 +31,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultInterval  = time.Minute
-	DefaultBatchSize = 1000
-	DefaultPause     = 100 * time.Millisecond
+	DefaultInterval     = time.Minute
+	DefaultBatchSize    = 1000
+	DefaultMaxBatchSize = 16 * DefaultBatchSize
+	DefaultMaxBatchTime = 250 * time.Millisecond
+	DefaultPause        = 100 * time.Millisecond
 )
 
 // Config configures a Sweeper. Its zero value is valid; every field
@@ -38,9 +45,20 @@ type Config struct {
 	// the next. Default 1m.
 	Interval time.Duration
 
-	// BatchSize is the most records one batch deletes, in one transaction.
-	// It bounds how long the batch holds its row locks. Default 1000.
+	// BatchSize is the most records the first batch of a round deletes, in
+	// one transaction, and the least any batch may delete. Default 1000.
 	BatchSize int
+
+	// MaxBatchSize is the most records a batch grows to while the batches
+	// before it came back full in less than half of MaxBatchTime. Default
+	// 16000 (or BatchSize, if larger); set it to BatchSize for batches of
+	// one size.
+	MaxBatchSize int
+
+	// MaxBatchTime bounds how long a batch holds its row locks: a batch
+	// that took longer halves the next one (down to BatchSize). Default
+	// 250ms.
+	MaxBatchTime time.Duration
 
 	// Pause is the wait between two batches of a round, which leaves the
 	// database's I/O and WAL to the requests. Default 100ms; a negative
@@ -92,6 +110,18 @@ func New(st store.ExpiredDeleter, cfg Config) (*Sweeper, error) {
 		errs = append(errs, fmt.Errorf("sweeper: BatchSize must be positive, got %d", cfg.BatchSize))
 	}
 	switch {
+	case cfg.MaxBatchSize == 0:
+		cfg.MaxBatchSize = max(DefaultMaxBatchSize, cfg.BatchSize)
+	case cfg.MaxBatchSize < cfg.BatchSize:
+		errs = append(errs, fmt.Errorf("sweeper: MaxBatchSize must be at least BatchSize (%d), got %d", cfg.BatchSize, cfg.MaxBatchSize))
+	}
+	switch {
+	case cfg.MaxBatchTime == 0:
+		cfg.MaxBatchTime = DefaultMaxBatchTime
+	case cfg.MaxBatchTime < 0:
+		errs = append(errs, fmt.Errorf("sweeper: MaxBatchTime must be positive, got %v", cfg.MaxBatchTime))
+	}
+	switch {
 	case cfg.Pause == 0:
 		cfg.Pause = DefaultPause
 	case cfg.Pause < 0:
@@ -140,25 +170,28 @@ func (s *Sweeper) log(level slog.Level, msg string, n int, start time.Time, attr
 	s.cfg.Logger.LogAttrs(context.Background(), level, msg, attrs...)
 }
 
-// Once sweeps one round: batches of BatchSize with Pause between them,
-// until a batch deletes fewer than BatchSize. It returns how many records
-// it deleted. When another process holds the sweep lock it stops and
-// returns an error that is store.ErrSweepBusy: that process sweeps.
+// Once sweeps one round: batches with Pause between them, from BatchSize
+// and growing while they come back full (see the package doc), until a
+// batch deletes fewer than it could. It returns how many records it
+// deleted. When another process holds the sweep lock it stops and returns
+// an error that is store.ErrSweepBusy: that process sweeps.
 func (s *Sweeper) Once(ctx context.Context) (int, error) {
-	total := 0
+	total, size := 0, s.cfg.BatchSize
 	for {
 		start := time.Now()
-		deleted, err := s.store.DeleteExpired(ctx, s.cfg.BatchSize)
+		deleted, err := s.store.DeleteExpired(ctx, size)
+		took := time.Since(start)
 		if s.cfg.ObserveFunc != nil {
-			s.cfg.ObserveFunc(Batch{Deleted: len(deleted), Duration: time.Since(start), Err: err})
+			s.cfg.ObserveFunc(Batch{Deleted: len(deleted), Duration: took, Err: err})
 		}
 		total += len(deleted)
 		if err != nil {
 			return total, fmt.Errorf("sweep: %w", err)
 		}
-		if len(deleted) < s.cfg.BatchSize {
+		if len(deleted) < size {
 			return total, nil
 		}
+		size = s.nextSize(size, took)
 		if s.cfg.Pause > 0 {
 			t := time.NewTimer(s.cfg.Pause)
 			select {
@@ -169,4 +202,15 @@ func (s *Sweeper) Once(ctx context.Context) (int, error) {
 			}
 		}
 	}
+}
+
+// nextSize is the batch after a full one of size that took took.
+func (s *Sweeper) nextSize(size int, took time.Duration) int {
+	switch {
+	case took > s.cfg.MaxBatchTime:
+		return max(size/2, s.cfg.BatchSize)
+	case took < s.cfg.MaxBatchTime/2:
+		return min(size*2, s.cfg.MaxBatchSize)
+	}
+	return size
 }

@@ -54,6 +54,39 @@ type Transaction struct {
 	Response        Response  `json:"-"`
 }
 
+// PayoutParams asks for a payout to a bank account.
+type PayoutParams struct {
+	Currency    string `json:"currency"`
+	Amount      int64  `json:"amount"`      // minor units, 1 or more
+	Destination string `json:"destination"` // the bank account
+	// IdempotencyKey: as DepositParams.IdempotencyKey. A payout still
+	// pending is finished by a later call with the same key (or by the
+	// server's completer): keep it to ask again.
+	IdempotencyKey string `json:"-"`
+}
+
+// Payout is a payout made, or on its way.
+type Payout struct {
+	ID             string    `json:"id"`
+	Currency       string    `json:"currency"`
+	Amount         int64     `json:"amount"`
+	Destination    string    `json:"destination"`
+	Status         string    `json:"status"`           // PayoutPending, PayoutPaid or PayoutFailed
+	BankTransferID string    `json:"bank_transfer_id"` // "" until the bank recorded the transfer
+	CreatedAt      time.Time `json:"created_at"`
+	Response       Response  `json:"-"`
+}
+
+// The statuses of a Payout.
+const (
+	// PayoutPending: debited, the bank's outcome not known yet (202). The
+	// answer is not stored: call CreatePayout again with the same key, or
+	// read the payout later; it is never paid twice.
+	PayoutPending = "pending"
+	PayoutPaid    = "paid"   // the bank settled it
+	PayoutFailed  = "failed" // the bank rejected it; the debit was refunded
+)
+
 // Balance is one of the user's balances.
 type Balance struct {
 	Currency string `json:"currency"`
@@ -85,6 +118,25 @@ func (c *Client) CreateTransaction(ctx context.Context, p TransactionParams) (*T
 	r, err := c.call(ctx, http.MethodPost, "/v1/transactions", keyOr(p.IdempotencyKey), p, &t)
 	t.Response = r
 	return &t, err
+}
+
+// CreatePayout pays money out to a bank account (POST /v1/payouts). A
+// payout whose bank outcome is unknown comes back with status
+// PayoutPending and Response.Status 202, and no error. On an error the
+// Payout holds only its Response, as CreateDeposit's.
+func (c *Client) CreatePayout(ctx context.Context, p PayoutParams) (*Payout, error) {
+	var out Payout
+	r, err := c.call(ctx, http.MethodPost, "/v1/payouts", keyOr(p.IdempotencyKey), p, &out)
+	out.Response = r
+	return &out, err
+}
+
+// Payout reads a payout (GET /v1/payouts/{id}).
+func (c *Client) Payout(ctx context.Context, id string) (*Payout, error) {
+	var out Payout
+	r, err := c.call(ctx, http.MethodGet, "/v1/payouts/"+url.PathEscape(id), "", nil, &out)
+	out.Response = r
+	return &out, err
 }
 
 // Deposit reads a deposit (GET /v1/deposits/{id}).
@@ -122,13 +174,15 @@ func (c *Client) Rates(ctx context.Context) (*Rates, error) {
 // The names of paymentsd's problem types that a caller may act on
 // (docs/problems.md lists them all).
 const (
-	ProblemInsufficientFunds = "insufficient-funds"    // 402: the source balance is too small
-	ProblemInvalidRequest    = "invalid-request"       // 400: the Problem's Body lists each member's error
-	ProblemBalanceLimit      = "balance-limit"         // 400: a credit would pass the balance limit
-	ProblemDuplicate         = "duplicate-transaction" // 409: a business net refused a duplicate
-	ProblemKeyReused         = "key-reused"            // 422: the key was used for other parameters
-	ProblemUnauthorized      = "unauthorized"          // 401: the API key is unknown
-	ProblemNotFound          = "not-found"             // 404
+	ProblemInsufficientFunds  = "insufficient-funds"    // 402: the source balance is too small
+	ProblemInvalidRequest     = "invalid-request"       // 400: the Problem's Body lists each member's error
+	ProblemBalanceLimit       = "balance-limit"         // 400: a credit would pass the balance limit
+	ProblemDuplicate          = "duplicate-transaction" // 409: a business net refused a duplicate
+	ProblemDuplicateDeposit   = "duplicate-deposit"     // 409: the deposits' minute net refused a duplicate
+	ProblemPayoutsUnavailable = "payouts-unavailable"   // 503: the server has no bank (--bank-url)
+	ProblemKeyReused          = "key-reused"            // 422: the key was used for other parameters
+	ProblemUnauthorized       = "unauthorized"          // 401: the API key is unknown
+	ProblemNotFound           = "not-found"             // 404
 )
 
 // ProblemName returns the name of err's problem type (the part after '#'),

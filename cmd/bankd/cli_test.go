@@ -21,7 +21,7 @@ func TestBadCommandLines(t *testing.T) {
 		code int
 		says string
 	}{
-		{"UnknownFlag", []string{"--nope"}, 2, "flag provided but not defined: -nope"},
+		{"UnknownFlag", []string{"--nope"}, 2, "flag provided but not defined: --nope (run 'bankd --help' for usage)"},
 		{"Argument", []string{"serve"}, 2, `unexpected argument "serve"`},
 		{"UnknownFault", []string{"--faults", "error-before=0.1,flaky=0.1"}, 2, `--faults: unknown fault "flaky"`},
 		{"FaultWithoutProbability", []string{"--faults", "hang"}, 2, `--faults: fault "hang": want name=probability`},
@@ -31,6 +31,8 @@ func TestBadCommandLines(t *testing.T) {
 		{"FaultTwice", []string{"--faults", "hang=0.1,hang=0.2"}, 2, `fault "hang" given twice`},
 		{"BadSeed", []string{"--seed", "-1"}, 2, "invalid value"},
 		{"ZeroSlowDelay", []string{"--slow-delay", "0s"}, 2, "--slow-delay must be positive"},
+		{"PostgresDatabase", []string{"--db", "postgres://u:s3cret@127.0.0.1/db"}, 2, "--db postgres://u:xxxxx@127.0.0.1/db: bankd keeps its transfers in a SQLite file"},
+		{"BadLogFormat", []string{"--log-format", "xml"}, 2, `--log-format "xml": want text or json`},
 		{"DatabaseDirMissing", []string{"--db", filepath.Join(t.TempDir(), "missing", "bank.db")}, 1, "bank.db"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -47,6 +49,25 @@ func TestBadCommandLines(t *testing.T) {
 			require.Equal(t, 1, strings.Count(out, "\n"), "one line: %q", out)
 			require.True(t, strings.HasPrefix(out, "bankd: "), "%q", out)
 			require.Contains(t, out, c.says)
+			require.NotContains(t, out, "s3cret")
 		})
+	}
+}
+
+// TestHelp: --help and the help command print the usage on stdout, flags
+// spelt --name, and exit 0.
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.Command(binary, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		require.NoError(t, cmd.Run(), "%v: %s", args, stderr.String())
+		require.Empty(t, stderr.String())
+		require.Contains(t, stdout.String(), "Usage: bankd")
+		for _, f := range []string{"--addr", "--db", "--faults", "--log-level", "--log-format"} {
+			require.Contains(t, stdout.String(), f)
+		}
+		require.NotRegexp(t, `(?m)^\s+-[a-z]`, stdout.String(), "flags are spelt --name")
 	}
 }

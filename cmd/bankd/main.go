@@ -6,11 +6,11 @@
 // Usage:
 //
 //	bankd [--addr HOST:PORT] [--db PATH] [--faults SPEC] [--seed N] [--slow-delay D] [--shutdown-timeout D]
+//	      [--log-level LEVEL] [--log-format text|json]
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -18,42 +18,17 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/idem-dev/idem/cmd/internal/bank"
-	"github.com/idem-dev/idem/cmd/internal/version"
+	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/cmd/internal/dburl"
 )
 
-// usageError is a bad command line: exit status 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-
-// errHelp: -h was asked for and the usage printed; exit 0.
-var errHelp = errors.New("help shown")
-
 func main() {
-	if version.Requested(os.Args[1:]) {
-		fmt.Println(version.String("bankd"))
-		return
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Stderr)
-	if err == nil || errors.Is(err, errHelp) {
-		return
-	}
-	code := 1
-	if errors.As(err, new(usageError)) {
-		code = 2
-	}
-	// One line, whatever the error says.
-	fmt.Fprintln(os.Stderr, "bankd: "+strings.Join(strings.Fields(err.Error()), " "))
-	os.Exit(code)
+	cli.Main("bankd", func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		return run(ctx, args, stdout, stderr)
+	})
 }
 
 type flags struct {
@@ -64,52 +39,65 @@ type flags struct {
 	seedSet         bool
 	slowDelay       time.Duration
 	shutdownTimeout time.Duration
+	log             cli.Log
 }
 
-func parseFlags(args []string, stderr io.Writer) (flags, error) {
+const synopsis = `bankd [--addr HOST:PORT] [--db PATH] [--faults SPEC] [flags]
+
+A simulated bank: transfers settle at once, are kept in a SQLite file, and are idempotent
+by their Idempotency-Key; --faults makes its link misbehave. See docs/bankd.md.`
+
+func parseFlags(args []string, stdout io.Writer) (flags, error) {
 	var f flags
-	fs := flag.NewFlagSet("bankd", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8090", "listen on HOST:PORT (port 0: a free port, printed)")
-	fs.StringVar(&f.db, "db", "bankd.db", "the SQLite file that keeps the transfers")
+	fs.StringVar(&f.db, "db", "bankd.db", "the SQLite file that keeps the transfers (a path, or sqlite:PATH)")
 	spec := fs.String("faults", "", "fault probabilities per transfer request, e.g.\n"+
 		"'error-before=0.05,error-after=0.05,slow-after=0.05,reset-after=0.05,hang=0.01' (default none)")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed of the fault draws (default random, printed)")
 	fs.DurationVar(&f.slowDelay, "slow-delay", bank.DefaultSlowDelay, "how late a slow-after fault answers")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for in-flight requests")
-	err := fs.Parse(args)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprintf(stderr, "Usage: bankd [flags]\n\nFlags:\n")
-		fs.SetOutput(stderr)
-		fs.PrintDefaults()
-		return f, errHelp
-	case err != nil:
-		return f, usageError{fmt.Errorf("%w (run 'bankd -h' for usage)", err)}
-	case fs.NArg() > 0:
-		return f, usageError{fmt.Errorf("unexpected argument %q (run 'bankd -h' for usage)", fs.Arg(0))}
-	case f.slowDelay <= 0:
-		return f, usageError{fmt.Errorf("--slow-delay must be positive, got %v", f.slowDelay)}
-	case f.shutdownTimeout <= 0:
-		return f, usageError{fmt.Errorf("--shutdown-timeout must be positive, got %v", f.shutdownTimeout)}
+	f.log.Register(fs)
+	if len(args) > 0 && args[0] == "help" {
+		args = []string{"--help"}
 	}
+	if err := cli.ParseFlags(fs, args, stdout, "bankd", synopsis); err != nil {
+		return f, err
+	}
+	switch {
+	case f.slowDelay <= 0:
+		return f, cli.Usagef("--slow-delay must be positive, got %v", f.slowDelay)
+	case f.shutdownTimeout <= 0:
+		return f, cli.Usagef("--shutdown-timeout must be positive, got %v", f.shutdownTimeout)
+	}
+	db, err := dburl.Parse(f.db, "--db")
+	if err != nil {
+		return f, err
+	}
+	if db.Kind != dburl.SQLite {
+		return f, cli.Usagef("--db %s: bankd keeps its transfers in a SQLite file; give a file path", db)
+	}
+	f.db = db.DSN
 	if f.faults, err = bank.ParseFaults(*spec); err != nil {
-		return f, usageError{fmt.Errorf("--faults: %w", err)}
+		return f, cli.Usagef("--faults: %w", err)
 	}
 	fs.Visit(func(fl *flag.Flag) { f.seedSet = f.seedSet || fl.Name == "seed" })
 	return f, nil
 }
 
 // run serves the bank until ctx ends (SIGINT, SIGTERM), then drains.
-func run(ctx context.Context, args []string, stderr io.Writer) error {
-	f, err := parseFlags(args, stderr)
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseFlags(args, stdout)
 	if err != nil {
 		return err
 	}
 	if !f.seedSet {
 		f.seed = rand.Uint64()
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	logger, err := f.log.Logger(stderr, "bankd")
+	if err != nil {
+		return err
+	}
 
 	store, err := bank.OpenStore(ctx, f.db)
 	if err != nil {

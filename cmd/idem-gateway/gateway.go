@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -13,50 +13,63 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/limits"
 )
 
-// route is one guarded route: a method and a path, or a path prefix when
-// the pattern ended in '*'.
+// upstream is one service the gateway fronts: the requests whose path
+// starts with prefix (the longest such prefix wins) go to url.
+type upstream struct {
+	name, prefix string
+	url          *url.URL
+}
+
+// route is one configured route: what the gateway does with the requests
+// its pattern matches (the most specific pattern wins).
 type route struct {
-	method, path string
-	prefix       bool
+	pattern pattern
+	key     keyMode
+	// mw holds the route's keys: its TTL, lease, fingerprint, replayed
+	// headers and body limit. nil when key is off.
+	mw      *idem.Middleware
+	dedups  bool  // the upstream deduplicates on the forwarded key
+	maxBody int64 // the most body bytes read: the middleware's limit
+	scope   scopeSource
+	// proxies forward to each upstream with the route's upstream timeout.
+	proxies map[*upstream]*httputil.ReverseProxy
+	// guarded is the guard: the bounds, the middleware, the proxy.
+	guarded http.Handler
 }
 
-func parseRoutes(s string) ([]route, error) {
-	var rs []route
-	for _, part := range strings.Split(s, ",") {
-		method, path, ok := strings.Cut(strings.TrimSpace(part), " ")
-		path = strings.TrimSpace(path)
-		if !ok || method == "" || !strings.HasPrefix(path, "/") {
-			return nil, fmt.Errorf("%q: want 'METHOD /path'", strings.TrimSpace(part))
-		}
-		r := route{method: strings.ToUpper(method), path: path}
-		if strings.HasSuffix(path, "*") {
-			r.path, r.prefix = strings.TrimSuffix(path, "*"), true
-		}
-		rs = append(rs, r)
-	}
-	return rs, nil
+// scopeSource is where a route's scope (the key space of its keys) comes
+// from: the SHA-256 of a header's value (the credential is never stored),
+// or, when trusted is set, the value of a header an authenticating proxy
+// in front sets, as is.
+type scopeSource struct {
+	header  string
+	trusted bool
 }
 
-func (r route) match(req *http.Request) bool {
-	if req.Method != r.method {
-		return false
+func (s scopeSource) of(r *http.Request) string {
+	v := r.Header.Get(s.header)
+	if v == "" || s.trusted {
+		return v
 	}
-	if r.prefix {
-		return strings.HasPrefix(req.URL.Path, r.path)
-	}
-	return req.URL.Path == r.path
+	return scopeOf(v)
 }
 
 // gateway is the proxy and what it guards.
 type gateway struct {
-	upstream    *url.URL
-	routes      []route
-	scopeHeader string
-	timeout     time.Duration
-	dedups      bool
+	upstreams []*upstream
+	routes    []*route
+	// open forwards the requests no route guards, per upstream, without a
+	// response deadline: streams and long polls pass.
+	open    map[*upstream]*httputil.ReverseProxy
+	limiter *limits.Limiter
+	logger  *slog.Logger
+	unknown *prometheus.CounterVec // outcome-unknown answers stored, by route
 }
 
 // The gateway's own problem types.
@@ -65,61 +78,104 @@ const (
 	// came back (timeout, broken connection), or an earlier gateway that
 	// held its key was cut off (idem.PriorAttemptLapsed). It is stored:
 	// every retry gets it, and the request is never sent again, unless the
-	// upstream deduplicates (--upstream-dedups).
+	// route's upstream deduplicates (upstream_dedups).
 	problemOutcomeUnknown = "outcome-unknown"
 	// problemUpstreamUnavailable: the upstream could not be reached, or
 	// (when it deduplicates) gave no answer; not stored, retry.
 	problemUpstreamUnavailable = "upstream-unavailable"
+	// problemNoUpstream: no upstream's prefix matches the path.
+	problemNoUpstream = "no-upstream"
 )
 
-// handler guards the configured routes with mw and proxies everything to
-// the upstream. Upgrades (websockets) and event streams pass unguarded.
-func (g *gateway) handler(mw *idem.Middleware) http.Handler {
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(g.upstream)
-			pr.Out.Host = pr.In.Host
-			if key := idem.KeyFromContext(pr.In.Context()); key != "" {
-				pr.Out.Header.Set("Idempotency-Key", derivedKey(pr.In.Header.Get(g.scopeHeader), key))
-			}
-		},
-		Transport: &http.Transport{
-			Proxy:                 nil,
-			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			ResponseHeaderTimeout: g.timeout,
-			MaxIdleConnsPerHost:   64,
-			IdleConnTimeout:       90 * time.Second,
-		},
-		ErrorHandler: g.upstreamFailed,
+// ServeHTTP guards the requests a route guards and proxies every request
+// to its upstream. Only a real protocol upgrade (GET with Upgrade:
+// websocket) and the routes whose key is off pass unguarded: an Upgrade or
+// Accept header on any other request changes nothing.
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	up := upstreamFor(g.upstreams, r)
+	if up == nil {
+		writeProblem(w, problemNoUpstream, http.StatusNotFound, "No upstream serves "+r.URL.Path+".")
+		return
 	}
-	guarded := mw.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if idem.PriorAttemptLapsed(r.Context()) && !g.dedups {
-			// A gateway that held the key died or stalled, maybe after
-			// forwarding it: the upstream may have acted.
-			writeOutcomeUnknown(w, "An earlier attempt with this key was cut off, maybe after it reached the upstream: it may or may not have taken effect. ")
-			return
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Upgrade") != "" || strings.Contains(r.Header.Get("Accept"), "text/event-stream") || !g.guards(r) {
-			proxy.ServeHTTP(w, r)
-			return
-		}
-		if v := r.Header.Get(g.scopeHeader); v != "" {
-			r = r.WithContext(idem.WithScope(r.Context(), scopeOf(v)))
-		}
-		guarded.ServeHTTP(w, r)
-	})
+	rt := routeFor(g.routes, r)
+	switch {
+	case rt == nil || rt.key == keyOff || websocket(r):
+		g.open[up].ServeHTTP(w, r)
+		return
+	case rt.key == keyOptional && r.Header.Get(rt.mw.Config().Header) == "":
+		rt.proxies[up].ServeHTTP(w, r)
+		return
+	}
+	r.Pattern = rt.pattern.text // the route label of logs and metrics
+	if s := rt.scope.of(r); s != "" {
+		r = r.WithContext(idem.WithScope(r.Context(), s))
+	}
+	rt.guarded.ServeHTTP(w, r)
 }
 
-func (g *gateway) guards(r *http.Request) bool {
-	for _, rt := range g.routes {
-		if rt.match(r) {
-			return true
+// websocket reports whether r is a WebSocket handshake (RFC 6455): a GET
+// asking to upgrade the connection to websocket.
+func websocket(r *http.Request) bool {
+	return r.Method == http.MethodGet && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") &&
+		headerHasToken(r.Header, "Connection", "upgrade")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// guard is rt's guarded handler: the bounds, then the middleware, then the
+// upstream.
+func (g *gateway) guard(rt *route) http.Handler {
+	forward := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if idem.PriorAttemptLapsed(r.Context()) && !rt.dedups {
+			// A gateway that held the key died or stalled, maybe after
+			// forwarding it: the upstream may have acted.
+			g.outcomeUnknown(w, r, "an earlier attempt was cut off",
+				"An earlier attempt with this key was cut off, maybe after it reached the upstream: it may or may not have taken effect. ")
+			return
+		}
+		rt.proxies[upstreamFor(g.upstreams, r)].ServeHTTP(w, r)
+	})
+	return g.limiter.WrapWithMax(rt.mw.Require(forward), rt.maxBody)
+}
+
+// newProxy returns a reverse proxy to up; timeout, when positive, bounds
+// the wait for the response headers. A guarded request is forwarded with
+// a key derived from its own.
+func (g *gateway) newProxy(up *upstream, transport http.RoundTripper, dedups bool) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(up.url)
+			pr.Out.Host = pr.In.Host
+			if key := idem.KeyFromContext(pr.In.Context()); key != "" {
+				pr.Out.Header.Set("Idempotency-Key", derivedKey(idem.ScopeFromContext(pr.In.Context()), key))
+			}
+		},
+		Transport: transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.upstreamFailed(w, r, err, dedups)
+		},
+	}
+}
+
+// newTransport is the connection pool to the upstreams of the routes with
+// one upstream timeout.
+func newTransport(timeout time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		ResponseHeaderTimeout: timeout,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+	}
 }
 
 // upstreamFailed answers a request that got no response from the
@@ -127,20 +183,26 @@ func (g *gateway) guards(r *http.Request) bool {
 // not stored, retry. Otherwise the upstream may have acted: unless it
 // deduplicates on the forwarded key, the answer is the stored
 // outcome-unknown problem, so that no retry runs it a second time.
-func (g *gateway) upstreamFailed(w http.ResponseWriter, r *http.Request, err error) {
+func (g *gateway) upstreamFailed(w http.ResponseWriter, r *http.Request, err error, dedups bool) {
 	var op *net.OpError
 	notSent := errors.As(err, &op) && op.Op == "dial"
 	switch {
-	case idem.KeyFromContext(r.Context()) == "" || notSent || g.dedups:
+	case idem.KeyFromContext(r.Context()) == "" || notSent || dedups:
 		writeProblem(w, problemUpstreamUnavailable, http.StatusBadGateway, "The upstream gave no answer; retry with the same key.")
 	default:
-		writeOutcomeUnknown(w, "The request reached the upstream and no answer came back: it may or may not have taken effect. ")
+		g.outcomeUnknown(w, r, "no answer from the upstream: "+err.Error(),
+			"The request reached the upstream and no answer came back: it may or may not have taken effect. ")
 	}
 }
 
-// writeOutcomeUnknown answers the outcome-unknown problem, which the
-// middleware stores: no retry sends the request again.
-func writeOutcomeUnknown(w http.ResponseWriter, what string) {
+// outcomeUnknown answers the outcome-unknown problem, which the middleware
+// stores: no retry sends the request again. It is logged at WARN: an
+// operator must find out what happened (docs/gateway.md, the runbook).
+func (g *gateway) outcomeUnknown(w http.ResponseWriter, r *http.Request, reason, what string) {
+	g.logger.LogAttrs(r.Context(), slog.LevelWarn, "outcome unknown",
+		slog.String("route", r.Pattern), slog.String("scope", idem.ScopeFromContext(r.Context())),
+		slog.String("key_hash", keyHash(idem.KeyFromContext(r.Context()))), slog.String("reason", reason))
+	g.unknown.WithLabelValues(r.Pattern).Inc()
 	writeProblem(w, problemOutcomeUnknown, http.StatusConflict,
 		what+"The gateway will not send it again; an operator must find out what happened upstream.")
 }
@@ -157,6 +219,7 @@ func writeProblem(w http.ResponseWriter, name string, status int, detail string)
 var problemTitles = map[string]string{
 	problemOutcomeUnknown:      "Outcome unknown",
 	problemUpstreamUnavailable: "Upstream unavailable",
+	problemNoUpstream:          "No upstream",
 }
 
 // scopeOf is the key space of a scope header's value: its SHA-256, so the
@@ -166,9 +229,19 @@ func scopeOf(v string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// keyHash names a key in logs without the key: the first 16 hex digits
+// of its SHA-256.
+func keyHash(key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
 // derivedKey is the key forwarded upstream: stable across the client's
 // retries, distinct per scope, never the client's raw key.
-func derivedKey(scopeValue, key string) string {
-	sum := sha256.Sum256([]byte("idem-gateway\x00" + scopeOf(scopeValue) + "\x00" + key))
+func derivedKey(scope, key string) string {
+	sum := sha256.Sum256([]byte("idem-gateway\x00" + scope + "\x00" + key))
 	return hex.EncodeToString(sum[:16])
 }

@@ -7,90 +7,217 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/store"
+	"github.com/idem-dev/idem/sweeper"
 )
 
-// keysCmd dispatches "idem-gateway keys list|show|resolve": the operator's
-// view of the keys whose upstream outcome is unknown, and their resolution
-// once the operator has found out what the upstream did.
-func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError("keys: want list, show or resolve (idem-gateway keys COMMAND -h)")
-	}
-	fs := flag.NewFlagSet("idem-gateway keys "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var db string
-	dbFlag(fs, &db)
-	switch args[0] {
-	case "list":
-		limit := fs.Int("limit", 100, "the most keys it prints")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
-		if *limit <= 0 {
-			return usageError("keys list: --limit must be positive")
-		}
-		return withResolver(ctx, db, func(r store.KeyResolver) error { return keysList(ctx, r, *limit, stdout) })
-	case "show":
-		ref := keyFlags(fs)
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
-		if ref.Scope == "" || ref.Key == "" {
-			return usageError("keys show: --scope and --key are required")
-		}
-		return withResolver(ctx, db, func(r store.KeyResolver) error { return keysShow(ctx, r, *ref, stdout) })
-	case "resolve":
-		ref := keyFlags(fs)
-		release := fs.Bool("release", false, "release the key: its next retry is sent upstream afresh")
-		status := fs.Int("status", 0, "the status code the upstream answered, stored for every retry (2xx, or a final 4xx)")
-		bodyFile := fs.String("body-file", "", "the file holding the upstream's answer body; - for standard input; none: an empty body")
-		contentType := fs.String("content-type", "application/json", "the answer's Content-Type")
-		location := fs.String("location", "", "the answer's Location header, if it had one")
-		if err := parseArgs(fs, args[1:]); err != nil {
-			return err
-		}
-		if ref.Scope == "" || ref.Key == "" {
-			return usageError("keys resolve: --scope and --key are required")
-		}
-		if *release == (*status != 0) {
-			return usageError("keys resolve: give either --release or --status")
-		}
-		var answer *store.Response
-		if !*release {
-			resp, err := operatorAnswer(*status, *bodyFile, *contentType, *location)
+const keysUsage = `Usage: idem-gateway keys <subcommand> [flags]
+
+Subcommands:
+  list      list the keys whose upstream outcome is unknown, one JSON object a line
+  show      print a key's state (--scope, --key); never a body
+  resolve   resolve an unknown outcome: --release (the next retry is sent afresh), or
+            --status/--body-file/--location (the upstream's real answer, replayed to every retry)
+  sweep     delete the records past their retention, once; print {"deleted":N}
+
+Run 'idem-gateway keys <subcommand> --help' for its flags. docs/gateway.md has the runbook.
+`
+
+// keysCmd dispatches "idem-gateway keys …": the operator's view of the
+// keys whose upstream outcome is unknown, their resolution once the
+// operator has found out what the upstream did, and the sweep. Every
+// action that changes a record is logged on stderr.
+func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	// sub is a subcommand: flags adds its flags and returns its action,
+	// whose check runs before the store is opened.
+	sub := func(name, synopsis string, flags func(fs *flag.FlagSet) action) func([]string) error {
+		return func(args []string) error {
+			fs := flag.NewFlagSet("keys "+name, flag.ContinueOnError)
+			db := fs.String("db", "", "the key store, as serve's --db (default $DATABASE_URL, else "+defaultDB+")")
+			config := fs.String("config", "", "serve's configuration file: its db, unless --db is given")
+			act := flags(fs)
+			if err := cli.ParseFlags(fs, args, stdout, "idem-gateway", synopsis); err != nil {
+				return err
+			}
+			if err := act.check(); err != nil {
+				return err
+			}
+			ks, err := openKeys(ctx, *db, *config, getenv)
 			if err != nil {
 				return err
 			}
-			answer = &resp
+			defer ks.close()
+			return act.run(ks)
 		}
-		return withResolver(ctx, db, func(r store.KeyResolver) error { return keysResolve(ctx, r, *ref, answer, stdout) })
 	}
-	return usageError(fmt.Sprintf("unknown keys command %q: want list, show or resolve", args[0]))
+	return cli.Group("idem-gateway", "keys", args, stdout, keysUsage, map[string]func([]string) error{
+		"list": sub("list", "idem-gateway keys list [--db URL] [--since DURATION] [--limit N]\n\nLists the keys whose upstream outcome is unknown, one JSON object a line.",
+			func(fs *flag.FlagSet) action {
+				state := fs.String("state", "unknown", "the keys to list: unknown (their upstream outcome is unknown)")
+				since := fs.Duration("since", 0, "only the keys first used this long ago or less (default all)")
+				limit := fs.Int("limit", 100, "the most keys it prints")
+				return action{
+					check: func() error {
+						if *state != "unknown" || *limit <= 0 || *since < 0 {
+							return cli.Usagef("keys list: --state must be unknown, --limit positive and --since not negative")
+						}
+						return nil
+					},
+					run: func(ks *keyStore) error {
+						return withResolver(ks, func(r store.KeyResolver) error { return keysList(ctx, r, *since, *limit, stdout) })
+					},
+				}
+			}),
+		"show": sub("show", "idem-gateway keys show --scope SCOPE --key KEY [--db URL]\n\nPrints a key's state as JSON; never a request or response body.",
+			func(fs *flag.FlagSet) action {
+				ref := keyFlags(fs)
+				return action{
+					check: func() error {
+						if ref.Scope == "" || ref.Key == "" {
+							return cli.Usagef("keys show: --scope and --key are required")
+						}
+						return nil
+					},
+					run: func(ks *keyStore) error {
+						return withResolver(ks, func(r store.KeyResolver) error { return keysShow(ctx, r, *ref, stdout) })
+					},
+				}
+			}),
+		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
+			func(fs *flag.FlagSet) action {
+				ref := keyFlags(fs)
+				release := fs.Bool("release", false, "release the key: its next retry is sent upstream afresh (the upstream did not act)")
+				status := fs.Int("status", 0, "the status code the upstream answered, stored for every retry (2xx, or a final 4xx)")
+				bodyFile := fs.String("body-file", "", "the file holding the upstream's answer body; - for standard input; none: an empty body")
+				contentType := fs.String("content-type", "application/json", "the answer's Content-Type")
+				location := fs.String("location", "", "the answer's Location header, if it had one: the resource it names is recorded too")
+				var answer *store.Response
+				return action{
+					check: func() error {
+						if ref.Scope == "" || ref.Key == "" {
+							return cli.Usagef("keys resolve: --scope and --key are required")
+						}
+						if *release == (*status != 0) {
+							return cli.Usagef("keys resolve: give either --release or --status")
+						}
+						if *release {
+							return nil
+						}
+						resp, err := operatorAnswer(*status, *bodyFile, *contentType, *location)
+						answer = &resp
+						return err
+					},
+					run: func(ks *keyStore) error {
+						return withResolver(ks, func(r store.KeyResolver) error { return keysResolve(ctx, r, *ref, answer, stdout, logger) })
+					},
+				}
+			}),
+		"sweep": sub("sweep", "idem-gateway keys sweep [--db URL] [--batch-size N] [--pause DURATION]\n\nDeletes every record past its retention, in bounded batches, once, and prints {\"deleted\":N}.",
+			func(fs *flag.FlagSet) action {
+				batch := fs.Int("batch-size", sweeper.DefaultBatchSize, "the most records one batch deletes, in one short transaction")
+				pause := fs.Duration("pause", sweeper.DefaultPause, "the wait between two batches")
+				return action{
+					check: func() error {
+						if *batch <= 0 || *pause < 0 {
+							return cli.Usagef("keys sweep: --batch-size must be positive and --pause not negative, got %d and %v", *batch, *pause)
+						}
+						return nil
+					},
+					run: func(ks *keyStore) error {
+						return keysSweep(ctx, ks, sweeper.Config{BatchSize: *batch, Pause: *pause}, stdout, logger)
+					},
+				}
+			}),
+	})
+}
+
+// action is a keys subcommand's work: check its flags, then run on the
+// key store.
+type action struct {
+	check func() error
+	run   func(ks *keyStore) error
+}
+
+// migrateCmd applies the key table's pending migrations; serve does the
+// same at start, this is for deploys that migrate first.
+func migrateCmd(ctx context.Context, args []string, stdout io.Writer, getenv func(string) string) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	db := fs.String("db", "", "the key store, as serve's --db (default $DATABASE_URL, else "+defaultDB+")")
+	config := fs.String("config", "", "serve's configuration file: its db, unless --db is given")
+	if err := cli.ParseFlags(fs, args, stdout, "idem-gateway", "idem-gateway migrate [--db URL]\n\nCreates or upgrades the key table."); err != nil {
+		return err
+	}
+	ks, err := openKeys(ctx, *db, *config, getenv)
+	if err != nil {
+		return err
+	}
+	defer ks.close()
+	applied, err := ks.migrate(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", ks.db, err)
+	}
+	_, err = fmt.Fprintf(stdout, "idem-gateway: applied migrations %v (%s %s)\n", applied, ks.db.Kind, ks.db)
+	return err
+}
+
+// openKeys opens the key store of --db, else of the configuration file,
+// else of $DATABASE_URL, migrated.
+func openKeys(ctx context.Context, db, config string, getenv func(string) string) (*keyStore, error) {
+	if db == "" && config != "" {
+		s, err := readSettings(config)
+		if err != nil {
+			return nil, cli.Usagef("--config %s: %v", config, err)
+		}
+		db = s.DB
+	}
+	d, err := dburl.Resolve(db, getenv, defaultDB)
+	if err != nil {
+		return nil, err
+	}
+	ks, _, err := openMigrated(ctx, d)
+	return ks, err
+}
+
+func keysSweep(ctx context.Context, ks *keyStore, cfg sweeper.Config, stdout io.Writer, logger *slog.Logger) error {
+	deleter, ok := ks.store.(store.ExpiredDeleter)
+	if !ok {
+		return fmt.Errorf("the %s key store cannot sweep", ks.db.Kind)
+	}
+	sw, err := sweeper.New(deleter, cfg)
+	if err != nil {
+		return cli.Usagef("keys sweep: %v", err)
+	}
+	n, err := sw.Once(ctx)
+	if err != nil {
+		return fmt.Errorf("keys sweep: deleted %d, then: %w", n, err)
+	}
+	logger.Info("keys swept", "deleted", n)
+	return printJSON(stdout, struct {
+		Deleted int `json:"deleted"`
+	}{n})
 }
 
 func keyFlags(fs *flag.FlagSet) *store.KeyRef {
 	var ref store.KeyRef
-	fs.StringVar(&ref.Scope, "scope", "", "the key's scope: the SHA-256 of the scope header's value, as keys list prints it (required)")
+	fs.StringVar(&ref.Scope, "scope", "", "the key's scope, as keys list prints it (required)")
 	fs.StringVar(&ref.Key, "key", "", "the client's Idempotency-Key (required)")
 	return &ref
 }
 
-// withResolver runs fn on the key store at db.
-func withResolver(ctx context.Context, db string, fn func(store.KeyResolver) error) error {
-	s, closeStore, err := openStore(ctx, db, io.Discard) // the serving gateway warns about durability
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	r, ok := s.(store.KeyResolver)
+// withResolver runs fn on the key store, which must resolve keys.
+func withResolver(ks *keyStore, fn func(store.KeyResolver) error) error {
+	r, ok := ks.store.(store.KeyResolver)
 	if !ok {
-		return fmt.Errorf("the key store %T cannot resolve keys", s)
+		return fmt.Errorf("the %s key store cannot list or resolve keys: use PostgreSQL or SQLite", ks.db.Kind)
 	}
 	return fn(r)
 }
@@ -126,15 +253,23 @@ func stateOf(rec *store.Record) keyState {
 // outcomeUnknown reports whether rec holds the gateway's stored
 // outcome-unknown answer.
 func outcomeUnknown(rec *store.Record) bool {
-	if rec.Status != store.StatusCompleted || rec.Response == nil || rec.Response.StatusCode != http.StatusConflict {
+	return rec.Status == store.StatusCompleted && rec.Response != nil && isOutcomeUnknown(*rec.Response)
+}
+
+// isOutcomeUnknown reports whether resp is the outcome-unknown answer:
+// the one answer an operator may still change (keys resolve), so the one
+// the replay cache never keeps.
+func isOutcomeUnknown(resp store.Response) bool {
+	if resp.StatusCode != http.StatusConflict {
 		return false
 	}
 	var p struct{ Type string }
-	return json.Unmarshal(rec.Response.Body, &p) == nil && p.Type == idem.DefaultProblemTypeBase+problemOutcomeUnknown
+	return json.Unmarshal(resp.Body, &p) == nil && p.Type == idem.DefaultProblemTypeBase+problemOutcomeUnknown
 }
 
-// keysList prints the outcome-unknown keys, at most limit, one a line.
-func keysList(ctx context.Context, r store.KeyResolver, limit int, stdout io.Writer) error {
+// keysList prints the outcome-unknown keys first used within since (0:
+// any), at most limit, one a line.
+func keysList(ctx context.Context, r store.KeyResolver, since time.Duration, limit int, stdout io.Writer) error {
 	const page = 100
 	after, n := store.KeyRef{}, 0
 	for n < limit {
@@ -150,8 +285,8 @@ func keysList(ctx context.Context, r store.KeyResolver, limit int, stdout io.Wri
 			if err != nil {
 				return fmt.Errorf("keys list: %w", err)
 			}
-			if !outcomeUnknown(rec) {
-				continue // the upstream's own 409
+			if !outcomeUnknown(rec) || (since > 0 && time.Since(rec.CreatedAt) > since) {
+				continue // the upstream's own 409, or older
 			}
 			if err := printJSON(stdout, stateOf(rec)); err != nil {
 				return err
@@ -182,7 +317,7 @@ func keysShow(ctx context.Context, r store.KeyResolver, ref store.KeyRef, stdout
 // operatorAnswer is the upstream's real answer as the operator gives it.
 func operatorAnswer(status int, bodyFile, contentType, location string) (store.Response, error) {
 	if status < 200 || status > 499 || (status >= 300 && status < 400) || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
-		return store.Response{}, usageError(fmt.Sprintf("keys resolve: --status %d: want a final answer, 2xx or 4xx other than 408 and 429", status))
+		return store.Response{}, cli.Usagef("keys resolve: --status %d: want a final answer, 2xx or 4xx other than 408 and 429", status)
 	}
 	resp := store.Response{StatusCode: status, Header: http.Header{}, Body: []byte{}}
 	var err error
@@ -201,6 +336,7 @@ func operatorAnswer(status int, bodyFile, contentType, location string) (store.R
 	}
 	if location != "" {
 		resp.Header.Set("Location", location)
+		resp.ResourceType, resp.ResourceID = idem.ResourceOf(location)
 	}
 	return resp, nil
 }
@@ -208,7 +344,7 @@ func operatorAnswer(status int, bodyFile, contentType, location string) (store.R
 // keysResolve releases an outcome-unknown key (answer nil) or stores answer
 // for it. The write is fenced on the token the record was read with: if a
 // retry or another operator changed the record meanwhile, nothing changes.
-func keysResolve(ctx context.Context, r store.KeyResolver, ref store.KeyRef, answer *store.Response, stdout io.Writer) error {
+func keysResolve(ctx context.Context, r store.KeyResolver, ref store.KeyRef, answer *store.Response, stdout io.Writer, logger *slog.Logger) error {
 	rec, err := r.Get(ctx, ref.Scope, ref.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("keys resolve: no record for key %q in scope %s", ref.Key, ref.Scope)
@@ -233,6 +369,11 @@ func keysResolve(ctx context.Context, r store.KeyResolver, ref store.KeyRef, ans
 	if err != nil {
 		return fmt.Errorf("keys resolve: %w", err)
 	}
+	attrs := []any{"scope", rec.Scope, "key_hash", keyHash(rec.Key), "resolution", resolution}
+	if answer != nil {
+		attrs = append(attrs, "status", answer.StatusCode)
+	}
+	logger.Info("key resolved", attrs...)
 	return printJSON(stdout, struct {
 		Scope      string `json:"scope"`
 		Key        string `json:"key"`

@@ -52,7 +52,7 @@ func killReplicas(t *testing.T, dedups bool) {
 	defer cancel()
 	var upArgs []string
 	args := []string{"--listen", "127.0.0.1:0", "--db", pgtest.SchemaURL(t, pgtest.Schema(t)),
-		"--lock-timeout", "1s", "--upstream-timeout", "10s"}
+		"--lease-duration", "1s", "--upstream-timeout", "10s"}
 	if dedups {
 		upArgs = []string{"--dedup"}
 		args = append(args, "--upstream-dedups")

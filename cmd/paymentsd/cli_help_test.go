@@ -48,7 +48,7 @@ func TestBadDatabase(t *testing.T) {
 	t.Parallel()
 	for name, db := range map[string]string{
 		"Conninfo":    "host=127.0.0.1 user=postgres password=s3cret dbname=x",
-		"SQLiteURL":   "sqlite:///tmp/x.db",
+		"OtherScheme": "redis://127.0.0.1:6379/0",
 		"FileURI":     "file:x.db",
 		"ConninfoEnv": "",
 	} {

@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,4 +155,43 @@ func testClientInFlight(t *testing.T, s *server) {
 	require.Equal(t, []int{http.StatusConflict, http.StatusCreated}, statuses)
 	require.False(t, tx.Response.Replayed)
 	require.Equal(t, map[string]int64{"USD": 900, "EUR": 92}, u.balances(t))
+}
+
+// TestTypedClientPayouts pays out with the typed client through a real
+// bankd: paid and replayed under its key, read back, refused for funds;
+// and pending (202, not an error) when the bank does not answer.
+func TestTypedClientPayouts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	bank := startBank(t, filepath.Join(t.TempDir(), "bank.db"))
+	s := startServer(t, newDB(t, "sqlite"), payoutArgs(t, bank.url, secretFile(t), time.Hour)...)
+	u := s.newUser(t)
+	u.deposit(t, "USD", 10_000)
+	c := typedClient(t, s, u, nil)
+
+	p, err := c.CreatePayout(ctx, paymentsd.PayoutParams{Currency: "USD", Amount: 2500, Destination: "acct-42"})
+	require.NoError(t, err)
+	require.Equal(t, paymentsd.PayoutPaid, p.Status)
+	require.Equal(t, http.StatusCreated, p.Response.Status)
+	require.NotEmpty(t, p.BankTransferID)
+	again, err := c.CreatePayout(ctx, paymentsd.PayoutParams{Currency: "USD", Amount: 2500, Destination: "acct-42", IdempotencyKey: p.Response.Key})
+	require.NoError(t, err)
+	require.True(t, again.Response.Replayed)
+	require.Equal(t, p.ID, again.ID)
+	got, err := c.Payout(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, p.BankTransferID, got.BankTransferID)
+	_, err = c.CreatePayout(ctx, paymentsd.PayoutParams{Currency: "USD", Amount: 1_000_000, Destination: "acct-42"})
+	require.Equal(t, paymentsd.ProblemInsufficientFunds, paymentsd.ProblemName(err), "%v", err)
+	_, err = typedClient(t, s, s.newUser(t), nil).Payout(ctx, p.ID)
+	require.Equal(t, paymentsd.ProblemNotFound, paymentsd.ProblemName(err), "another user's payout: %v", err)
+
+	hole, _ := blackhole(t)
+	pending := startServer(t, newDB(t, "sqlite"), "--bank-url", hole, "--bank-key-secret-file", secretFile(t), "--bank-timeout", "200ms")
+	pu := pending.newUser(t)
+	pu.deposit(t, "USD", 10_000)
+	pp, err := typedClient(t, pending, pu, nil).CreatePayout(ctx, paymentsd.PayoutParams{Currency: "USD", Amount: 2500, Destination: "acct-42"})
+	require.NoError(t, err)
+	require.Equal(t, paymentsd.PayoutPending, pp.Status)
+	require.Equal(t, http.StatusAccepted, pp.Response.Status)
 }

@@ -3,14 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/idem-dev/idem/cmd/internal/dbconn"
+	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/cmd/internal/roundtrip"
 	"github.com/idem-dev/idem/mysqlstore"
 	"github.com/idem-dev/idem/payments"
@@ -25,16 +20,6 @@ import (
 // defaultDB is the embedded database a new user gets: nothing to install.
 const defaultDB = "paymentsd.db"
 
-// defaultPoolConns is the PostgreSQL pool size unless the URL sets
-// pool_max_conns: pgxpool's own default (the number of CPUs, at least 4)
-// is small for requests that hold a connection while they wait for a
-// duplicate. It is the MySQL pool's size too, unless the URL sets
-// max_conns: database/sql's own default has no bound at all.
-const defaultPoolConns = 20
-
-// connectTimeout bounds opening the database at start.
-const connectTimeout = 10 * time.Second
-
 // backend is one database: the key store and the wallet's ledger on it.
 type backend struct {
 	kind    string // "sqlite", "postgres" or "mysql"
@@ -45,64 +30,42 @@ type backend struct {
 	// cost per request make bench reports, on /metrics.
 	trips *roundtrip.Counter
 	// migrate applies the key table's and the wallet's pending migrations
-	// and describes what it did.
-	migrate func(ctx context.Context) (string, error)
+	// and describes what it did; partitions > 0 hash-partitions a new
+	// PostgreSQL schema by user (pgstore.MigrateConfig.Partitions).
+	migrate func(ctx context.Context, partitions int) (string, error)
 	// durability reads whether a committed key could be lost on a crash or
 	// a failover (pgstore.CheckDurability); nil where not checked.
 	durability func(ctx context.Context) (pgstore.Durability, error)
 	close      func()
 }
 
-func isPostgresURL(db string) bool {
-	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
-}
-
-func isMySQLURL(db string) bool { return strings.HasPrefix(db, "mysql://") }
-
 // openBackend opens db and checks that it answers.
-func openBackend(ctx context.Context, db string) (*backend, error) {
-	switch {
-	case isPostgresURL(db):
+func openBackend(ctx context.Context, db dburl.DB) (*backend, error) {
+	switch db.Kind {
+	case dburl.Postgres:
 		return openPostgres(ctx, db)
-	case isMySQLURL(db):
+	case dburl.MySQL:
 		return openMySQL(ctx, db)
 	}
-	return openSQLite(db)
+	return openSQLite(db.DSN)
 }
 
-func openPostgres(ctx context.Context, dsn string) (*backend, error) {
-	display := redact(dsn)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL URL %s: %v", display, err)
-	}
-	if !strings.Contains(dsn, "pool_max_conns") {
-		cfg.MaxConns = defaultPoolConns
-	}
-	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = connectTimeout
-	}
+func openPostgres(ctx context.Context, db dburl.DB) (*backend, error) {
 	trips := &roundtrip.Counter{}
-	cfg.ConnConfig.Tracer = trips
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := dbconn.Postgres(ctx, db, trips)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
+		return nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	if err := pool.Ping(pctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
-	}
+	display := db.String()
 	return &backend{
 		kind: "postgres", display: display, trips: trips,
 		store: pgstore.New(pool), ledger: pgledger.New(pool),
-		migrate: func(ctx context.Context) (string, error) {
-			keys, err := pgstore.Migrate(ctx, pool)
+		migrate: func(ctx context.Context, partitions int) (string, error) {
+			keys, err := pgstore.MigrateWithOptions(ctx, pool, pgstore.MigrateConfig{Partitions: partitions})
 			if err != nil {
 				return "", err
 			}
-			wallet, err := pgledger.Migrate(ctx, pool)
+			wallet, err := pgledger.MigrateWithOptions(ctx, pool, pgledger.MigrateConfig{Partitions: partitions})
 			return describeMigrations(keys, wallet), err
 		},
 		durability: func(ctx context.Context) (pgstore.Durability, error) { return pgstore.CheckDurability(ctx, pool) },
@@ -110,44 +73,12 @@ func openPostgres(ctx context.Context, dsn string) (*backend, error) {
 	}, nil
 }
 
-// openMySQL opens a mysql://user:password@host:port/db URL (the query is
-// go-sql-driver/mysql's parameters, plus max_conns, the pool's size).
-func openMySQL(ctx context.Context, dsn string) (*backend, error) {
-	display := redact(dsn)
-	u, err := url.Parse(dsn)
+// openMySQL opens a MySQL or MariaDB database (see dbconn.MySQL).
+func openMySQL(ctx context.Context, d dburl.DB) (*backend, error) {
+	display := d.String()
+	db, err := dbconn.MySQL(ctx, d)
 	if err != nil {
-		return nil, fmt.Errorf("MySQL URL %s: %v", display, err)
-	}
-	conns := defaultPoolConns
-	q := u.Query()
-	if v := q.Get("max_conns"); v != "" {
-		if conns, err = strconv.Atoi(v); err != nil || conns < 1 {
-			return nil, fmt.Errorf("MySQL URL %s: max_conns=%q is not a positive number", display, v)
-		}
-		q.Del("max_conns")
-		u.RawQuery = q.Encode()
-	}
-	if strings.TrimPrefix(u.Path, "/") == "" {
-		return nil, fmt.Errorf("MySQL URL %s names no database: add one, such as mysql://user@host:3306/payments", display)
-	}
-	cfg, err := mysqlstore.ParseDSN(u.String())
-	if err != nil {
-		return nil, fmt.Errorf("MySQL URL %s: %v", display, err)
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = connectTimeout
-	}
-	db, err := mysqlstore.Open(cfg.FormatDSN())
-	if err != nil {
-		return nil, fmt.Errorf("MySQL URL %s: %v", display, err)
-	}
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	pctx, cancel := context.WithTimeout(ctx, connectTimeout)
-	defer cancel()
-	if err := db.PingContext(pctx); err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("connect to MySQL at %s: %v", display, err)
+		return nil, err
 	}
 	st, err := mysqlstore.New(db, mysqlstore.Config{})
 	if err != nil {
@@ -157,7 +88,10 @@ func openMySQL(ctx context.Context, dsn string) (*backend, error) {
 	return &backend{
 		kind: "mysql", display: display,
 		store: st, ledger: mysqlledger.New(db),
-		migrate: func(ctx context.Context) (string, error) {
+		migrate: func(ctx context.Context, partitions int) (string, error) {
+			if err := noPartitions("MySQL", partitions); err != nil {
+				return "", err
+			}
 			keys, err := mysqlstore.Migrate(ctx, db, mysqlstore.Config{})
 			if err != nil {
 				return "", err
@@ -177,7 +111,10 @@ func openSQLite(path string) (*backend, error) {
 	return &backend{
 		kind: "sqlite", display: path,
 		store: sqlitestore.New(db), ledger: sqliteledger.New(db),
-		migrate: func(ctx context.Context) (string, error) {
+		migrate: func(ctx context.Context, partitions int) (string, error) {
+			if err := noPartitions("SQLite", partitions); err != nil {
+				return "", err
+			}
 			keys, err := sqlitestore.Migrate(ctx, db)
 			if err != nil {
 				return "", err
@@ -189,31 +126,17 @@ func openSQLite(path string) (*backend, error) {
 	}, nil
 }
 
+// noPartitions refuses partitions on a database that has none to offer.
+func noPartitions(kind string, partitions int) error {
+	if partitions > 0 {
+		return fmt.Errorf("--partitions is for PostgreSQL: a %s schema is not partitioned", kind)
+	}
+	return nil
+}
+
 func describeMigrations(keys, wallet []int) string {
 	if len(keys) == 0 && len(wallet) == 0 {
 		return "schema is up to date"
 	}
 	return fmt.Sprintf("applied migrations: idempotency keys %v, wallet %v", keys, wallet)
-}
-
-// distinctLines is err's text with each line once: pgx reports one line
-// per connection attempt, and with sslmode=prefer it tries each address
-// twice, with TLS and without, failing the same way.
-func distinctLines(err error) string {
-	var out []string
-	for _, line := range strings.Split(err.Error(), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !slices.Contains(out, line) {
-			out = append(out, line)
-		}
-	}
-	return strings.Join(out, " ")
-}
-
-// redact hides the password of a database URL.
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }

@@ -68,13 +68,17 @@ func TestGRPC(t *testing.T) {
 			// The same key with another request: FailedPrecondition.
 			_, err = client.CreateDeposit(call(key), &paymentsv1.CreateDepositRequest{Currency: "USD", Amount: 1})
 			require.Equal(t, codes.FailedPrecondition, status.Code(err), "%v", err)
+			require.Equal(t, "key-reused", grpcReason(t, err)["reason"])
 			// No key, no API key, an invalid request.
 			_, err = client.CreateDeposit(call(""), req)
 			require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+			require.Equal(t, "key-missing", grpcReason(t, err)["reason"])
 			_, err = client.CreateDeposit(metadata.AppendToOutgoingContext(context.Background(), "idempotency-key", newKey()), req)
 			require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
+			require.Equal(t, "unauthorized", grpcReason(t, err)["reason"])
 			_, err = client.CreateDeposit(call(newKey()), &paymentsv1.CreateDepositRequest{Currency: "USD", Amount: -5})
 			require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+			require.Equal(t, map[string]string{"reason": "invalid-request", "domain": "github.com/idem-dev/idem", "httpStatus": "400"}, grpcReason(t, err))
 
 			// A business refusal is final: stored and replayed with its code.
 			key = newKey()
@@ -83,6 +87,7 @@ func TestGRPC(t *testing.T) {
 			var h metadata.MD
 			_, err2 := client.CreateTransaction(call(key), big, grpc.Header(&h))
 			require.Equal(t, codes.FailedPrecondition, status.Code(err1), "%v", err1)
+			require.Equal(t, "insufficient-funds", grpcReason(t, err1)["reason"], "told apart from key-reused")
 			require.Equal(t, status.Convert(err1).Message(), status.Convert(err2).Message())
 			require.Equal(t, []string{"true"}, h.Get("idempotent-replayed"))
 

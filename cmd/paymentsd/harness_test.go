@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,6 +95,10 @@ func newDB(t *testing.T, store string) string {
 	q.Set("pool_max_conns", "6") // many servers share the test database's connections
 	q.Set("application_name", "paymentsd-"+schema)
 	u.RawQuery = q.Encode()
+	if n := pgtest.Partitions(t); n > 0 { // make test-partitioned
+		out, err := exec.Command(binary, "migrate", "--db", u.String(), "--partitions", strconv.Itoa(n)).CombinedOutput()
+		require.NoError(t, err, "paymentsd migrate --partitions %d: %s", n, out)
+	}
 	return u.String()
 }
 
@@ -123,8 +128,8 @@ type server struct {
 }
 
 // listening matches serve's listening line, in text or JSON.
-var listening = regexp.MustCompile(`msg=listening url=(http://\S+) store=(\w+) mode=(\w+) metrics=(\S+)` +
-	`|"msg":"listening","url":"(http://[^"]+)","store":"(\w+)","mode":"(\w+)","metrics":"([^"]+)"`)
+var listening = regexp.MustCompile(`msg=listening url=(http://\S+) store=(\w+) mode=([\w-]+) metrics=(\S+)` +
+	`|"msg":"listening","url":"(http://[^"]+)","store":"(\w+)","mode":"([\w-]+)","metrics":"([^"]+)"`)
 
 // startServer starts `paymentsd serve --addr 127.0.0.1:0 --db db args…`
 // and waits for its listening line. It stops the server when the test

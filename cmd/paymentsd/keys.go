@@ -9,6 +9,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
@@ -36,11 +37,11 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	db := dbFlag(fs)
 	userID := fs.String("user-id", "", "the user the key belongs to (required)")
 	key := fs.String("key", "", "the Idempotency-Key, unquoted (required)")
-	if err := parseFlags(fs, args, stdout, "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON.\nIt never prints a request or response body."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON.\nIt never prints a request or response body."); err != nil {
 		return err
 	}
 	if *userID == "" || *key == "" {
-		return usageError("keys show: --user-id and --key are required")
+		return cli.Usagef("keys show: --user-id and --key are required")
 	}
 	b, err := openMigrated(ctx, *db, getenv)
 	if err != nil {
@@ -76,8 +77,11 @@ func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	db := dbFlag(fs)
 	batch := fs.Int("batch-size", sweeper.DefaultBatchSize, "the most records one batch deletes, in one short transaction")
 	pause := fs.Duration("pause", sweeper.DefaultPause, "the wait between two batches")
-	if err := parseFlags(fs, args, stdout, "paymentsd keys sweep [--db URL] [--batch-size N] [--pause DURATION]\n\nDeletes every idempotency record past its retention, in bounded batches, once, and prints {\"deleted\":N}."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys sweep [--db URL] [--batch-size N] [--pause DURATION]\n\nDeletes every idempotency record past its retention, in bounded batches, once, and prints {\"deleted\":N}."); err != nil {
 		return err
+	}
+	if *batch <= 0 || *pause < 0 {
+		return cli.Usagef("keys sweep: --batch-size must be positive and --pause not negative, got %d and %v", *batch, *pause)
 	}
 	b, err := openMigrated(ctx, *db, getenv)
 	if err != nil {
@@ -86,7 +90,7 @@ func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, get
 	defer b.close()
 	sw, err := newSweeper(b, sweeper.Config{BatchSize: *batch, Pause: *pause})
 	if err != nil {
-		return usageError("keys sweep: %v", err)
+		return cli.Usagef("keys sweep: %v", err)
 	}
 	n, err := sw.Once(ctx)
 	if err != nil {
@@ -117,7 +121,7 @@ func openMigrated(ctx context.Context, db string, getenv func(string) string) (*
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.migrate(ctx); err != nil {
+	if _, err := b.migrate(ctx, 0); err != nil {
 		b.close()
 		return nil, fmt.Errorf("migrate %s: %w", b.display, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/idem-dev/idem/cmd/internal/cli"
 )
 
 // migrateCmd applies pending migrations (the key table's and the
@@ -13,7 +15,8 @@ import (
 func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	db := dbFlag(fs)
-	if err := parseFlags(fs, args, stdout, "paymentsd migrate [--db URL]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
+	partitions := fs.Int("partitions", 0, "hash-partition the key table and the wallet's tables by user into this many partitions\n(PostgreSQL; read when the schema is created, a migrated schema keeps its layout)")
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd migrate [--db URL] [--partitions N]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
 		return err
 	}
 	url, err := resolveDB(*db, getenv)
@@ -25,7 +28,7 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 		return err
 	}
 	defer b.close()
-	what, err := b.migrate(ctx)
+	what, err := b.migrate(ctx, *partitions)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", b.display, err)
 	}

@@ -26,6 +26,7 @@ import (
 const (
 	commandPrefix     = "payments.commands."
 	resultSubject     = "payments.results"
+	replyPrefix       = resultSubject + "." // where a command's Reply-To (reply-to) may point
 	deadLetterSubject = "payments.deadletter"
 	natsStream        = "PAYMENTS"
 	natsDeadStream    = "PAYMENTS_DEADLETTER"
@@ -54,6 +55,7 @@ func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, err
 			return user, err
 		},
 		FingerprintFunc: func(m *consumer.Message) (store.Fingerprint, error) { return ops.Fingerprint(op(m), m.Body) },
+		ReplyPrefix:     replyPrefix,
 	})
 }
 
@@ -65,7 +67,11 @@ func consumeNATS(ctx context.Context, url string, c *consumer.Consumer, workers 
 	if err != nil {
 		return nil, fmt.Errorf("nats %s: %w", url, err)
 	}
-	cons, js, err := natsConsumer(ctx, nc)
+	if err := natsVersionCheck(nc); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("nats %s: %w", url, err)
+	}
+	cons, js, err := natsConsumer(ctx, nc, logger)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats %s: %w", url, err)
@@ -87,16 +93,45 @@ func consumeNATS(ctx context.Context, url string, c *consumer.Consumer, workers 
 	return func() { <-done }, nil
 }
 
-func natsConsumer(ctx context.Context, nc *nats.Conn) (jetstream.Consumer, jetstream.JetStream, error) {
+// natsVersionCheck fails, in one line, on a server older than 2.10: the
+// durable consumer filters several subjects, which older servers refuse
+// with "multiple consumer filter subjects not supported".
+func natsVersionCheck(nc *nats.Conn) error {
+	v := nc.ConnectedServerVersion()
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err == nil && (major < 2 || major == 2 && minor < 10) {
+		return fmt.Errorf("nats-server %s is too old: the queue door needs nats-server 2.10 or later", v)
+	}
+	return nil
+}
+
+// natsConsumer makes the streams if missing, and the durable consumer.
+// PAYMENTS is a work queue: JetStream deletes a command once it is
+// acknowledged or terminated, so no command (nor its Authorization header)
+// outlives its processing. A PAYMENTS stream made before keeps its own
+// retention, and a warning says so.
+func natsConsumer(ctx context.Context, nc *nats.Conn, logger *slog.Logger) (jetstream.Consumer, jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, s := range []jetstream.StreamConfig{
-		{Name: natsStream, Subjects: commandSubjects},
+		{Name: natsStream, Subjects: commandSubjects, Retention: jetstream.WorkQueuePolicy},
 		{Name: natsDeadStream, Subjects: []string{deadLetterSubject}},
 	} {
-		if _, err := js.CreateStream(ctx, s); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		_, err := js.CreateStream(ctx, s)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNameAlreadyInUse):
+			old, err := js.Stream(ctx, s.Name)
+			if err != nil {
+				return nil, nil, fmt.Errorf("stream %s: %w", s.Name, err)
+			}
+			if cfg := old.CachedInfo().Config; cfg.Retention != s.Retention && cfg.MaxAge == 0 {
+				logger.Warn("the stream keeps acknowledged commands, their Authorization headers included, for ever: "+
+					"recreate it once drained (nats stream rm), and paymentsd makes it a work queue (docs/queues.md)",
+					"stream", s.Name, "retention", cfg.Retention.String())
+			}
+		case err != nil:
 			return nil, nil, fmt.Errorf("create stream %s: %w", s.Name, err)
 		}
 	}

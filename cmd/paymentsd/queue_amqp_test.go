@@ -49,7 +49,8 @@ func newAMQPCommander(t *testing.T, u *user) *amqpCommander {
 	ch, err := conn.Channel()
 	require.NoError(t, err)
 	require.NoError(t, ch.Confirm(false))
-	q, err := ch.QueueDeclare("", false, true, true, false, nil) // named by the broker, gone with the connection
+	// Under paymentsd's reply prefix, gone with the connection.
+	q, err := ch.QueueDeclare("payments.results."+newKey(), false, true, true, false, nil)
 	require.NoError(t, err)
 	replies, err := ch.Consume(q.Name, "", true, true, false, false, nil)
 	require.NoError(t, err)
@@ -137,4 +138,46 @@ func TestQueueCommandsAMQP(t *testing.T) {
 			c.deadLettered(t)
 		})
 	}
+}
+
+// TestQueueReplyToAMQP is TestQueueReplyTo over RabbitMQ: a reply-to
+// naming a command queue is not answered there, an unauthenticated
+// command is answered only in the dead letters (stripped of its
+// credentials), and no acknowledged command stays in its queue.
+func TestQueueReplyToAMQP(t *testing.T) {
+	s := startServer(t, newDB(t, "sqlite"), "--amqp-url", amqpURL())
+	u := s.newUser(t)
+	c := newAMQPCommander(t, u)
+	publish := func(apiKey, replyTo, key string) {
+		t.Helper()
+		dc, err := c.ch.PublishWithDeferredConfirmWithContext(context.Background(), "", "payments.commands.deposits", false, false, amqp.Publishing{
+			Headers: amqp.Table{"Idempotency-Key": key, "Authorization": "Bearer " + apiKey},
+			Body:    []byte(`{"currency":"USD","amount":3}`), ContentType: "application/json", DeliveryMode: amqp.Persistent,
+			ReplyTo: replyTo, CorrelationId: key,
+		})
+		require.NoError(t, err)
+		require.True(t, dc.Wait(), "the broker refused the command")
+	}
+
+	unauth := newKey()
+	publish("sk_not-a-key", c.replyTo, unauth)
+	d := c.next(t, "payments.deadletter", func(d amqp.Delivery) bool { return d.Headers["Idempotency-Key"] == unauth })
+	require.Nil(t, d.Headers["Authorization"], "credentials never reach the dead letters")
+	require.Equal(t, "401", d.Headers[consumer.HeaderStatus])
+
+	key := newKey()
+	publish(u.apiKey, "payments.commands.transactions", key)
+	res := c.next(t, "payments.results", func(d amqp.Delivery) bool { return d.CorrelationId == key || d.CorrelationId == unauth })
+	require.Equal(t, key, res.CorrelationId, "the 401 is answered nowhere")
+	select {
+	case r := <-c.replies:
+		t.Fatalf("an answer on the reply queue of the unauthenticated command: %s", r.Body)
+	default:
+	}
+	for _, q := range []string{"payments.commands.deposits", "payments.commands.transactions"} {
+		info, err := c.ch.QueueDeclarePassive(q, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+		require.NoError(t, err)
+		require.Zero(t, info.Messages, "%s holds no command: not the settled one, not an answer", q)
+	}
+	require.Equal(t, map[string]int64{"USD": 3}, u.balances(t))
 }

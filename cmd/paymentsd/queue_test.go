@@ -1,10 +1,15 @@
 package main_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -49,7 +54,7 @@ func newNATSCommander(t *testing.T, url string, u *user) *natsCommander {
 	require.NoError(t, err)
 	results, err := nc.SubscribeSync("payments.results")
 	require.NoError(t, err)
-	inbox := nats.NewInbox()
+	inbox := "payments.results." + nats.NewInbox() // where paymentsd sends a Reply-To's answer
 	replies, err := nc.SubscribeSync(inbox)
 	require.NoError(t, err)
 	return &natsCommander{u: u, js: js, results: results, replies: replies, inbox: inbox}
@@ -127,15 +132,119 @@ func queueCommands(t *testing.T, u *user, c commander) {
 	poor := c.send(t, "transactions", newKey(), `{"source_currency":"USD","target_currency":"EUR","amount":100000000}`)
 	require.Equal(t, http.StatusPaymentRequired, poor.status)
 
-	require.Equal(t, map[string]int64{"USD": 9000, "EUR": 920}, u.balances(t), "each key moved money once")
+	// The deposits' minute net's 409 is final, as over HTTP and gRPC: it
+	// is stored under its key, and the same message again replays it.
+	if now := time.Now(); now.Second() >= 50 {
+		time.Sleep(now.Truncate(time.Minute).Add(time.Minute + 100*time.Millisecond).Sub(now))
+	}
+	net := `{"currency":"USD","amount":4242}`
+	made := c.send(t, "deposits", newKey(), net)
+	require.Equal(t, http.StatusCreated, made.status, "%s", made)
+	key = newKey()
+	refused := c.send(t, "deposits", key, net)
+	require.Equal(t, http.StatusConflict, refused.status, "%s", refused)
+	require.Equal(t, "duplicate-deposit", refused.problemType(t))
+	replayed := c.send(t, "deposits", key, net)
+	require.True(t, replayed.replayed(), "the refusal is the key's answer: %s", replayed)
+	require.Equal(t, string(refused.body), string(replayed.body))
+
+	require.Equal(t, map[string]int64{"USD": 9000 + 4242, "EUR": 920}, u.balances(t), "each key moved money once")
 }
 
-func TestQueueUnauthorized(t *testing.T) {
+// TestQueueReplyTo sends commands whose Reply-To points into the command
+// subjects, with and without a user: an answer goes to a Reply-To under
+// payments.results. only, an unauthenticated command's only to the dead
+// letters (stripped of its credentials), and JetStream keeps no command
+// once it is settled.
+func TestQueueReplyTo(t *testing.T) {
 	t.Parallel()
 	url := startNATS(t)
 	s := startServer(t, newDB(t, "postgres"), "--nats-url", url)
-	c := newNATSCommander(t, url, &user{s: s, apiKey: "not-a-key"})
-	r := c.send(t, "deposits", newKey(), `{"currency":"USD","amount":1}`)
-	require.Equal(t, http.StatusUnauthorized, r.status)
+	u := s.newUser(t)
+	nc, err := nats.Connect(url)
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	commands, err := nc.SubscribeSync("payments.commands.>")
+	require.NoError(t, err)
+	results, err := nc.SubscribeSync("payments.results.>")
+	require.NoError(t, err)
+	result, err := nc.SubscribeSync("payments.results")
+	require.NoError(t, err)
+	dead, err := nc.SubscribeSync("payments.deadletter")
+	require.NoError(t, err)
+	require.NoError(t, nc.Flush())
+	stream, err := js.Stream(context.Background(), "PAYMENTS")
+	require.NoError(t, err)
+	info, err := stream.Info(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, jetstream.WorkQueuePolicy, info.Config.Retention)
+	settled := func(what string) {
+		waitFor(t, func() bool {
+			info, err := stream.Info(context.Background())
+			require.NoError(t, err)
+			return info.State.Msgs == 0
+		}, "PAYMENTS keeps no settled command (%s)", what)
+	}
+	publish := func(apiKey, replyTo, body string) {
+		t.Helper()
+		_, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: "payments.commands.deposits", Data: []byte(body), Header: nats.Header{
+			"Idempotency-Key": {newKey()}, "Authorization": {"Bearer " + apiKey}, "Reply-To": {replyTo},
+		}})
+		require.NoError(t, err)
+	}
+
+	publish("sk_not-a-key", "payments.results.mine", `{"currency":"USD","amount":1}`)
+	d, err := dead.NextMsg(patience)
+	require.NoError(t, err, "the unauthenticated command is dead-lettered")
+	require.Equal(t, "401", d.Header.Get(consumer.HeaderStatus))
+	require.Empty(t, d.Header.Get("Authorization"), "credentials never reach the dead letters")
+	settled("a dead letter")
 	require.Zero(t, s.sqlInt(t, "SELECT count(*) FROM idempotency_keys"), "an unauthenticated command never reaches the key table")
+
+	publish(u.apiKey, "payments.commands.transactions", `{"currency":"USD","amount":2}`)
+	r, err := result.NextMsg(patience)
+	require.NoError(t, err, "the answer on payments.results")
+	require.Equal(t, "201", r.Header.Get(consumer.HeaderStatus), "the 401 before it was answered nowhere")
+	settled("an acknowledged command")
+	require.NoError(t, nc.Flush())
+	for _, sub := range []*nats.Subscription{commands, results} {
+		n, _, err := sub.Pending()
+		require.NoError(t, err)
+		want := map[*nats.Subscription]int{commands: 2, results: 0}[sub]
+		require.Equal(t, want, n, "messages on %s: the two commands, and no answer", sub.Subject)
+	}
+	require.Equal(t, map[string]int64{"USD": 2}, u.balances(t))
+}
+
+// TestQueueOldNATS starts paymentsd on a server that introduces itself as
+// nats-server 2.9.10, too old for a consumer of several subjects: it
+// exits at once, saying so in one line.
+func TestQueueOldNATS(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = fmt.Fprintf(c, "INFO {\"server_id\":\"old\",\"version\":\"2.9.10\",\"proto\":1,\"headers\":true,\"max_payload\":1048576,\"jetstream\":true}\r\n")
+				sc := bufio.NewScanner(c)
+				for sc.Scan() {
+					if strings.HasPrefix(sc.Text(), "PING") {
+						_, _ = fmt.Fprintf(c, "PONG\r\n")
+					}
+				}
+			}()
+		}
+	}()
+	_, stderr, code := runCLI(t, env(), "serve", "--addr", "127.0.0.1:0", "--db", newDB(t, "sqlite"), "--nats-url", "nats://"+ln.Addr().String())
+	require.NotEqual(t, 0, code)
+	require.Contains(t, stderr, "nats-server 2.9.10 is too old: the queue door needs nats-server 2.10 or later")
 }

@@ -17,6 +17,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/cmd/internal/dburl"
+	"github.com/idem-dev/idem/cmd/internal/otlp"
 	"github.com/idem-dev/idem/completer"
 	"github.com/idem-dev/idem/metrics"
 	"github.com/idem-dev/idem/payments"
@@ -36,7 +39,7 @@ type serveFlags struct {
 	mode            string
 	rates           string
 	shutdownTimeout time.Duration
-	logLevel        slog.Level
+	log             cli.Log
 	sweepInterval   time.Duration
 	replayCacheMB   int64
 	deferClaim      bool
@@ -55,9 +58,9 @@ type serveFlags struct {
 	maxIdleConns    int
 	idleTimeout     time.Duration
 	metricsAddr     string
-	logFormat       string
+	metricsExplicit bool          // --metrics-addr was given: an address that cannot be bound fails the start
 	idemMode        idem.Mode     // parsed from mode
-	dbURL           string        // db, else $DATABASE_URL, else the default
+	dbURL           dburl.DB      // db, else $DATABASE_URL, else the default
 	bank            payments.Bank // from bankURL; nil: payouts refused
 	bankSecret      []byte        // the secret provider keys are derived with
 }
@@ -69,17 +72,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	f.db = dbFlag(fs)
 	fs.DurationVar(&f.ttl, "idempotency-ttl", idem.DefaultTTL, "how long an Idempotency-Key binds its first response")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", idem.DefaultLeaseDuration, "the lease of a request in leased mode: after a crash, a retry may take the key over after this long")
-	deprecatedFlag(fs, "lock-timeout", "lease-duration")
+	cli.Alias(fs, "lock-timeout", "lease-duration")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", idem.DefaultWaitTimeout, "how long a duplicate waits for the request it repeats before it gets 409 in atomic mode")
 	fs.StringVar(&f.mode, "idempotency-mode", "atomic-deferred", "how a request holds its key: atomic (one transaction; the handlers only touch the database), atomic-deferred\n(atomic, the key claimed at the completion: on PostgreSQL and MySQL one insert with the response and the COMMIT,\na round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back) or leased")
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
-	fs.Var(levelFlag{&f.logLevel}, "log-level", "the least level logged: debug, info, warn or error")
-	fs.StringVar(&f.logFormat, "log-format", "text", "the format of every line logged: text (key=value) or json (one object a line)")
+	f.log.Register(fs)
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve GET /metrics (Prometheus), never on --addr; \"\" turns it off")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
-	fs.BoolVar(&f.deferClaim, "defer-claim", true, deprecatedUsage+"idempotency-mode atomic-deferred (true) or atomic (false)")
+	fs.BoolVar(&f.deferClaim, "defer-claim", true, cli.Deprecated+"idempotency-mode atomic-deferred (true) or atomic (false)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318: the idempotency\nlayer's spans and metrics are exported there (default none: Prometheus metrics at /metrics only)")
 	fs.StringVar(&f.bankURL, "bank-url", "", "the bank payouts go through (bankd's API, docs/bankd.md); without it POST /v1/payouts answers 503")
 	fs.DurationVar(&f.bankTimeout, "bank-timeout", bankhttp.DefaultTimeout, "how long one call to the bank may take; past it the payout's outcome is unknown (202 pending)")
@@ -94,41 +96,42 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.IntVar(&f.userRequests, "requests-per-user", api.DefaultRequestsPerUser, "how many requests that move money one user may have in flight; past it, 429 with Retry-After")
 	fs.IntVar(&f.maxIdleConns, "max-idle-conns", 1000, "how many idle keep-alive connections to keep open; one more going idle is closed")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
-	err := parseFlags(fs, args, stdout, "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
+	err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
 	if err != nil {
 		return err
 	}
-	warnDeprecated(fs, stderr)
+	fs.Visit(func(fl *flag.Flag) { f.metricsExplicit = f.metricsExplicit || fl.Name == "metrics-addr" })
+	cli.WarnDeprecated(fs, stderr, "paymentsd")
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"idempotency-ttl", f.ttl}, {"lease-duration", f.leaseDuration}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
 		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}, {"body-timeout", f.bodyTimeout}, {"idle-timeout", f.idleTimeout}} {
 		if d.v <= 0 {
-			return usageError("serve: --%s must be positive, got %v", d.name, d.v)
+			return cli.Usagef("serve: --%s must be positive, got %v", d.name, d.v)
 		}
 	}
 	if f.queueWorkers <= 0 {
-		return usageError("serve: --queue-workers must be positive, got %d", f.queueWorkers)
+		return cli.Usagef("serve: --queue-workers must be positive, got %d", f.queueWorkers)
 	}
 	if f.replayCacheMB < 0 {
-		return usageError("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
+		return cli.Usagef("serve: --replay-cache-mb must be positive, or 0 for no cache, got %d", f.replayCacheMB)
 	}
 	for _, n := range []struct {
 		name string
 		v    int64
 	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-user", int64(f.userRequests)}, {"max-idle-conns", int64(f.maxIdleConns)}} {
 		if n.v <= 0 {
-			return usageError("serve: --%s must be positive, got %d", n.name, n.v)
+			return cli.Usagef("serve: --%s must be positive, got %d", n.name, n.v)
 		}
 	}
 	if f.sweepInterval < 0 {
-		return usageError("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
+		return cli.Usagef("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
 	}
 	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
-		return usageError("serve: --idempotency-mode %q: want atomic, atomic-deferred or leased", f.mode)
+		return cli.Usagef("serve: --idempotency-mode %q: want atomic, atomic-deferred or leased", f.mode)
 	}
-	if isSet(fs, "defer-claim") && f.idemMode != idem.ModeLeased {
+	if cli.IsSet(fs, "defer-claim") && f.idemMode != idem.ModeLeased {
 		f.idemMode = idem.ModeAtomic
 		if f.deferClaim {
 			f.idemMode = idem.ModeAtomicDeferred
@@ -142,14 +145,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 			return err
 		}
 	}
-	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
+	logger, err := f.log.Logger(stderr, "serve")
 	if err != nil {
 		return err
 	}
+	warnReadable(logger, "--bank-key-secret-file", f.bankKeySecret)
 	// From here on every line is the logger's, the last one too.
 	if err := serveOn(ctx, f, logger, stdout); err != nil {
 		logger.Error("paymentsd stopped", "err", err)
-		return logged(err)
+		return cli.Logged(err)
 	}
 	return nil
 }
@@ -172,10 +176,19 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	defer ln.Close() // Serve closes it too; this covers the returns before Serve
 	var mln net.Listener
 	if f.metricsAddr != "" {
-		if mln, err = net.Listen("tcp", f.metricsAddr); err != nil {
+		mln, err = net.Listen("tcp", f.metricsAddr)
+		switch {
+		case err == nil:
+			defer mln.Close()
+		case f.metricsExplicit:
 			return fmt.Errorf("listen on %s (--metrics-addr): %w", f.metricsAddr, err)
+		default:
+			// The default port taken (another paymentsd, another exporter)
+			// must not stop a quickstart: metrics are not the service.
+			logger.Warn("serving no metrics: the default --metrics-addr cannot be bound; give --metrics-addr to choose another",
+				"addr", f.metricsAddr, "err", err)
+			mln = nil
 		}
-		defer mln.Close()
 	}
 
 	b, err := openBackend(ctx, f.dbURL)
@@ -191,7 +204,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			wait()
 		}
 	}()
-	what, err := b.migrate(ctx)
+	what, err := b.migrate(ctx, 0)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", b.display, err)
 	}
@@ -227,7 +240,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 	observeSweep := m.ObserveSweep
 	if f.otlpEndpoint != "" {
-		tel, stop, err := startOTLP(ctx, f.otlpEndpoint)
+		tel, stop, err := otlp.Start(ctx, f.otlpEndpoint, "paymentsd")
 		if err != nil {
 			return err
 		}
@@ -247,21 +260,24 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 	mw, err := idem.New(b.store, cfg)
 	if err != nil {
-		return usageError("serve: %v", err)
+		return cli.Usagef("serve: %v", err)
 	}
-	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Limits: api.Limits{
-		BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests,
-	}}
+	// One Bounds for HTTP and gRPC: a user's requests count at both doors together.
+	bounds, err := api.NewBounds(api.Limits{BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests})
+	if err != nil {
+		return err
+	}
+	apiCfg := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Bounds: bounds}
 	apiHandler, err := api.New(apiCfg)
 	if err != nil {
 		return err
 	}
-	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger}
+	doors := api.Config{Service: svc, Idempotency: mw, Logger: logger, Bank: f.bank, Bounds: bounds}
 	if err := startConsumers(ctx, f, mw, doors, logger, &stopConsumers); err != nil {
 		return err
 	}
 	if f.grpcAddr != "" {
-		wait, err := serveGRPC(ctx, f.grpcAddr, mw, doors, logger)
+		wait, err := serveGRPC(ctx, f, mw, doors, logger)
 		if err != nil {
 			return err
 		}
@@ -306,7 +322,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		if err != nil {
 			return err
 		}
-		c, err := completer.New(leased, finder, resume, completer.Config{Interval: f.completeEvery, Logger: logger})
+		c, err := completer.New(leased, finder, grpcPayoutResume(resume), completer.Config{Interval: f.completeEvery, Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -329,9 +345,9 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			return err
 		}
 	}
-	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String()}
+	attrs := []any{"url", base, "store", b.kind, "mode", f.idemMode.String(), "metrics", "off"}
 	if mln != nil {
-		attrs = append(attrs, "metrics", "http://"+mln.Addr().String()+"/metrics")
+		attrs[len(attrs)-1] = "http://" + mln.Addr().String() + "/metrics"
 	}
 	logger.Info("listening", attrs...)
 	switch {
@@ -384,7 +400,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 func openBank(f serveFlags, getenv func(string) string) (payments.Bank, []byte, error) {
 	bank, err := bankhttp.New(bankhttp.Config{URL: f.bankURL, Timeout: f.bankTimeout})
 	if err != nil {
-		return nil, nil, usageError("serve: --bank-url: %v", err)
+		return nil, nil, cli.Usagef("serve: --bank-url: %v", err)
 	}
 	secret := []byte(getenv("PAYMENTSD_BANK_KEY_SECRET"))
 	if f.bankKeySecret != "" {
@@ -394,9 +410,20 @@ func openBank(f serveFlags, getenv func(string) string) (payments.Bank, []byte, 
 	}
 	secret = []byte(strings.TrimSpace(string(secret)))
 	if len(secret) < idem.MinProviderKeySecret {
-		return nil, nil, usageError("serve: --bank-url needs a secret of at least %d bytes to derive the bank's keys with (--bank-key-secret-file or $PAYMENTSD_BANK_KEY_SECRET)", idem.MinProviderKeySecret)
+		return nil, nil, cli.Usagef("serve: --bank-url needs a secret of at least %d bytes to derive the bank's keys with (--bank-key-secret-file or $PAYMENTSD_BANK_KEY_SECRET)", idem.MinProviderKeySecret)
 	}
 	return bank, secret, nil
+}
+
+// warnReadable warns when the file a flag names holds a secret that its
+// group or others may read.
+func warnReadable(logger *slog.Logger, flag, path string) {
+	if path == "" {
+		return
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		logger.Warn("a file holding a secret is readable by others than its owner; chmod 600 it", "flag", flag, "path", path, "mode", fi.Mode().Perm().String())
+	}
 }
 
 func readRates(path string) (*money.Table, error) {

@@ -2,10 +2,16 @@ package main_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -18,6 +24,63 @@ func TestMetricsListener(t *testing.T) {
 	require.Contains(t, scrape(t, s), "go_goroutines")
 	r := do(t, s, nil, http.MethodGet, "/metrics", "")
 	require.Equal(t, http.StatusNotFound, r.status, "%s", r)
+}
+
+// TestMetricsPortTaken: with the default metrics port taken, paymentsd
+// warns and serves without metrics; an explicit --metrics-addr that
+// cannot be bound still stops it.
+func TestMetricsPortTaken(t *testing.T) {
+	t.Parallel()
+	// Whether this test holds the default port or something else already
+	// does, it is taken.
+	if ln, err := net.Listen("tcp", "127.0.0.1:9464"); err == nil {
+		t.Cleanup(func() { _ = ln.Close() })
+	}
+	db := newDB(t, "sqlite")
+	stderr := &proctest.Buffer{}
+	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", db)
+	cmd.Env, cmd.Stderr = env(), stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	waitFor(t, func() bool {
+		select {
+		case err := <-exited:
+			t.Fatalf("paymentsd exited (%v):\n%s", err, stderr)
+		default:
+		}
+		return listening.MatchString(stderr.String())
+	}, "paymentsd's listening line: %s", stderr)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, <-exited)
+	require.Contains(t, stderr.String(), `level=WARN msg="serving no metrics: the default --metrics-addr cannot be bound`)
+	require.Contains(t, stderr.String(), "metrics=off")
+
+	_, errOut, code := runCLI(t, env(), "serve", "--addr", "127.0.0.1:0", "--db", db, "--metrics-addr", "127.0.0.1:9464")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "listen on 127.0.0.1:9464 (--metrics-addr)")
+}
+
+// TestFilesOwnerOnly: the SQLite files of paymentsd and bankd (databases,
+// WAL and shared memory) are created readable by their owner only, and a
+// secret file others may read draws a warning.
+func TestFilesOwnerOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bank := startBank(t, filepath.Join(dir, "bank.db"))
+	secret := filepath.Join(dir, "bank-key-secret")
+	require.NoError(t, os.WriteFile(secret, []byte("a secret of the files test, long enough\n"), 0o644))
+	db := filepath.Join(dir, "paymentsd.db")
+	s := startServer(t, db, "--bank-url", bank.url, "--bank-key-secret-file", secret)
+	u := s.newUser(t)
+	u.deposit(t, "USD", 100)
+	require.Equal(t, http.StatusCreated, u.post(t, "/v1/payouts", newKey(), `{"currency":"USD","amount":10,"destination":"acct-1"}`).status)
+	for _, name := range []string{"paymentsd.db", "paymentsd.db-wal", "paymentsd.db-shm", "bank.db", "bank.db-wal", "bank.db-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), name)
+	}
+	require.Contains(t, s.stderr.String(), `level=WARN msg="a file holding a secret is readable by others than its owner; chmod 600 it" flag=--bank-key-secret-file path=`+secret+` mode=-rw-r--r--`)
 }
 
 // TestLogFormatJSON: with --log-format json every line serve prints on

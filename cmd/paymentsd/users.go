@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/payments"
 )
 
@@ -16,7 +17,7 @@ import (
 func usersCreate(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("users create", flag.ContinueOnError)
 	db := dbFlag(fs)
-	if err := parseFlags(fs, args, stdout, "paymentsd users create [--db URL]\n\nCreates a user and prints {\"user_id\",\"api_key\"} as one JSON object.\nThe API key is shown only this once."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd users create [--db URL]\n\nCreates a user and prints {\"user_id\",\"api_key\"} as one JSON object.\nThe API key is shown only this once."); err != nil {
 		return err
 	}
 	b, err := openMigrated(ctx, *db, getenv)

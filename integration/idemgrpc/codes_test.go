@@ -1,12 +1,16 @@
 package idemgrpc_test
 
 import (
+	"context"
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/google/uuid"
 	"google.golang.org/grpc/codes"
+	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemgrpc"
@@ -63,7 +67,7 @@ func TestCode(t *testing.T) {
 		http.StatusPreconditionFailed:    codes.FailedPrecondition,
 		http.StatusForbidden:             codes.PermissionDenied,
 		http.StatusNotFound:              codes.NotFound,
-		http.StatusConflict:              codes.Aborted, // in-flight, lease-lost
+		http.StatusConflict:              codes.AlreadyExists, // a final 409; the middleware's own (in-flight, lease-lost) are Aborted
 		http.StatusTooManyRequests:       codes.ResourceExhausted,
 		http.StatusNotImplemented:        codes.Unimplemented,
 		http.StatusServiceUnavailable:    codes.Unavailable, // store-unavailable
@@ -104,6 +108,55 @@ func TestHandlerCodes(t *testing.T) {
 					runs = 1
 				}
 				require.Equal(t, before+runs, s.svc.runs.Load(), "%v: handler runs", row.code)
+			}
+		})
+	}
+}
+
+// A handler's ResponseError is stored or its key freed by its HTTP status, never
+// by its code: a 409 is final and replays, as over HTTP, with or without
+// Retry-After; 408, 429 and 503 free the key.
+func TestResponseErrorFinality(t *testing.T) {
+	t.Parallel()
+	for name, newBackend := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := newBackend(t).store
+			for _, row := range []struct {
+				status     int
+				retryAfter string
+				code       codes.Code
+				stored     bool
+			}{
+				{http.StatusConflict, "", codes.AlreadyExists, true},
+				{http.StatusConflict, "1", codes.AlreadyExists, true}, // a handler's 409 is final over HTTP too
+				{http.StatusPaymentRequired, "", codes.FailedPrecondition, true},
+				{http.StatusBadRequest, "", codes.InvalidArgument, true},
+				{http.StatusTooManyRequests, "1", codes.ResourceExhausted, false},
+				{http.StatusRequestTimeout, "", codes.DeadlineExceeded, false},
+				{http.StatusServiceUnavailable, "1", codes.Unavailable, false},
+			} {
+				r := idem.Response{StatusCode: row.status, Header: http.Header{}}
+				if row.retryAfter != "" {
+					r.Header.Set("Retry-After", row.retryAfter)
+				}
+				s := newServer(t, st, idem.Config{}, func(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+					return nil, idemgrpc.ResponseError(r, "some-problem", "refused")
+				})
+				key := uuid.NewString()
+				first := s.unary(t, "alice", key, payload("pay"))
+				again := s.unary(t, "alice", key, payload("pay"))
+				require.Equal(t, row.code, status.Code(first.err), "%d: %v", row.status, first.err)
+				requireReason(t, first.err, "some-problem", strconv.Itoa(row.status))
+				require.Equal(t, row.stored, again.replayed(t), "%d: stored", row.status)
+				if row.stored {
+					require.True(t, proto.Equal(status.Convert(first.err).Proto(), status.Convert(again.err).Proto()), "%v != %v", first.err, again.err)
+				}
+				runs := int32(2)
+				if row.stored {
+					runs = 1
+				}
+				require.Equal(t, runs, s.svc.runs.Load(), "%d: handler runs", row.status)
 			}
 		})
 	}

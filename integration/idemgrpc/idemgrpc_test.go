@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
@@ -91,7 +92,7 @@ func run(t *testing.T, newBackend func(t *testing.T) backend, cfg idem.Config) {
 		require.NoError(t, s.unary(t, "alice", key, payload("pay 100")).err)
 		r := s.unary(t, "alice", key, payload("pay 200"))
 		require.Equal(t, codes.FailedPrecondition, status.Code(r.err), "%v", r.err)
-		require.Contains(t, status.Convert(r.err).Message(), string(idem.OutcomeMismatch))
+		requireReason(t, r.err, idem.ProblemKeyReused, "422")
 		require.False(t, r.replayed(t))
 		// The same key and the same request bytes (none) on another
 		// method: the fingerprint covers the full method.
@@ -108,10 +109,11 @@ func run(t *testing.T, newBackend func(t *testing.T) backend, cfg idem.Config) {
 		s, _ := newServer(t, nil)
 		r := s.unary(t, "alice", "", payload("pay"))
 		require.Equal(t, codes.InvalidArgument, status.Code(r.err), "%v", r.err)
-		require.Contains(t, status.Convert(r.err).Message(), string(idem.OutcomeInvalidKey))
+		requireReason(t, r.err, idem.ProblemKeyMissing, "400")
 		require.Contains(t, status.Convert(r.err).Message(), idemgrpc.MetadataKey+" metadata", "the key is named as gRPC carries it")
 		r = s.unary(t, "alice", strings.Repeat("k", 256), payload("pay"))
 		require.Equal(t, codes.InvalidArgument, status.Code(r.err), "a key past 255 characters: %v", r.err)
+		requireReason(t, r.err, idem.ProblemKeyInvalid, "400")
 		ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs("x-user", "alice", idemgrpc.MetadataKey, "k1", idemgrpc.MetadataKey, "k2"))
 		_, err := s.client.UnaryCall(ctx, payload("pay"))
 		require.Equal(t, codes.InvalidArgument, status.Code(err), "two keys: %v", err)
@@ -130,6 +132,7 @@ func run(t *testing.T, newBackend func(t *testing.T) backend, cfg idem.Config) {
 		key := uuid.NewString()
 		r := s.unary(t, "", key, payload("pay"))
 		require.Equal(t, codes.Unauthenticated, status.Code(r.err), "%v", r.err)
+		requireReason(t, r.err, idem.ProblemScopeMissing, "401")
 		require.Zero(t, s.svc.runs.Load())
 		r = s.unary(t, "alice", key, payload("pay"))
 		require.NoError(t, r.err)
@@ -186,7 +189,8 @@ func run(t *testing.T, newBackend func(t *testing.T) backend, cfg idem.Config) {
 		b.down()
 		r := s.unary(t, "alice", uuid.NewString(), payload("pay"))
 		require.Equal(t, codes.Unavailable, status.Code(r.err), "%v", r.err)
-		require.Contains(t, status.Convert(r.err).Message(), string(idem.OutcomeStoreError))
+		requireReason(t, r.err, idem.ProblemStoreUnavailable, "503")
+		requireRetryAfter(t, r.err)
 		require.Zero(t, s.svc.runs.Load(), "the handler does not run without its key")
 	})
 
@@ -205,7 +209,8 @@ func run(t *testing.T, newBackend func(t *testing.T) backend, cfg idem.Config) {
 			<-entered
 			r := s.unary(t, "alice", key, payload("pay"))
 			require.Equal(t, codes.Aborted, status.Code(r.err), "%v", r.err)
-			require.Contains(t, status.Convert(r.err).Message(), string(idem.OutcomeInFlight))
+			requireReason(t, r.err, idem.ProblemInFlight, "409")
+			requireRetryAfter(t, r.err)
 			close(release)
 			require.NoError(t, (<-done).err)
 			r = s.unary(t, "alice", key, payload("pay"))
@@ -280,4 +285,39 @@ func run(t *testing.T, newBackend func(t *testing.T) backend, cfg idem.Config) {
 			require.Equal(t, int32(2), s.svc.runs.Load())
 		})
 	}
+}
+
+// requireReason checks that err carries a google.rpc.ErrorInfo with reason
+// and the HTTP status its storing was decided by.
+func requireReason(t *testing.T, err error, reason idem.ProblemType, httpStatus string) {
+	t.Helper()
+	info := errorInfo(t, err)
+	require.Equal(t, string(reason), info.GetReason(), "%v", err)
+	require.Equal(t, idemgrpc.ErrorDomain, info.GetDomain())
+	require.Equal(t, httpStatus, info.GetMetadata()[idemgrpc.InfoHTTPStatus], "%v", err)
+}
+
+// requireRetryAfter checks that err says when to retry, in its ErrorInfo
+// and in a google.rpc.RetryInfo.
+func requireRetryAfter(t *testing.T, err error) {
+	t.Helper()
+	require.Equal(t, "1", errorInfo(t, err).GetMetadata()[idemgrpc.InfoRetryAfter], "%v", err)
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			require.Equal(t, time.Second, ri.GetRetryDelay().AsDuration())
+			return
+		}
+	}
+	t.Fatalf("no RetryInfo in %v", err)
+}
+
+func errorInfo(t *testing.T, err error) *errdetails.ErrorInfo {
+	t.Helper()
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			return info
+		}
+	}
+	t.Fatalf("no ErrorInfo in %v", err)
+	return nil
 }

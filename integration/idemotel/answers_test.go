@@ -83,7 +83,7 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 		first := f.postAsync(t, "k1", `{}`)
 		<-g // the handler runs; its lease is renewed every 100ms
 		// Another attempt takes the key: the next renewal is fenced off.
-		_, err := f.pool.Exec(context.Background(), `UPDATE idempotency_keys SET lock_token = gen_random_uuid()`)
+		_, err := f.pool.Exec(context.Background(), `UPDATE idempotency_keys SET fencing_token = gen_random_uuid()`)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusConflict, <-first, "lease lost")
 		f.requireAnswer(t, "idem.renew", "not_held")

@@ -206,12 +206,12 @@ func TestMetrics(t *testing.T) {
 		st := newStore(t)
 		_, err := st.Pool().Exec(context.Background(), `
 INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
-       fingerprint_version, status, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+       fingerprint_version, status, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 SELECT 'alice', 'k' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'PROCESSING',
        gen_random_uuid(), now(), now(), now(), now() - interval '1 second'
   FROM generate_series(1, 7) AS i`)
 		require.NoError(t, err)
-		sw, err := sweeper.New(st, sweeper.Config{BatchSize: 3, Pause: -1, ObserveFunc: m.ObserveSweep})
+		sw, err := sweeper.New(st, sweeper.Config{BatchSize: 3, MaxBatchSize: 3, Pause: -1, ObserveFunc: m.ObserveSweep})
 		require.NoError(t, err)
 		n, err := sw.Once(context.Background())
 		require.NoError(t, err)

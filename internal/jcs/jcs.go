@@ -195,7 +195,7 @@ func (p *parser) object() error {
 		// Checked before parsing the value so the first problem in document
 		// order is the one reported.
 		if p.isDuplicate(base, &seen, name) {
-			return &SyntaxError{Offset: nameOff, Msg: fmt.Sprintf("duplicate member name %q", name)}
+			return &SyntaxError{Offset: nameOff, Msg: "duplicate member name " + quoteName(name)}
 		}
 		p.skipSpace()
 		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
@@ -361,4 +361,20 @@ func (p *parser) numberErr(msg string) error {
 		return &SyntaxError{Offset: p.pos, Msg: msg}
 	}
 	return p.failAt(p.pos, msg)
+}
+
+// maxQuoted is how many bytes of a member name an error repeats: a name is
+// the client's input, as long as the body.
+const maxQuoted = 64
+
+// quoteName quotes name for an error, cut to maxQuoted bytes, saying so.
+func quoteName(name string) string {
+	if len(name) <= maxQuoted {
+		return strconv.Quote(name)
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(name[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes, cut)", strconv.Quote(name[:n]), len(name))
 }

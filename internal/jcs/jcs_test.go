@@ -133,6 +133,8 @@ func TestCanonicalizeRejects(t *testing.T) {
 		{"LoneSurrogateInName", `{"\udfff":1}`, 2, `unpaired surrogate \udfff in string`},
 		{"DuplicateName", `{"a":1,"a":2}`, 7, `duplicate member name "a"`},
 		{"DuplicateAfterUnescape", `{"a":1,"\u0061":2}`, 7, `duplicate member name "a"`},
+		{"DuplicateLongName", `{"` + strings.Repeat("n", 400_000) + `":1,"` + strings.Repeat("n", 400_000) + `":2}`, 400_006,
+			`duplicate member name "` + strings.Repeat("n", maxQuoted) + `"… (400000 bytes, cut)`},
 		{"DuplicateNested", `{"x":{"b":1,"b":2}}`, 12, `duplicate member name "b"`},
 		// The repeated name starts where the closing brace was without it.
 		{"DuplicateInLargeObject", manyMembers(40, true), len(manyMembers(40, false)), `duplicate member name "k00"`},

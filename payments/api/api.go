@@ -37,6 +37,10 @@ type Config struct {
 	// Limits bound the bodies and requests in flight on the routes that
 	// move money. Its zero value is the defaults (see Limits).
 	Limits Limits
+	// Bounds, when set, holds the bounds instead of Limits: one Bounds
+	// shared with another door (gRPC) bounds a user at both together.
+	// Default: New makes one of Limits.
+	Bounds *Bounds
 }
 
 // Idempotency is what the API needs of the idem middleware; *idem.Middleware
@@ -56,11 +60,13 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	limits, err := cfg.Limits.withDefaults()
-	if err != nil {
-		return nil, err
+	bounds := cfg.Bounds
+	if bounds == nil {
+		if bounds, err = NewBounds(cfg.Limits); err != nil {
+			return nil, err
+		}
 	}
-	lim := newLimiter(limits, cfg.Idempotency.Config())
+	lim := newLimiter(bounds, cfg.Idempotency.Config())
 	once := func(f http.HandlerFunc) http.Handler { return requireJSON(lim.wrap(cfg.Idempotency.Require(f))) }
 	// A payout calls the bank outside the database: it holds its key with
 	// a lease, and its phases need leased mode (idem.Advance).

@@ -134,8 +134,12 @@ func (h *handlers) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, ProblemInsufficientFunds, http.StatusPaymentRequired,
 			fmt.Sprintf("The %s balance is %d; this transaction needs %d.", funds.Currency, funds.Balance, funds.Requested))
 	case errors.As(err, &limit):
-		writeProblem(w, ProblemBalanceLimit, http.StatusBadRequest,
-			fmt.Sprintf("Crediting %d would take the %s balance of %d past its limit of %d.", limit.Credit, limit.Currency, limit.Balance, limit.Limit))
+		detail := fmt.Sprintf("Crediting %d would take the %s balance of %d past its limit of %d.", limit.Credit, limit.Currency, limit.Balance, limit.Limit)
+		if limit.Reserved > 0 {
+			detail = fmt.Sprintf("Crediting %d would take the %s balance of %d, with the %d its pending payouts reserve for their refunds, past its limit of %d.",
+				limit.Credit, limit.Currency, limit.Balance, limit.Reserved, limit.Limit)
+		}
+		writeProblem(w, ProblemBalanceLimit, http.StatusBadRequest, detail)
 	case errors.Is(err, payments.ErrDuplicateTransfer):
 		writeProblem(w, ProblemDuplicate, http.StatusConflict,
 			"An identical transaction (same currencies and amount) was made in the same minute; nothing was moved. If you mean to repeat it, wait for the next minute.")
@@ -170,6 +174,9 @@ func invalidDetail(v *payments.ValidationError) string {
 		} else {
 			parts[i] = f.Field + " " + f.Detail
 		}
+	}
+	if v.Unlisted > 0 {
+		parts = append(parts, fmt.Sprintf("and %d more problems, not listed", v.Unlisted))
 	}
 	return "The request is invalid: " + strings.Join(parts, "; ") + "."
 }

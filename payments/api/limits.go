@@ -61,50 +61,106 @@ func (l Limits) withDefaults() (Limits, error) {
 	return l, nil
 }
 
-// limiter enforces Limits in front of the idempotency middleware: it reads
+// Bounds holds what the requests in flight hold of Limits: the bodies'
+// bytes and each user's requests. One Bounds shared by every door (HTTP,
+// gRPC) bounds a user whichever door they come by.
+type Bounds struct {
+	limits  Limits
+	held    atomic.Int64 // body bytes reserved by requests in flight
+	mu      sync.Mutex   // guards perUser
+	perUser map[string]int
+}
+
+// NewBounds returns the Bounds of l (its zero fields the defaults).
+func NewBounds(l Limits) (*Bounds, error) {
+	l, err := l.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Bounds{limits: l, perUser: map[string]int{}}, nil
+}
+
+// Limits returns the limits in force, defaults filled in.
+func (b *Bounds) Limits() Limits { return b.limits }
+
+// Admit admits one of user's requests, reserving size bytes of body: done
+// gives them back. A request past a bound is refused with the answer to
+// send (429 too-many-requests or 503 overloaded, with Retry-After), and
+// holds nothing.
+func (b *Bounds) Admit(user string, size int64) (done func(), refusal *idem.Response) {
+	if !b.enter(user) {
+		return nil, retryLater(ProblemTooManyRequests, http.StatusTooManyRequests,
+			fmt.Sprintf("You have %d requests in flight, the most allowed; nothing was stored. Retry after Retry-After seconds.", b.limits.RequestsPerUser))
+	}
+	if b.held.Add(size) > b.limits.BodyMemory {
+		b.held.Add(-size)
+		b.leave(user)
+		return nil, retryLater(ProblemOverloaded, http.StatusServiceUnavailable,
+			"The server is receiving too many request bodies at once; nothing was stored. Retry after Retry-After seconds.")
+	}
+	return func() { b.held.Add(-size); b.leave(user) }, nil
+}
+
+func (b *Bounds) enter(user string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.perUser[user] >= b.limits.RequestsPerUser {
+		return false
+	}
+	b.perUser[user]++
+	return true
+}
+
+func (b *Bounds) leave(user string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.perUser[user]--; b.perUser[user] == 0 {
+		delete(b.perUser, user)
+	}
+}
+
+// limiter enforces Bounds in front of the idempotency middleware: it reads
 // the body itself, within the deadline and the memory bound, and hands the
 // middleware the bytes.
 type limiter struct {
-	limits    Limits
-	maxBody   int64        // the middleware's body limit: a larger body is its 413
-	keyHeader string       // the middleware's key header, named in the 408
-	held      atomic.Int64 // body bytes reserved by requests in flight
-	mu        sync.Mutex   // guards perUser
-	perUser   map[string]int
+	*Bounds
+	maxBody   int64  // the middleware's body limit: a larger body is its 413
+	keyHeader string // the middleware's key header, named in the 408
 }
 
-func newLimiter(l Limits, cfg idem.Config) *limiter {
-	maxBody := cfg.MaxRequestBytes
-	if maxBody <= 0 { // a Config not built by idem.New: its default
-		maxBody = idem.DefaultMaxRequestBytes
+func newLimiter(b *Bounds, cfg idem.Config) *limiter {
+	return &limiter{Bounds: b, maxBody: MaxBody(cfg), keyHeader: cfg.Header}
+}
+
+// MaxBody is the largest request body the middleware configured by cfg
+// takes: a larger one is its 413 (a gRPC message, grpc-go's
+// ResourceExhausted).
+func MaxBody(cfg idem.Config) int64 {
+	if cfg.MaxRequestBytes <= 0 { // a Config not built by idem.New: its default
+		return idem.DefaultMaxRequestBytes
 	}
-	return &limiter{limits: l, maxBody: maxBody, keyHeader: cfg.Header, perUser: map[string]int{}}
+	return cfg.MaxRequestBytes
 }
 
 // wrap bounds next, a route that moves money, behind authentication.
 func (l *limiter) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user := userOf(r)
-		if !l.enter(user) {
-			retryLater(w, ProblemTooManyRequests, http.StatusTooManyRequests,
-				fmt.Sprintf("You have %d requests in flight, the most allowed; nothing was stored. Retry after Retry-After seconds.", l.limits.RequestsPerUser))
-			return
-		}
-		defer l.leave(user)
-
 		// One byte past the middleware's limit, so that it still sees a
 		// body too large and answers 413.
 		size := l.maxBody + 1
 		if r.ContentLength >= 0 && r.ContentLength < size {
 			size = r.ContentLength
 		}
-		if l.held.Add(size) > l.limits.BodyMemory {
-			l.held.Add(-size)
-			retryLater(w, ProblemOverloaded, http.StatusServiceUnavailable,
-				"The server is receiving too many request bodies at once; nothing was stored. Retry after Retry-After seconds.")
+		done, refusal := l.Admit(userOf(r), size)
+		if refusal != nil {
+			for k, v := range refusal.Header {
+				w.Header()[k] = v
+			}
+			w.WriteHeader(refusal.StatusCode)
+			_, _ = w.Write(refusal.Body)
 			return
 		}
-		defer l.held.Add(-size)
+		defer done()
 
 		body, err := l.read(w, r, size)
 		switch {
@@ -144,30 +200,16 @@ func (l *limiter) read(w http.ResponseWriter, r *http.Request, size int64) ([]by
 	return buf.Bytes(), nil
 }
 
-func (l *limiter) enter(user string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.perUser[user] >= l.limits.RequestsPerUser {
-		return false
-	}
-	l.perUser[user]++
-	return true
-}
-
-func (l *limiter) leave(user string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.perUser[user]--; l.perUser[user] == 0 {
-		delete(l.perUser, user)
-	}
-}
-
 // retryAfter is the Retry-After of a request refused for a bound: the
 // bounds are of requests in flight, which end within seconds.
 const retryAfter = 1
 
-// retryLater answers a request refused for a bound, with Retry-After.
-func retryLater(w http.ResponseWriter, t ProblemType, status int, detail string) {
+// retryLater is the answer to a request refused for a bound, with
+// Retry-After.
+func retryLater(t ProblemType, status int, detail string) *idem.Response {
+	w := &replyWriter{header: http.Header{}}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	writeProblem(w, t, status, detail)
+	r := w.reply()
+	return &r
 }

@@ -19,15 +19,19 @@ type Operation string
 const (
 	OpDeposit     Operation = "deposits"     // POST /v1/deposits
 	OpTransaction Operation = "transactions" // POST /v1/transactions
+	// OpPayout is POST /v1/payouts: run it in leased mode, with a Bank
+	// configured (Config.Bank).
+	OpPayout Operation = "payouts"
 )
 
-// Operations runs the API's money-moving operations for doors other than
-// HTTP (queue messages, gRPC calls): the handlers, fingerprints and
-// answers of the HTTP routes, so that one key is one effect whichever door
-// it comes by, and a retry through another door replays.
+// Operations runs the API's operations for doors other than HTTP (queue
+// messages, gRPC calls): the handlers, fingerprints and answers of the
+// HTTP routes, so that one key is one effect whichever door it comes by,
+// and a retry through another door replays.
 type Operations struct {
 	h      *handlers
 	routes map[Operation]http.HandlerFunc
+	reads  *http.ServeMux // the GET routes, for Read
 }
 
 // NewOperations returns the operations of the API cfg configures.
@@ -36,7 +40,30 @@ func NewOperations(cfg Config) (*Operations, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Operations{h: h, routes: map[Operation]http.HandlerFunc{OpDeposit: h.createDeposit, OpTransaction: h.createTransaction}}, nil
+	reads := http.NewServeMux()
+	for path, read := range map[string]http.HandlerFunc{
+		"/v1/deposits/{id}": h.getDeposit, "/v1/transactions/{id}": h.getTransaction, "/v1/payouts/{id}": h.getPayout,
+		"/v1/balances": h.balances, "/v1/rates": h.rates,
+	} {
+		reads.HandleFunc("GET "+path, read)
+	}
+	reads.HandleFunc("/", notFound)
+	return &Operations{h: h, routes: map[Operation]http.HandlerFunc{
+		OpDeposit: h.createDeposit, OpTransaction: h.createTransaction, OpPayout: h.createPayout,
+	}, reads: reads}, nil
+}
+
+// Read answers GET path (such as "/v1/deposits/"+url.PathEscape(id)) for
+// user, as the HTTP API does: a resource of another user's is 404.
+func (o *Operations) Read(ctx context.Context, user, path string) idem.Response {
+	w := &replyWriter{header: http.Header{}}
+	r, err := http.NewRequestWithContext(idem.WithScope(ctx, user), http.MethodGet, path, http.NoBody)
+	if err != nil {
+		writeProblem(w, ProblemNotFound, http.StatusNotFound, "There is no route "+path+".")
+		return w.reply()
+	}
+	o.reads.ServeHTTP(w, r)
+	return w.reply()
 }
 
 // Authenticate returns the user whose API key the Authorization values

@@ -148,7 +148,10 @@ func (h *handlers) payout(ctx context.Context, w http.ResponseWriter, r *http.Re
 		return
 	}
 	if err != nil {
-		h.fail(w, r, err)
+		// %v, not %w: the bank's outcome is known and must be recorded, so
+		// a business error here is never a final 4xx, which would be stored
+		// and leave the payout pending for ever; a 500 is retried.
+		h.fail(w, r, fmt.Errorf("finish payout: %v", err))
 		return
 	}
 	w.Header().Set("Location", "/v1/payouts/"+p.ID)

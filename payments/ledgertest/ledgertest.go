@@ -33,6 +33,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"Validation", testValidation},
 		{"NotFound", testNotFound},
 		{"BalanceLimit", testBalanceLimit},
+		{"PayoutReserve", testPayoutReserve},
 		{"KeyBindsNothing", testKeyBindsNothing},
 		{"MinuteNet", testMinuteNet},
 		{"DepositMinuteNet", testDepositMinuteNet},

@@ -94,41 +94,41 @@ func (t ledgerTx) db(ctx context.Context, userID string) (sqlledger.DBTX, error)
 	return t.u.db, nil
 }
 
-const lockBalance = `SELECT amount FROM balances WHERE user_id = ? AND currency = ? FOR UPDATE`
+const lockBalance = `SELECT amount, reserved FROM balances WHERE user_id = ? AND currency = ? FOR UPDATE`
 
 // LockBalance reads and locks the balance in one statement; only a balance
 // that does not exist yet costs two more, to create it and lock it.
-func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int64, error) {
+func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (payments.Funds, error) {
+	var f payments.Funds
 	db, err := t.db(ctx, userID)
 	if err != nil {
-		return 0, err
+		return f, err
 	}
-	var amount int64
-	err = db.QueryRowContext(ctx, lockBalance, userID, currency).Scan(&amount)
+	err = db.QueryRowContext(ctx, lockBalance, userID, currency).Scan(&f.Amount, &f.Reserved)
 	if !errors.Is(err, sql.ErrNoRows) {
 		if err != nil {
-			return 0, fmt.Errorf("mysqlledger: lock balance: %w", err)
+			return f, fmt.Errorf("mysqlledger: lock balance: %w", err)
 		}
-		return amount, nil
+		return f, nil
 	}
 	// A no-op update on a row that exists after all.
 	if _, err := db.ExecContext(ctx, `INSERT INTO balances (user_id, currency, amount, updated_at)
 	    VALUES (?, ?, 0, UTC_TIMESTAMP(6)) ON DUPLICATE KEY UPDATE user_id = user_id`, userID, currency); err != nil {
-		return 0, fmt.Errorf("mysqlledger: create balance: %w", err)
+		return f, fmt.Errorf("mysqlledger: create balance: %w", err)
 	}
-	if err := db.QueryRowContext(ctx, lockBalance, userID, currency).Scan(&amount); err != nil {
-		return 0, fmt.Errorf("mysqlledger: lock balance: %w", err)
+	if err := db.QueryRowContext(ctx, lockBalance, userID, currency).Scan(&f.Amount, &f.Reserved); err != nil {
+		return f, fmt.Errorf("mysqlledger: lock balance: %w", err)
 	}
-	return amount, nil
+	return f, nil
 }
 
-func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, amount int64) error {
+func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, f payments.Funds) error {
 	db, err := t.db(ctx, userID)
 	if err != nil {
 		return err
 	}
-	_, err = db.ExecContext(ctx, `UPDATE balances SET amount = ?, updated_at = UTC_TIMESTAMP(6) WHERE user_id = ? AND currency = ?`,
-		amount, userID, currency)
+	_, err = db.ExecContext(ctx, `UPDATE balances SET amount = ?, reserved = ?, updated_at = UTC_TIMESTAMP(6) WHERE user_id = ? AND currency = ?`,
+		f.Amount, f.Reserved, userID, currency)
 	if err != nil {
 		return fmt.Errorf("mysqlledger: set balance: %w", err)
 	}

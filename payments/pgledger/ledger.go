@@ -55,18 +55,18 @@ type ledgerTx struct{ u *unit }
 // LockBalance returns a balance that the movement's insert has already
 // locked; else it reads and locks it in one statement, and only a balance
 // that does not exist yet costs a second round trip, to create it.
-func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int64, error) {
-	if amount, ok := t.u.locked[balanceKey{userID, currency}]; ok {
-		return amount, nil
+func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (payments.Funds, error) {
+	if f, ok := t.u.locked[balanceKey{userID, currency}]; ok {
+		return f, nil
 	}
-	const lock = `SELECT amount FROM balances WHERE user_id = $1 AND currency = $2 FOR UPDATE`
-	var amount int64
-	err := t.u.queryRow(ctx, lock, userID, currency).Scan(&amount)
+	const lock = `SELECT amount, reserved FROM balances WHERE user_id = $1 AND currency = $2 FOR UPDATE`
+	var f payments.Funds
+	err := t.u.queryRow(ctx, lock, userID, currency).Scan(&f.Amount, &f.Reserved)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		if err != nil {
-			return 0, fmt.Errorf("pgledger: lock balance: %w", err)
+			return f, fmt.Errorf("pgledger: lock balance: %w", err)
 		}
-		return amount, nil
+		return f, nil
 	}
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO balances (user_id, currency, amount) VALUES ($1, $2, 0)
@@ -74,28 +74,28 @@ func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int
 	b.Queue(lock, userID, currency)
 	br, err := t.u.send(ctx, b)
 	if err != nil {
-		return 0, fmt.Errorf("pgledger: lock balance: %w", err)
+		return f, fmt.Errorf("pgledger: lock balance: %w", err)
 	}
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return 0, fmt.Errorf("pgledger: create balance: %w", err)
+		return f, fmt.Errorf("pgledger: create balance: %w", err)
 	}
-	if err := br.QueryRow().Scan(&amount); err != nil {
-		return 0, fmt.Errorf("pgledger: lock balance: %w", err)
+	if err := br.QueryRow().Scan(&f.Amount, &f.Reserved); err != nil {
+		return f, fmt.Errorf("pgledger: lock balance: %w", err)
 	}
 	if err := br.Close(); err != nil {
-		return 0, fmt.Errorf("pgledger: lock balance: %w", err)
+		return f, fmt.Errorf("pgledger: lock balance: %w", err)
 	}
-	t.u.locked[balanceKey{userID, currency}] = amount
-	return amount, nil
+	t.u.locked[balanceKey{userID, currency}] = f
+	return f, nil
 }
 
 // SetBalance is sent with the unit's next statement, or with its commit:
 // nothing reads its result before then.
-func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, amount int64) error {
-	t.u.locked[balanceKey{userID, currency}] = amount
-	t.u.queue("pgledger: set balance", `UPDATE balances SET amount = $3, updated_at = now() WHERE user_id = $1 AND currency = $2`,
-		userID, currency, amount)
+func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, f payments.Funds) error {
+	t.u.locked[balanceKey{userID, currency}] = f
+	t.u.queue("pgledger: set balance", `UPDATE balances SET amount = $3, reserved = $4, updated_at = now() WHERE user_id = $1 AND currency = $2`,
+		userID, currency, f.Amount, f.Reserved)
 	return nil
 }
 
@@ -124,9 +124,9 @@ RETURNING created_at`, tr.ID, tr.UserID, tr.SourceCurrency, tr.TargetCurrency, t
 // database's collation), as LockBalance would one by one.
 const (
 	createBalances = `INSERT INTO balances (user_id, currency, amount)
-SELECT $1::uuid, c, 0 FROM unnest($2::text[]) WITH ORDINALITY AS u (c, i) ORDER BY i
+SELECT $1::text, c, 0 FROM unnest($2::text[]) WITH ORDINALITY AS u (c, i) ORDER BY i
     ON CONFLICT (user_id, currency) DO NOTHING`
-	lockBalances = `SELECT currency, amount FROM balances WHERE user_id = $1 AND currency = ANY($2)
+	lockBalances = `SELECT currency, amount, reserved FROM balances WHERE user_id = $1 AND currency = ANY($2)
  ORDER BY currency COLLATE "C" FOR UPDATE`
 )
 
@@ -166,12 +166,12 @@ func (t ledgerTx) insert(ctx context.Context, userID string, currencies []string
 	}
 	for rows.Next() {
 		var c string
-		var amount int64
-		if err := rows.Scan(&c, &amount); err != nil {
+		var f payments.Funds
+		if err := rows.Scan(&c, &f.Amount, &f.Reserved); err != nil {
 			rows.Close()
 			return time.Time{}, false, fmt.Errorf("pgledger: lock balances: %w", err)
 		}
-		t.u.locked[balanceKey{userID, c}] = amount
+		t.u.locked[balanceKey{userID, c}] = f
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/pgstore"
 )
 
@@ -32,9 +33,9 @@ type unit struct {
 	opened  bool          // SAVEPOINT or BEGIN has been sent
 	ended   bool
 	pending []queued
-	// locked are the balances the unit holds locked, with their amounts as
-	// the unit has set them.
-	locked map[balanceKey]int64
+	// locked are the balances the unit holds locked, as the unit has set
+	// them.
+	locked map[balanceKey]payments.Funds
 }
 
 type balanceKey struct{ user, currency string }
@@ -61,9 +62,9 @@ func (l *Ledger) begin(ctx context.Context) (*unit, error) {
 		if err != nil {
 			return nil, fmt.Errorf("pgledger: begin: %w", err)
 		}
-		return &unit{db: conn, conn: conn, own: true, locked: map[balanceKey]int64{}}, nil
+		return &unit{db: conn, conn: conn, own: true, locked: map[balanceKey]payments.Funds{}}, nil
 	}
-	return &unit{db: db, locked: map[balanceKey]int64{}}, nil
+	return &unit{db: db, locked: map[balanceKey]payments.Funds{}}, nil
 }
 
 func (u *unit) open() string {

@@ -61,22 +61,23 @@ type ledgerTx struct{ db sqlledger.DBTX }
 
 // LockBalance needs no row lock: every writer holds the database's write
 // lock from its first statement to its end.
-func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (int64, error) {
+func (t ledgerTx) LockBalance(ctx context.Context, userID, currency string) (payments.Funds, error) {
+	var f payments.Funds
 	if _, err := t.db.ExecContext(ctx, `INSERT INTO balances (user_id, currency, amount, updated_at) VALUES (?, ?, 0, ?)
 	                                    ON CONFLICT (user_id, currency) DO NOTHING`, userID, currency, micros(time.Now())); err != nil {
-		return 0, fmt.Errorf("sqliteledger: create balance: %w", err)
+		return f, fmt.Errorf("sqliteledger: create balance: %w", err)
 	}
-	var amount int64
-	err := t.db.QueryRowContext(ctx, `SELECT amount FROM balances WHERE user_id = ? AND currency = ?`, userID, currency).Scan(&amount)
+	err := t.db.QueryRowContext(ctx, `SELECT amount, reserved FROM balances WHERE user_id = ? AND currency = ?`, userID, currency).
+		Scan(&f.Amount, &f.Reserved)
 	if err != nil {
-		return 0, fmt.Errorf("sqliteledger: read balance: %w", err)
+		return f, fmt.Errorf("sqliteledger: read balance: %w", err)
 	}
-	return amount, nil
+	return f, nil
 }
 
-func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, amount int64) error {
-	_, err := t.db.ExecContext(ctx, `UPDATE balances SET amount = ?, updated_at = ? WHERE user_id = ? AND currency = ?`,
-		amount, micros(time.Now()), userID, currency)
+func (t ledgerTx) SetBalance(ctx context.Context, userID, currency string, f payments.Funds) error {
+	_, err := t.db.ExecContext(ctx, `UPDATE balances SET amount = ?, reserved = ?, updated_at = ? WHERE user_id = ? AND currency = ?`,
+		f.Amount, f.Reserved, micros(time.Now()), userID, currency)
 	if err != nil {
 		return fmt.Errorf("sqliteledger: set balance: %w", err)
 	}

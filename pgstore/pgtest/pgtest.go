@@ -18,6 +18,7 @@ import (
 	"encoding/hex"
 	"net/url"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,6 +35,24 @@ func URL() string {
 		return u
 	}
 	return DefaultURL
+}
+
+// Partitions is PG_PARTITIONS, the number of hash partitions by user the
+// tests ask migrations for (pgstore.MigrateConfig.Partitions), 0 when
+// unset: `make test-partitioned` runs the store's, the ledger's and
+// paymentsd's tests on the partitioned schema with it. A value that is not
+// a number fails the test.
+func Partitions(t testing.TB) int {
+	t.Helper()
+	v := os.Getenv("PG_PARTITIONS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("PG_PARTITIONS=%q is not a number of partitions", v)
+	}
+	return n
 }
 
 // PgBouncer reports whether DATABASE_URL is a PgBouncer in transaction

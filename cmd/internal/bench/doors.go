@@ -193,7 +193,7 @@ func newQueueSender(broker *server) (sender, error) {
 		nc.Close()
 		return nil, err
 	}
-	s := &queueSender{nc: nc, js: js, inbox: nats.NewInbox(), waiting: map[string]chan *nats.Msg{}}
+	s := &queueSender{nc: nc, js: js, inbox: "payments.results." + nats.NewInbox(), waiting: map[string]chan *nats.Msg{}}
 	if _, err := nc.Subscribe(s.inbox+".*", func(m *nats.Msg) {
 		if ch := s.take(m.Subject); ch != nil {
 			ch <- m

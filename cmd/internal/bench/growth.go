@@ -32,7 +32,7 @@ var preloadBody = transferBody(1000)
 const preload = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at,
         response_code, response_headers, response_body, resource_type, resource_id, created_at, expires_at)
 SELECT ($1::text[])[1 + i % $2], 'pre-' || i, 'POST', '/v1/transactions', $3, $4,
        'COMPLETED', 1, md5(i::text)::uuid, now(), now(),
@@ -228,7 +228,7 @@ func explainKeys(ctx context.Context, db *database, key string, userID string) (
 	err := plan("The claim of a new key (rolled back)", `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES ($1, $2, 'POST', '/v1/transactions', $3, 1, 'PROCESSING', 1, gen_random_uuid(), now(), now(), now(), now() + interval '48 hours')
 ON CONFLICT (user_id, idempotency_key) DO NOTHING`, userID, "explain-"+key, make([]byte, 32))
 	return out.String(), err

@@ -19,22 +19,26 @@ import (
 
 // The memory run (Config.Memory): paymentsd, started afresh for each load,
 // under uploads that try to exhaust its memory; its peak resident memory
-// (VmHWM) is the figure, and an honest deposit made during the load must
-// still be answered.
+// (VmHWM) is the figure, and an honest deposit made after the load (and,
+// for the gRPC loads, one made during it) must still be answered.
 
 // memoryTarget is the most peak resident memory a load may cost.
 const memoryTarget = 256 << 20
 
-// memoryLoad is one row of the memory table.
+// memoryLoad is one row of the memory table: run against paymentsd's
+// HTTP base URL, or grpc against its gRPC address (memory_grpc.go).
 type memoryLoad struct {
 	name string
 	run  func(ctx context.Context, base string, users []user) error
+	grpc func(ctx context.Context, addr string, users []user) error
 }
 
 var memoryLoads = []memoryLoad{
-	{"32 clients posting 1 MiB bodies with fresh keys (8 each)", uploads},
-	{"1,024 connections sending 1 MiB − 1 byte and stalling", stalls},
-	{"5,000 idle keep-alive connections", idleConns},
+	{"32 clients posting 1 MiB bodies with fresh keys (8 each)", uploads, nil},
+	{"1,024 connections sending 1 MiB − 1 byte and stalling", stalls, nil},
+	{"5,000 idle keep-alive connections", idleConns, nil},
+	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 4 MB each at once", nil, grpcMessages(4_000_000)},
+	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 1 MiB − 64 bytes each at once", nil, grpcMessages(1<<20 - 64)},
 }
 
 func (r *runner) memory(ctx context.Context) (*Report, error) {
@@ -47,11 +51,24 @@ func (r *runner) memory(ctx context.Context) (*Report, error) {
 	b.WriteString("| load | peak resident memory (VmHWM) | target | honest deposit |\n| --- | ---: | ---: | --- |\n")
 	for i, l := range memoryLoads {
 		r.cfg.Logf("memory: %s", l.name)
-		s, err := r.startPaymentsd(ctx, "paymentsd-memory", "atomic", db)
+		var extra []string
+		if l.grpc != nil {
+			addr, err := freeAddr()
+			if err != nil {
+				return nil, err
+			}
+			extra = []string{"--grpc-addr", addr}
+		}
+		s, err := r.startPaymentsd(ctx, "paymentsd-memory", "atomic", db, extra...)
 		if err != nil {
 			return nil, err
 		}
-		lerr := l.run(ctx, s.base, db.users)
+		var lerr error
+		if l.grpc != nil {
+			lerr = l.grpc(ctx, extra[1], db.users)
+		} else {
+			lerr = l.run(ctx, s.base, db.users)
+		}
 		honest := "201"
 		if lerr == nil {
 			lerr = honestDeposit(ctx, s.base, db.users[0], int64(i+1))

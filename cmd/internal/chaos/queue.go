@@ -26,7 +26,7 @@ const (
 	// restarts: the record the queue phase is checked against. Each command
 	// names a reply subject of its own, replySubject.<producer>.<n>.
 	answersStream = "CHAOS_ANSWERS"
-	replySubject  = "chaos.replies"
+	replySubject  = resultsSubject + ".chaos" // under paymentsd's reply prefix
 )
 
 // The shares of the queue phase's commands.

@@ -275,7 +275,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	// Live locks are counted before the rechecks below make new requests.
 	var live int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys
-		WHERE status = 'PROCESSING' AND lock_expires_at > now()`).Scan(&live); err != nil {
+		WHERE status = 'PROCESSING' AND lease_expires_at > now()`).Scan(&live); err != nil {
 		return nil, fmt.Errorf("count live locks: %w", err)
 	}
 

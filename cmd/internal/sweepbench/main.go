@@ -160,7 +160,7 @@ func fillSQL(lo, hi int) string {
 	return fmt.Sprintf(`
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at,
         response_code, response_headers, response_body, resource_type, resource_id, created_at, expires_at)
 SELECT 'user-' || (i %% %[3]d), md5(i::text), 'POST', '/v1/transactions', sha256(i::text::bytea), 1,
        s.status, 1, md5('t' || i)::uuid, c.t, c.t + interval '30 seconds',
@@ -243,7 +243,7 @@ DELETE FROM idempotency_keys
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM idempotency_keys
           WHERE expires_at <= now()
-            AND (status <> 'PROCESSING' OR lock_expires_at <= now())
+            AND (status <> 'PROCESSING' OR lease_expires_at <= now())
           ORDER BY expires_at
           LIMIT 1000
             FOR UPDATE SKIP LOCKED))

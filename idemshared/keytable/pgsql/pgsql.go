@@ -10,7 +10,7 @@ import "github.com/idem-dev/idem/idemshared/keytable"
 const InsertClaim = `
 INSERT INTO idempotency_keys
        (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, lock_token, locked_at, lock_expires_at, created_at, expires_at)
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6,
         'PROCESSING', 1, $7, now(), now() + $8 * interval '1 microsecond', now(), now() + $9 * interval '1 microsecond')
 ON CONFLICT (user_id, idempotency_key) DO NOTHING`
@@ -31,40 +31,40 @@ UPDATE idempotency_keys
        recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
        provider_keys  = CASE WHEN status = 'COMPLETED' THEN NULL ELSE provider_keys END,
        expires_at = GREATEST(expires_at, now() + $9 * interval '1 microsecond'),
-       lock_token = $7, locked_at = now(), lock_expires_at = now() + $8 * interval '1 microsecond',
+       fencing_token = $7, claimed_at = now(), lease_expires_at = now() + $8 * interval '1 microsecond',
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $10
+ WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $10
    AND (status = 'FAILED'
-        OR (status = 'PROCESSING' AND lock_expires_at <= now())
+        OR (status = 'PROCESSING' AND lease_expires_at <= now())
         OR (status = 'COMPLETED' AND expires_at <= now()))`
 
 // Complete is pgstore's and sqlstore's PostgreSQL statement.
 const Complete = `
 UPDATE idempotency_keys
-   SET status = 'COMPLETED', lock_expires_at = now(),
+   SET status = 'COMPLETED', lease_expires_at = now(),
        response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
        resource_type = nullif($7, ''), resource_id = nullif($8, '')
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+ WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // Fail is pgstore's and sqlstore's PostgreSQL statement.
 const Fail = `
 UPDATE idempotency_keys
-   SET status = 'FAILED', lock_expires_at = now()
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+   SET status = 'FAILED', lease_expires_at = now()
+ WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // Renew is pgstore's and sqlstore's PostgreSQL statement.
 const Renew = `
 UPDATE idempotency_keys
-   SET lock_expires_at = now() + $4 * interval '1 microsecond'
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+   SET lease_expires_at = now() + $4 * interval '1 microsecond'
+ WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // SelectPhase reads the recovery point and the life together, fenced by
 // the token: model/payout.pml's fenced read (rule 5 of docs/model.md).
 const SelectPhase = `
 SELECT coalesce(recovery_point, ''), created_at, provider_keys::text
   FROM idempotency_keys
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+ WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // Advance merges the new provider keys under the recorded ones: jsonb's
 // || keeps its right operand's value of a key both have.
@@ -73,16 +73,16 @@ UPDATE idempotency_keys
    SET recovery_point = $4,
        provider_keys = CASE WHEN $5::text IS NULL THEN provider_keys
                             ELSE $5::text::jsonb || coalesce(provider_keys, '{}'::jsonb) END
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $3 AND status = 'PROCESSING'`
+ WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // FindUnfinished reads the partial index idempotency_keys_unfinished_idx.
 const FindUnfinished = `
 SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-       recovery_point, lock_token::text
+       recovery_point, fencing_token::text
   FROM idempotency_keys
  WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'
-   AND (status = 'FAILED' OR lock_expires_at <= now())
- ORDER BY locked_at
+   AND (status = 'FAILED' OR lease_expires_at <= now())
+ ORDER BY claimed_at
  LIMIT $1`
 
 // ResumeUnfinished is Reacquire for the completer: fenced by the listed
@@ -92,7 +92,7 @@ const ResumeUnfinished = `
 UPDATE idempotency_keys
    SET status = 'PROCESSING', attempts = attempts + 1,
        expires_at = GREATEST(expires_at, now() + $5 * interval '1 microsecond'),
-       lock_token = $3, locked_at = now(), lock_expires_at = now() + $4 * interval '1 microsecond'
- WHERE user_id = $1 AND idempotency_key = $2 AND lock_token = $6
+       fencing_token = $3, claimed_at = now(), lease_expires_at = now() + $4 * interval '1 microsecond'
+ WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $6
    AND recovery_point IS NOT NULL
-   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lock_expires_at <= now()))`
+   AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= now()))`

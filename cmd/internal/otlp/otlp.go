@@ -1,4 +1,6 @@
-package main
+// Package otlp exports the idem layer's spans and metrics over OTLP/HTTP,
+// for every server of the repository (--otlp-endpoint).
+package otlp
 
 import (
 	"context"
@@ -14,17 +16,18 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/idemotel"
 )
 
-// startOTLP exports the middleware's spans and metrics over OTLP/HTTP to
+// Start exports the middleware's spans and metrics over OTLP/HTTP to
 // endpoint, a collector's base URL such as http://127.0.0.1:4318 (traces
-// go to its /v1/traces, metrics to /v1/metrics). The function it returns
-// flushes and stops the exporters.
-func startOTLP(ctx context.Context, endpoint string) (*idemotel.Telemetry, func(context.Context) error, error) {
+// go to its /v1/traces, metrics to /v1/metrics), as service. The function
+// it returns flushes and stops the exporters.
+func Start(ctx context.Context, endpoint, service string) (*idemotel.Telemetry, func(context.Context) error, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, nil, usageError("serve: --otlp-endpoint %q: want an http:// or https:// URL, such as http://127.0.0.1:4318", endpoint)
+		return nil, nil, cli.Usagef("--otlp-endpoint %q: want an http:// or https:// URL, such as http://127.0.0.1:4318", endpoint)
 	}
 	base := strings.TrimSuffix(u.Path, "/")
 	traceOpts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host), otlptracehttp.WithURLPath(base + "/v1/traces")}
@@ -41,7 +44,7 @@ func startOTLP(ctx context.Context, endpoint string) (*idemotel.Telemetry, func(
 	if err != nil {
 		return nil, nil, fmt.Errorf("otlp metrics: %w", err)
 	}
-	res := resource.NewSchemaless(attribute.String("service.name", "paymentsd"))
+	res := resource.NewSchemaless(attribute.String("service.name", service))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(points)), sdkmetric.WithResource(res))
 	stop := func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)) }

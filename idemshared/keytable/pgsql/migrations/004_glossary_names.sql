@@ -1,0 +1,7 @@
+-- The glossary's names (docs/glossary.md): the token fences every write, in
+-- every mode, so it is the fencing token; the attempt claimed the key at
+-- claimed_at; leased mode's hold ends at lease_expires_at. A rename is a catalog change: no
+-- row is rewritten, and the indexes follow the columns.
+ALTER TABLE idempotency_keys RENAME COLUMN lock_token TO fencing_token;
+ALTER TABLE idempotency_keys RENAME COLUMN locked_at TO claimed_at;
+ALTER TABLE idempotency_keys RENAME COLUMN lock_expires_at TO lease_expires_at;
