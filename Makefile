@@ -10,6 +10,8 @@
 #   make lint-openapi                      api/openapi.yaml against Redocly's recommended-strict rules (needs npm)
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
+#   make test-failover                     the chaos harness on a pg_auto_failover formation, its primary
+#                                          SIGKILLed 3 times (installs pg_auto_failover with apt-get when missing)
 #   make test-rabbitmq                     the RabbitMQ adapter's tests, against AMQP_URL
 #                                          (default amqp://guest:guest@127.0.0.1:5672/), then
 #                                          paymentsd's commands over it (go test -tags rabbitmq);
@@ -66,7 +68,7 @@ PARTITIONED_PKGS  ?= ./payments/pgledger/... ./cmd/paymentsd/...
 .DEFAULT_GOAL := test
 .PHONY: test-console
 .PHONY: check-modules release release-tags
-.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
+.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -120,6 +122,15 @@ chaos:
 
 chaos-long:
 	$(GO) run ./cmd/chaos -profile long $(CHAOSFLAGS)
+
+# The chaos harness on a pg_auto_failover formation (docs/operations.md,
+# "Failover"): a monitor, a primary and two synchronous standbys on
+# loopback; the primary SIGKILLed three times while payments flow; fails
+# on any double effect, lost acknowledged write, key without a final answer
+# or payout paid twice. FAILOVERFLAGS: e.g. -failover-async for the contrast.
+FAILOVERFLAGS ?= -modes atomic
+test-failover:
+	./scripts/test-failover.sh $(FAILOVERFLAGS)
 
 # The store's tests through a real PgBouncer in transaction pooling mode,
 # in front of the throwaway cluster (scripts/with-pgbouncer.sh; needs

@@ -250,6 +250,15 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	}
 	defer ks.close()
 	logger.Info("key store ready", "store", string(db.Kind), "db", db.String(), "migrations_applied", fmt.Sprint(applied))
+	if ks.durability != nil {
+		d, err := ks.durability(ctx)
+		switch {
+		case err != nil:
+			logger.Warn("durability not checked", "err", err)
+		case d.Warning() != "":
+			logger.Warn(d.Warning(), "db", db.String())
+		}
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -214,6 +214,15 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		return fmt.Errorf("migrate %s: %w", b.display, err)
 	}
 	logger.Info("database ready", "store", b.kind, "db", b.display, "migrations", what)
+	if b.durability != nil {
+		d, err := b.durability(ctx)
+		switch {
+		case err != nil:
+			logger.Warn("durability not checked", "err", err)
+		case d.Warning() != "":
+			logger.Warn(d.Warning(), "db", b.display)
+		}
+	}
 
 	svc, err := payments.New(b.ledger, payments.Config{Rates: rates})
 	if err != nil {
