@@ -10,6 +10,8 @@
 #   make lint-openapi                      api/openapi.yaml against Redocly's recommended-strict rules (needs npm)
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
+#   make test-failover                     the chaos harness on a pg_auto_failover formation, its primary
+#                                          SIGKILLed 3 times (installs pg_auto_failover with apt-get when missing)
 #   make test-rabbitmq                     the RabbitMQ adapter's tests, against AMQP_URL
 #                                          (default amqp://guest:guest@127.0.0.1:5672/), then
 #                                          paymentsd's commands over it (go test -tags rabbitmq);
@@ -20,6 +22,9 @@
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
 #   make test-partitioned                  pgstore's, the wallet's and paymentsd's tests on a key table and wallet
 #                                          hash-partitioned by user (16 partitions, PG_PARTITIONS)
+#   make test-console                      the operator console in a real headless Chromium against paymentsd and
+#                                          idem-gateway on PostgreSQL and SQLite (installs chromium with apt-get when
+#                                          missing; writes docs/console/*.png)
 #   make model                             model-check the key protocol and the payout flow with SPIN
 #                                          (docs/model.md; installs spin with apt-get when missing)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
@@ -61,8 +66,9 @@ PARTITIONED_STORE ?= -run '^(TestConformance|TestKeysInEveryQueryMode|TestSweep|
 PARTITIONED_PKGS  ?= ./payments/pgledger/... ./cmd/paymentsd/...
 
 .DEFAULT_GOAL := test
+.PHONY: test-console
 .PHONY: check-modules release release-tags
-.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
+.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -117,6 +123,15 @@ chaos:
 chaos-long:
 	$(GO) run ./cmd/chaos -profile long $(CHAOSFLAGS)
 
+# The chaos harness on a pg_auto_failover formation (docs/operations.md,
+# "Failover"): a monitor, a primary and two synchronous standbys on
+# loopback; the primary SIGKILLed three times while payments flow; fails
+# on any double effect, lost acknowledged write, key without a final answer
+# or payout paid twice. FAILOVERFLAGS: e.g. -failover-async for the contrast.
+FAILOVERFLAGS ?= -modes atomic
+test-failover:
+	./scripts/test-failover.sh $(FAILOVERFLAGS)
+
 # The store's tests through a real PgBouncer in transaction pooling mode,
 # in front of the throwaway cluster (scripts/with-pgbouncer.sh; needs
 # pgbouncer: apt-get install pgbouncer): the store's suite and paymentsd's
@@ -124,6 +139,14 @@ chaos-long:
 PGBOUNCER_PKGS ?= ./pgstore/... ./cmd/paymentsd/...
 test-pgbouncer: check-cc
 	CGO_ENABLED=1 $(TEST_PG) ./scripts/with-pgbouncer.sh $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(PGBOUNCER_PKGS)
+
+# The operator console (docs/console.md), driven in a real headless
+# Chromium against real paymentsd and idem-gateway processes, on
+# PostgreSQL and SQLite; a module of its own (consoletest), so the browser
+# driver stays out of every library module's graph. Extra flags:
+# GOTESTFLAGS.
+test-console:
+	./scripts/test-console.sh $(GOTESTFLAGS)
 
 # The protocol, model-checked (docs/model.md): every property holds on the
 # Promela models in model/ and is violated by every broken variant.

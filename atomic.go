@@ -21,34 +21,35 @@ type atomic struct {
 	tx store.Tx
 }
 
-func (h *atomic) hold(ctx context.Context, q *request) (context.Context, result, bool) {
+func (h *atomic) hold(ctx context.Context, q *request) (context.Context, result, taking) {
 	m := h.m
 	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
 	if err != nil {
 		// A store may wait for the key here rather than in the claim: a
 		// bounded wait is still 409.
-		return nil, notClaimed(fmt.Errorf("begin: %w", err)), false
+		return nil, notClaimed(fmt.Errorf("begin: %w", err)), notTaken
 	}
-	if res, held := m.claim(ctx, tx, q); !held {
+	res, t := m.claim(ctx, tx, q)
+	if t == notTaken {
 		dctx, cancel := m.detached(ctx)
 		defer cancel()
 		_ = tx.Rollback(dctx)
-		return nil, res, false
+		return nil, res, notTaken
 	}
 	h.tx = tx
-	return tx.Context(ctx), result{}, true
+	return tx.Context(ctx), result{}, t
 }
 
 func (h *atomic) stop(*request) error { return nil }
 
-func (h *atomic) complete(ctx context.Context, q *request, resp store.Response) error {
+func (h *atomic) complete(ctx context.Context, q *request, resp store.Response) (keyFound, error) {
 	completed, err := completeAndCommit(ctx, h.tx, q.claim.Attempt(), resp)
 	if completed || !errors.Is(err, store.ErrTxAborted) || resp.StatusCode < 400 {
-		return err
+		return keyAsHeld, err
 	}
 	// A business error aborted the transaction, taking the claim with it;
 	// the 4xx is final all the same.
-	return h.completeAfresh(ctx, q, resp)
+	return keyAsHeld, h.completeAfresh(ctx, q, resp)
 }
 
 // completeAfresh stores a final response in a new transaction that takes
@@ -60,7 +61,7 @@ func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Resp
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if res, held := m.claim(ctx, tx, q); !held {
+	if res, t := m.claim(ctx, tx, q); t == notTaken {
 		if res.outcome == OutcomeStoreError {
 			return res.err
 		}
@@ -75,7 +76,7 @@ func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Resp
 }
 
 // free rolls back: the claim goes with the handler's writes.
-func (h *atomic) free(ctx context.Context, _ *request) error {
+func (h *atomic) free(ctx context.Context, _ *request) (keyFound, error) {
 	_ = h.tx.Rollback(ctx)
-	return nil
+	return keyAsHeld, nil
 }

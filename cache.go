@@ -128,3 +128,21 @@ func recordSize(rec *store.Record) int64 {
 	}
 	return int64(n)
 }
+
+// ReplayCacheStats is what the replay cache holds (Middleware.ReplayCache).
+type ReplayCacheStats struct {
+	Entries int
+	Bytes   int64 // roughly what the entries cost in memory
+	Max     int64 // Config.ReplayCacheBytes; 0: no cache
+}
+
+// ReplayCache reports what the replay cache holds now, for operators.
+func (m *Middleware) ReplayCache() ReplayCacheStats {
+	c := m.cache
+	if c == nil {
+		return ReplayCacheStats{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return ReplayCacheStats{Entries: len(c.items), Bytes: c.size, Max: c.max}
+}

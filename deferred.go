@@ -10,18 +10,6 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// Answers of a deferred claim that did not record the key. The attempt is
-// rolled back; the request path then reads the record.
-var (
-	// errKeyRecorded: the key was recorded by another request; the
-	// record answers this one, or is re-acquired claiming first.
-	errKeyRecorded = errors.New("idem: the key was recorded by another request")
-	// errKeyUnknown: the attempt ended without its claim running, so it
-	// never learned whether another request recorded the key meanwhile; a
-	// recorded answer beats this attempt's.
-	errKeyUnknown = errors.New("idem: the attempt ended before its deferred claim ran")
-)
-
 // deferred holds a key by claiming it at the completion
 // (ModeAtomicDeferred): one insert records the key, already COMPLETED with
 // its response, pipelined with the COMMIT; an insert that finds the key
@@ -36,11 +24,11 @@ type deferred struct {
 	dc store.ClaimDeferrer // nil: the claim was taken first
 }
 
-func (h *deferred) hold(ctx context.Context, q *request) (context.Context, result, bool) {
+func (h *deferred) hold(ctx context.Context, q *request) (context.Context, result, taking) {
 	m := h.m
 	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
 	if err != nil {
-		return nil, notClaimed(fmt.Errorf("begin: %w", err)), false
+		return nil, notClaimed(fmt.Errorf("begin: %w", err)), notTaken
 	}
 	q.claim.Token = uuid.NewString()
 	dc, ok := tx.(store.ClaimDeferrer)
@@ -49,13 +37,13 @@ func (h *deferred) hold(ctx context.Context, q *request) (context.Context, resul
 		return h.atomic.hold(ctx, q)
 	}
 	h.tx, h.dc = tx, dc
-	return tx.Context(ctx), result{}, true
+	return tx.Context(ctx), result{}, takenAfresh
 }
 
 // complete records the key with resp. A claim that found the key taken is
-// errKeyRecorded; so is a claim that never ran, because a statement of the
+// keyRecorded; so is a claim that never ran, because a statement of the
 // handler aborted the transaction, when the key has been recorded since.
-func (h *deferred) complete(ctx context.Context, q *request, resp store.Response) error {
+func (h *deferred) complete(ctx context.Context, q *request, resp store.Response) (keyFound, error) {
 	if h.dc == nil {
 		return h.atomic.complete(ctx, q, resp)
 	}
@@ -63,29 +51,29 @@ func (h *deferred) complete(ctx context.Context, q *request, resp store.Response
 	ran, claimErr := h.dc.DeferredClaimResult()
 	switch {
 	case ran && errors.Is(claimErr, store.ErrKeyExists):
-		return errKeyRecorded
+		return keyRecorded, nil
 	case ran && claimErr != nil:
-		return claimErr
+		return keyAsHeld, claimErr
 	case ran || err == nil:
-		return err
+		return keyAsHeld, err
 	}
 	switch _, gerr := h.m.store.Get(ctx, q.claim.Scope, q.claim.Key); {
 	case gerr == nil:
-		return errKeyRecorded
+		return keyRecorded, nil
 	case !errors.Is(gerr, store.ErrNotFound):
-		return fmt.Errorf("look up key: %w", gerr)
+		return keyAsHeld, fmt.Errorf("look up key: %w", gerr)
 	case errors.Is(err, store.ErrTxAborted) && resp.StatusCode >= 400:
 		// A business error aborted the transaction; the 4xx is final.
-		return h.completeAfresh(ctx, q, resp)
+		return keyAsHeld, h.completeAfresh(ctx, q, resp)
 	}
-	return err
+	return keyAsHeld, err
 }
 
-// free rolls back: the claim never ran (errKeyUnknown).
-func (h *deferred) free(ctx context.Context, q *request) error {
+// free rolls back: the claim never ran (keyUnchecked).
+func (h *deferred) free(ctx context.Context, q *request) (keyFound, error) {
 	_ = h.tx.Rollback(ctx)
 	if h.dc == nil {
-		return nil
+		return keyAsHeld, nil
 	}
-	return errKeyUnknown
+	return keyUnchecked, nil
 }

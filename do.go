@@ -84,7 +84,7 @@ func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) R
 	}
 	q.claim = m.newClaim(c.Scope, key, c.Fingerprint)
 	if c.Resumes != "" {
-		if _, ok := untraced(m.store).(store.UnfinishedFinder); !ok || m.cfg.Mode != ModeLeased {
+		if m.caps.resumer == nil || m.cfg.Mode != ModeLeased {
 			return storeFailed(fmt.Errorf("resume: %w", ErrNoRecoveryPoints))
 		}
 		q.resumes = c.Resumes

@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"encoding/hex"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -77,4 +78,20 @@ func TestFingerprint(t *testing.T) {
 			require.Error(t, err, body)
 		}
 	})
+}
+
+// TestFingerprintV1Stable pins version 1's hashes: records made by every
+// build so far hold them, and a retry's fingerprint must still match.
+func TestFingerprintV1Stable(t *testing.T) {
+	t.Parallel()
+	big := `{"note":"` + strings.Repeat("x", 600) + `"}`
+	for _, c := range []struct{ method, target, ctype, body, want string }{
+		{"POST", "/v1/payments?a=1", "application/json", `{"b":1,"a":"é"}`, "615ce2968fd030beb9c2a841dbeedac52f545914002eb1572ee2be2e8f7f99ba"},
+		{"PUT", "/v1/x", "text/plain", "raw bytes", "373d15b74edf1aa7e8f38bf3ae4e8d559c5fe439f8c9669397b6a72bb426879f"},
+		{"POST", "/v1/payments", "", "", "4bad0b33a85cd6f18b35489b1611051831d46b40275a3f3a0c1dd4211430f7f0"},
+		{"POST", "/v1/big", "application/json", big, "038d86e4b41a5863eb3cd40ac26c390890b80ce12a9e8b5d43fd29802c7fad00"},
+	} {
+		fp := fingerprint(t, c.method, c.target, c.ctype, c.body)
+		require.Equal(t, c.want, hex.EncodeToString(fp.Hash), c.method, c.target)
+	}
 }

@@ -15,27 +15,50 @@ import (
 // claim deferred to the completion (deferred.go). Each takes the key, then
 // either completes it with a final response or frees it.
 type holder interface {
-	// hold takes q's key and returns the context the handler runs with.
-	// When q does not get the key, it returns the answer instead (replay,
-	// 409, 422, 503) and false.
-	hold(ctx context.Context, q *request) (hctx context.Context, res result, held bool)
+	// hold takes q's key and returns the context the handler runs with,
+	// and how the key was taken. When q does not get the key (notTaken),
+	// it returns the answer instead (replay, 409, 422, 503).
+	hold(ctx context.Context, q *request) (hctx context.Context, res result, t taking)
 	// stop ends what hold started beside the handler (a lease's renewals)
 	// and returns why the handler's hold ended early, if it did.
 	stop(q *request) (cause error)
 	// complete stores resp as the key's final answer, with the handler's
-	// writes, and commits.
-	complete(ctx context.Context, q *request, resp store.Response) error
+	// writes, and commits. Only a deferred claim finds anything but
+	// keyAsHeld.
+	complete(ctx context.Context, q *request, resp store.Response) (keyFound, error)
 	// free rolls the handler's writes back and frees the key for a
-	// retry.
-	free(ctx context.Context, q *request) error
+	// retry. Only a deferred claim finds anything but keyAsHeld.
+	free(ctx context.Context, q *request) (keyFound, error)
 }
 
-// holder returns how q holds its key.
-func (m *Middleware) holder(q *request) holder {
+// taking is how a hold's claim went.
+type taking int
+
+const (
+	notTaken        taking = iota // another request has the key, or the claim failed: the result answers
+	takenAfresh                   // inserted, re-acquired from an attempt that ended, or deferred to the completion
+	takenFromLapsed               // re-acquired from an attempt whose lease ran out (PriorAttemptLapsed)
+)
+
+// keyFound is what completing or freeing an attempt found out about its
+// key, beyond the error.
+type keyFound int
+
+const (
+	keyAsHeld    keyFound = iota // the attempt held the key: its completion or freeing, or its error, stands
+	keyRecorded                  // a deferred claim found the key recorded by another request: the record answers, or is re-acquired claiming first
+	keyUnchecked                 // the attempt ended before its deferred claim ran: another request may have recorded the key, and a recorded answer beats this one
+)
+
+// holder returns how a request holds its key: claimFirst takes it before
+// the handler runs even with ModeAtomicDeferred, because a record of it
+// exists and must be re-acquired (a deferred claim would only find it at
+// the end).
+func (m *Middleware) holder(claimFirst bool) holder {
 	switch {
 	case m.cfg.Mode == ModeLeased:
 		return &leased{m: m}
-	case m.cfg.Mode == ModeAtomicDeferred && !q.claimFirst:
+	case m.cfg.Mode == ModeAtomicDeferred && !claimFirst:
 		return &deferred{atomic: atomic{m: m}}
 	}
 	return &atomic{m: m}
@@ -53,7 +76,7 @@ const maxClaimRounds = 4
 // returns the answer.
 //
 // model/key.pml models this loop in every mode; keep them in step.
-func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (res result, held bool) {
+func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (result, taking) {
 	if q.resumes != "" {
 		return m.resumeClaim(ctx, q)
 	}
@@ -61,46 +84,47 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (res r
 		q.claim.Token = uuid.NewString()
 		rec, inserted, err := k.Insert(ctx, q.claim)
 		if err != nil {
-			return notClaimed(err), false
+			return notClaimed(err), notTaken
 		}
 		if inserted {
-			return result{}, true
+			return result{}, takenAfresh
 		}
 		if rec == nil {
 			continue // swept between the insert and the read
 		}
 		if res, answered := m.answerFrom(q, rec); answered {
-			return res, false
+			return res, notTaken
 		}
 		won, err := k.Reacquire(ctx, q.claim, rec.Token)
 		if err != nil {
-			return notClaimed(err), false
+			return notClaimed(err), notTaken
 		}
 		if won {
 			q.event.Reacquired = true
-			// Re-acquirable PROCESSING means its lease ran out.
-			q.lapsed = rec.Status == store.StatusProcessing
-			return result{}, true
+			if rec.Status == store.StatusProcessing {
+				return result{}, takenFromLapsed // re-acquirable PROCESSING: its lease ran out
+			}
+			return result{}, takenAfresh
 		}
 	}
-	return inFlight(), false
+	return inFlight(), notTaken
 }
 
 // resumeClaim takes over the unfinished record q resumes, in one statement
 // fenced by the token it was listed with: model/payout.pml's Completer
 // never holds a record that is not unfinished, so it never leaves one
 // without its recovery point, nor binds a key a request has not used since.
-func (m *Middleware) resumeClaim(ctx context.Context, q *request) (result, bool) {
+func (m *Middleware) resumeClaim(ctx context.Context, q *request) (result, taking) {
 	q.claim.Token = uuid.NewString()
-	won, err := untraced(m.store).(store.UnfinishedFinder).ResumeUnfinished(ctx, q.claim, q.resumes)
+	won, err := m.caps.resumer.ResumeUnfinished(ctx, q.claim, q.resumes)
 	switch {
 	case err != nil:
-		return notClaimed(err), false
+		return notClaimed(err), notTaken
 	case !won:
-		return inFlight(), false
+		return inFlight(), notTaken
 	}
 	q.event.Reacquired = true
-	return result{}, true
+	return result{}, takenAfresh
 }
 
 // notClaimed answers a claim that failed: a bounded wait for the request

@@ -22,15 +22,13 @@ import (
 //
 // It costs one timer while the handler runs, and a goroutine only while a
 // renewal runs: most handlers return before the first renewal is due.
-// stop ends the renewals, waits for the one running, if any, and returns
-// their count; it may be called more than once.
+// Its stop ends the renewals.
 //
 // model/key.pml (MODE_LEASED) models the renewals and the maximum life;
 // keep them in step.
-func (m *Middleware) keepLease(a store.Attempt, claimedAt time.Time, lost context.CancelCauseFunc) (stop func() int) {
-	ctx, cancel := context.WithCancel(context.Background())
+func (m *Middleware) keepLease(a store.Attempt, claimedAt time.Time, lost context.CancelCauseFunc) *lease {
 	l := &lease{
-		m: m, a: a, lost: lost, ctx: ctx,
+		m: m, a: a, lost: lost,
 		// The lease is good until the last successful renewal's send time
 		// plus its length: the database's clock started later, so this
 		// errs on the side of giving up early.
@@ -41,15 +39,21 @@ func (m *Middleware) keepLease(a store.Attempt, claimedAt time.Time, lost contex
 	l.mu.Lock()
 	l.timer = time.AfterFunc(l.untilDue(), l.fire)
 	l.mu.Unlock()
-	return sync.OnceValue(func() int {
-		l.mu.Lock()
-		l.stopped = true
-		l.timer.Stop()
-		l.mu.Unlock()
-		cancel()
-		l.running.Wait()
-		return l.renewals
-	})
+	return l
+}
+
+// stop ends the renewals, waits for the one running, if any, and returns
+// their count; it may be called more than once.
+func (l *lease) stop() int {
+	l.mu.Lock()
+	l.stopped = true
+	l.timer.Stop()
+	if l.cancel != nil {
+		l.cancel()
+	}
+	l.mu.Unlock()
+	l.running.Wait()
+	return l.renewals
 }
 
 // lease is one claim's renewals (keepLease).
@@ -57,8 +61,7 @@ type lease struct {
 	m        *Middleware
 	a        store.Attempt
 	lost     context.CancelCauseFunc
-	ctx      context.Context // cancelled by stop: ends a renewal under way
-	deadline time.Time       // the lease is good until then
+	deadline time.Time // the lease is good until then
 	maxLife  time.Time
 	next     time.Time // the next renewal is due then
 	renewals int       // written by fire, read after running.Wait
@@ -67,6 +70,11 @@ type lease struct {
 	timer   *time.Timer
 	stopped bool
 	running sync.WaitGroup // a fire under way; Add only under mu, before stopped
+	// ctx is cancelled by stop: it ends a renewal under way. The first
+	// fire makes it, so a handler that returns before the first renewal
+	// is due costs no context.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // untilDue is how long until the timer must fire: the next renewal, or
@@ -87,6 +95,9 @@ func (l *lease) fire() {
 		return
 	}
 	l.running.Add(1)
+	if l.ctx == nil {
+		l.ctx, l.cancel = context.WithCancel(context.Background())
+	}
 	l.mu.Unlock()
 	defer l.running.Done()
 	if l.ended() {

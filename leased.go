@@ -23,34 +23,35 @@ import (
 //
 // model/key.pml (MODE_LEASED) models this; keep them in step.
 type leased struct {
-	m       *Middleware
-	tx      store.Tx
-	hctx    context.Context
-	stopped func() int // ends the renewals; returns their count
+	m     *Middleware
+	tx    store.Tx
+	hctx  context.Context
+	lease *lease // its renewals
 }
 
-func (h *leased) hold(ctx context.Context, q *request) (context.Context, result, bool) {
+func (h *leased) hold(ctx context.Context, q *request) (context.Context, result, taking) {
 	m := h.m
 	claimedAt := time.Now()
-	if res, held := m.claim(ctx, m.store, q); !held {
-		return nil, res, false
+	res, t := m.claim(ctx, m.store, q)
+	if t == notTaken {
+		return nil, res, notTaken
 	}
 	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	h.stopped = m.keepLease(q.claim.Attempt(), claimedAt, cancel)
+	h.lease = m.keepLease(q.claim.Attempt(), claimedAt, cancel)
 	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
 	if err != nil {
-		h.stopped()
+		h.lease.stop()
 		cancel(nil)
 		dctx, dcancel := m.detached(ctx)
 		defer dcancel()
-		return nil, storeFailed(errors.Join(fmt.Errorf("begin: %w", err), h.fail(dctx, q))), false
+		return nil, storeFailed(errors.Join(fmt.Errorf("begin: %w", err), h.fail(dctx, q))), notTaken
 	}
 	h.tx, h.hctx = tx, hctx
-	return tx.Context(hctx), result{}, true
+	return tx.Context(hctx), result{}, t
 }
 
 func (h *leased) stop(q *request) error {
-	q.event.Renewals = h.stopped()
+	q.event.Renewals = h.lease.stop()
 	cause := context.Cause(h.hctx)
 	if errors.Is(cause, store.ErrNotHeld) || errors.Is(cause, ErrLeaseExpired) || errors.Is(cause, ErrLeaseMaxLife) {
 		return cause
@@ -58,20 +59,20 @@ func (h *leased) stop(q *request) error {
 	return nil
 }
 
-func (h *leased) complete(ctx context.Context, q *request, resp store.Response) error {
+func (h *leased) complete(ctx context.Context, q *request, resp store.Response) (keyFound, error) {
 	completed, err := completeAndCommit(ctx, h.tx, q.claim.Attempt(), resp)
 	if completed || !errors.Is(err, store.ErrTxAborted) || resp.StatusCode < 400 {
-		return err
+		return keyAsHeld, err
 	}
 	// A business error aborted the transaction (a unique violation, say):
 	// its writes are gone, but the 4xx is final. The claim committed on its
 	// own, so the fenced completion can run alone.
-	return h.m.store.Complete(ctx, q.claim.Attempt(), resp)
+	return keyAsHeld, h.m.store.Complete(ctx, q.claim.Attempt(), resp)
 }
 
-func (h *leased) free(ctx context.Context, q *request) error {
+func (h *leased) free(ctx context.Context, q *request) (keyFound, error) {
 	_ = h.tx.Rollback(ctx)
-	return h.fail(ctx, q)
+	return keyAsHeld, h.fail(ctx, q)
 }
 
 // fail marks the record FAILED so a retry may take the key at once. An

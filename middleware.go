@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -18,8 +17,25 @@ import (
 // idempotency code.
 type Middleware struct {
 	store store.Store
+	caps  capabilities
 	cfg   Config
 	cache *replayCache // nil without Config.ReplayCacheBytes
+}
+
+// capabilities are the store's optional interfaces (store/capability.go)
+// that the request path uses, found once in New on the store itself,
+// whether or not Config.TraceFunc wraps it: recovery points and take-overs
+// are not traced. A nil field is a capability the store lacks.
+type capabilities struct {
+	advancer store.Advancer         // recovery points (Advance, RecoveryPoint)
+	resumer  store.UnfinishedFinder // Call.Resumes
+}
+
+func capabilitiesOf(s store.Store) capabilities {
+	var c capabilities
+	c.advancer, _ = s.(store.Advancer)
+	c.resumer, _ = s.(store.UnfinishedFinder)
+	return c
 }
 
 // New returns a Middleware backed by s (pgstore.New, sqlitestore.New). It
@@ -32,10 +48,11 @@ func New(s store.Store, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
+	caps := capabilitiesOf(s)
 	if c.TraceFunc != nil {
 		s = traced(s, c.TraceFunc)
 	}
-	return &Middleware{store: s, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL), c.ReplayCacheableFunc)}, nil
+	return &Middleware{store: s, caps: caps, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL), c.ReplayCacheableFunc)}, nil
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -120,7 +137,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		r := r.WithContext(ctx)
 		// The handler may run twice (a deferred claim that lost): it reads
 		// the body afresh each time.
-		r.Body = io.NopCloser(bytes.NewReader(q.body))
+		body := new(heldBody)
+		body.Reset(q.body)
+		r.Body = body
 		next.ServeHTTP(w, r)
 		if q.event.Route == "" {
 			// A router inside the middleware (a ServeMux, chi) has
@@ -130,6 +149,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 	m.respond(w, q, m.execute(q))
 }
+
+// heldBody is a request body read from the bytes the middleware holds.
+type heldBody struct{ bytes.Reader }
+
+func (*heldBody) Close() error { return nil }
 
 // begin starts a keyed request, from any door, with Config.StartFunc's
 // context.

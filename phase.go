@@ -76,23 +76,20 @@ type recovery struct {
 	pending bool
 }
 
-type recoveryKey struct{}
-
 // inPhaseKey marks the context Advance gives fn: a key ProviderKey derives
 // there is recorded by that phase, whose transaction holds the record.
 type inPhaseKey struct{}
 
-// withRecovery returns the handler's context: it carries the key, and in
-// leased mode on a store.Advancer the attempt's recovery-point state, which
-// run reads back (nil otherwise).
-func (m *Middleware) withRecovery(hctx context.Context, q *request) (context.Context, *recovery) {
-	ctx := context.WithValue(hctx, keyKey{}, q.claim.Key)
-	s, ok := untraced(m.store).(store.Advancer)
-	if !ok || m.cfg.Mode != ModeLeased {
-		return ctx, nil
+// handlerContext returns the context the handler runs with: hctx carrying
+// the held attempt, with its key, whether a lapsed attempt held the key
+// before, and in leased mode on a store.Advancer its recovery-point
+// state, which run reads back (nil otherwise).
+func (m *Middleware) handlerContext(hctx context.Context, q *request, lapsed bool) (context.Context, *recovery) {
+	a := &heldAttempt{key: q.claim.Key, lapsed: lapsed}
+	if m.caps.advancer != nil && m.cfg.Mode == ModeLeased {
+		a.rec = &recovery{m: m, s: m.caps.advancer, a: q.claim.Attempt()}
 	}
-	p := &recovery{m: m, s: s, a: q.claim.Attempt()}
-	return context.WithValue(ctx, recoveryKey{}, p), p
+	return context.WithValue(hctx, attemptKey{}, a), a.rec
 }
 
 // isPending reports whether the handler asked, through Pending, for its
@@ -107,11 +104,11 @@ func (p *recovery) isPending() bool {
 }
 
 func recoveryFrom(ctx context.Context) (*recovery, error) {
-	p, _ := ctx.Value(recoveryKey{}).(*recovery)
-	if p == nil {
+	a := attemptFrom(ctx)
+	if a == nil || a.rec == nil {
 		return nil, ErrNoRecoveryPoints
 	}
-	return p, nil
+	return a.rec, nil
 }
 
 // load reads the progress once per attempt: the recovery point and the life
@@ -330,15 +327,9 @@ func deriveKey(secret []byte, scope, key string, ph store.Progress, provider str
 	return "idem_" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// untraced returns the store under Config.TraceFunc's wrapper: recovery
-// points are not traced.
-func untraced(s store.Store) store.Store {
-	if t, ok := s.(*tracedStore); ok {
-		return t.s
-	}
-	return s
-}
-
+// untracedTx returns the transaction under Config.TraceFunc's wrapper:
+// recovery points are not traced. A transaction's capabilities are its
+// own, so they are asked of each.
 func untracedTx(tx store.Tx) store.Tx {
 	if t, ok := tx.(*tracedTx); ok {
 		return t.tx

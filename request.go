@@ -26,31 +26,21 @@ type request struct {
 	claim store.Claim
 	start time.Time
 	event Event
-	// claimFirst: take the key before the handler runs even with
-	// ModeAtomicDeferred, because a record of it exists and must be
-	// re-acquired (a deferred claim would only find it at the end).
-	claimFirst bool
-	// cached: the record being answered from came from the replay cache.
-	cached bool
 	// end is Config.StartFunc's, called with the Event at the end.
 	end func(Event)
-	// lapsed: the key was taken over from an attempt whose lease ran out
-	// (PriorAttemptLapsed).
-	lapsed bool
 	// resumes is Call.Resumes: the token of the unfinished record this
 	// request may only take over.
 	resumes string
 }
 
-// handlerContext is the context the handler runs with: hctx, carrying the
-// key and whether a lapsed attempt held it before.
-func (q *request) handlerContext(hctx context.Context) context.Context {
-	ctx := context.WithValue(hctx, keyKey{}, q.claim.Key)
-	if q.lapsed {
-		ctx = context.WithValue(ctx, lapsedKey{}, true)
-	}
-	return ctx
-}
+// found is what reading a key's record before the claim decided.
+type found int
+
+const (
+	foundAnswer    found = iota // the record, or the store's failure, answers the request
+	foundNothing                // no record, or a replay cache miss: claim the key as the mode does
+	foundReacquire              // a record to take over: claim the key before the handler runs
+)
 
 // execute is the request path once the request is admitted, top to
 // bottom: answer it from its key's record when one decides, else hold the
@@ -58,31 +48,30 @@ func (q *request) handlerContext(hctx context.Context) context.Context {
 // the key recorded at the end goes round once more, claiming first.
 func (m *Middleware) execute(q *request) result {
 	ctx := q.ctx
-	if res, answered := m.lookUp(ctx, q); answered {
-		return res
-	}
-	for {
-		h := m.holder(q)
-		hctx, res, held := h.hold(ctx, q)
-		if !held {
-			return res
+	res, f := m.lookUp(ctx, q)
+	for f != foundAnswer {
+		h := m.holder(f == foundReacquire)
+		hctx, hres, t := h.hold(ctx, q)
+		if t == notTaken {
+			return hres
 		}
-		res, then := m.settle(ctx, q, h, m.run(hctx, q, h))
-		switch then {
+		var next then
+		res, next = m.settle(ctx, q, h, m.run(hctx, q, h, t == takenFromLapsed))
+		switch next {
 		case thenAnswer:
 			return res
 		case thenRecordFirst:
-			if rec, answered := m.fromStore(ctx, q); answered {
+			if rec, f := m.fromStore(ctx, q); f == foundAnswer {
 				return rec
 			}
 			return res
 		case thenRecordOrRerun:
-			if rec, answered := m.fromStore(ctx, q); answered {
-				return rec
+			if res, f = m.fromStore(ctx, q); f != foundAnswer {
+				f = foundReacquire
 			}
-			q.claimFirst = true
 		}
 	}
+	return res
 }
 
 // admit checks what an HTTP request brings before the store is asked
@@ -141,31 +130,30 @@ func (m *Middleware) newClaim(scope, key string, fp store.Fingerprint) store.Cla
 // from the replay cache, which holds only COMPLETED records; or, without
 // one, with a single read that writes nothing. A record that does not
 // decide the answer must be re-acquired, so the key is then claimed first.
-func (m *Middleware) lookUp(ctx context.Context, q *request) (result, bool) {
+func (m *Middleware) lookUp(ctx context.Context, q *request) (result, found) {
 	if m.cache != nil {
 		if rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now()); rec != nil {
-			q.cached = true
-			return m.answerFrom(q, rec)
+			if res, answered := m.answer(q, rec); answered {
+				return res, foundAnswer
+			}
 		}
-		return result{}, false // a miss is answered by the claim
+		return result{}, foundNothing // a miss is answered by the claim
 	}
 	return m.fromStore(ctx, q)
 }
 
 // fromStore reads the key's record and answers from it when it decides
 // the answer (replay, 409, 422); a store failure is answered 503.
-func (m *Middleware) fromStore(ctx context.Context, q *request) (result, bool) {
-	q.cached = false
+func (m *Middleware) fromStore(ctx context.Context, q *request) (result, found) {
 	rec, err := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return result{}, false
+		return result{}, foundNothing
 	case err != nil:
-		return storeFailed(fmt.Errorf("look up key: %w", err)), true
+		return storeFailed(fmt.Errorf("look up key: %w", err)), foundAnswer
 	}
-	res, answered := m.answerFrom(q, rec)
-	if !answered {
-		q.claimFirst = true
+	if res, answered := m.answerFrom(q, rec); answered {
+		return res, foundAnswer
 	}
-	return res, answered
+	return result{}, foundReacquire
 }

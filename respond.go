@@ -3,6 +3,7 @@ package idem
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 
@@ -19,8 +20,13 @@ func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 	}
 	q.event.StatusCode = resp.StatusCode
 	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = append([]string(nil), v...) // it may be cached: never share its slices
+	if c := res.captured; c != nil && !c.overflow {
+		// The handler's own headers: storedResponse copied what it keeps.
+		maps.Copy(h, resp.Header)
+	} else {
+		for k, v := range resp.Header {
+			h[k] = append([]string(nil), v...) // it may be cached: never share its slices
+		}
 	}
 	if replayed {
 		h.Set("Idempotent-Replayed", "true")

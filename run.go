@@ -27,8 +27,9 @@ const (
 )
 
 // run calls the handler with the held key's context, capturing its
-// response, and says how it ended.
-func (m *Middleware) run(hctx context.Context, q *request, h holder) (out ending) {
+// response, and says how it ended. lapsed: the key was taken over from an
+// attempt whose lease ran out.
+func (m *Middleware) run(hctx context.Context, q *request, h holder, lapsed bool) (out ending) {
 	c := newCapture(m.cfg.MaxResponseBytes)
 	returned := false
 	defer func() {
@@ -45,8 +46,8 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out ending
 		}
 		out = ending{kind: endedPanicked, captured: c, panicked: p}
 	}()
-	hctx, p := m.withRecovery(hctx, q)
-	q.work(q.handlerContext(hctx), c)
+	hctx, p := m.handlerContext(hctx, q, lapsed)
+	q.work(hctx, c)
 	returned = true
 
 	cause := h.stop(q)

@@ -17,7 +17,22 @@ func ScopeFromContext(ctx context.Context) string {
 	return s
 }
 
-type keyKey struct{}
+// attemptKey marks the handler's context with its heldAttempt: one value
+// for all the middleware tells the handler.
+type attemptKey struct{}
+
+// heldAttempt is what the handler's context carries of the attempt that
+// holds its key.
+type heldAttempt struct {
+	key    string
+	lapsed bool      // a lapsed attempt held the key before (PriorAttemptLapsed)
+	rec    *recovery // the recovery-point state; nil outside leased mode on a store.Advancer
+}
+
+func attemptFrom(ctx context.Context) *heldAttempt {
+	a, _ := ctx.Value(attemptKey{}).(*heldAttempt)
+	return a
+}
 
 // KeyFromContext returns the idempotency key of the request the handler is
 // serving, as the middleware parsed it (unquoted), or "" outside an
@@ -25,11 +40,11 @@ type keyKey struct{}
 // handler calls a bank or a card network: if the key's completion is ever
 // lost, a retry then cannot move money twice there either.
 func KeyFromContext(ctx context.Context) string {
-	k, _ := ctx.Value(keyKey{}).(string)
-	return k
+	if a := attemptFrom(ctx); a != nil {
+		return a.key
+	}
+	return ""
 }
-
-type lapsedKey struct{}
 
 // PriorAttemptLapsed reports whether the request the handler is serving
 // took its key over from an earlier attempt whose lease ran out before it
@@ -41,6 +56,6 @@ type lapsedKey struct{}
 // it is passed (KeyFromContext). It is false outside an idempotent request
 // and when the earlier attempt freed the key itself.
 func PriorAttemptLapsed(ctx context.Context) bool {
-	l, _ := ctx.Value(lapsedKey{}).(bool)
-	return l
+	a := attemptFrom(ctx)
+	return a != nil && a.lapsed
 }

@@ -32,44 +32,39 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 	// The finishing writes must not be cut short by a client that leaves.
 	ctx, cancel := m.detached(ctx)
 	defer cancel()
-	unknown := false // a deferred claim never ran (errKeyUnknown)
-	free := func() error {
-		err := h.free(ctx, q)
-		if errors.Is(err, errKeyUnknown) {
-			unknown = true
-			return nil
-		}
-		return err
-	}
 	switch out.kind {
 	case endedPanicked:
 		m.abandon(q, h, fmt.Errorf("handler panicked: %v", out.panicked))
 		panic(out.panicked)
 	case endedClientGone:
-		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), free())}, thenAnswer
+		_, err := h.free(ctx, q)
+		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), err)}, thenAnswer
 	case endedHoldLost:
-		return leaseLost(errors.Join(out.cause, free())), thenAnswer
+		_, err := h.free(ctx, q)
+		return leaseLost(errors.Join(out.cause, err)), thenAnswer
 	case endedRetriable:
-		res := result{outcome: OutcomeFailed, captured: out.captured, err: free()}
-		if unknown {
+		found, err := h.free(ctx, q)
+		res := result{outcome: OutcomeFailed, captured: out.captured, err: err}
+		if found == keyUnchecked {
 			return res, thenRecordFirst
 		}
 		return res, thenAnswer
 	}
 	resp := m.storedResponse(out.captured)
-	switch err := h.complete(ctx, q, resp); {
+	found, err := h.complete(ctx, q, resp)
+	switch {
+	case found == keyRecorded:
+		return result{}, thenRecordOrRerun
 	case err == nil:
 		m.remember(q, resp)
 		return result{outcome: OutcomeExecuted, captured: out.captured, stored: &resp}, thenAnswer
-	case errors.Is(err, errKeyRecorded):
-		return result{}, thenRecordOrRerun
 	case errors.Is(err, store.ErrNotHeld):
 		return leaseLost(err), thenAnswer
 	case errors.Is(err, store.ErrWaitTimeout):
 		return inFlight(), thenAnswer
-	default:
-		return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), free())), thenAnswer
 	}
+	_, ferr := h.free(ctx, q)
+	return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), ferr)), thenAnswer
 }
 
 // abandon rolls back and frees the key of a handler that did not
@@ -78,10 +73,7 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 func (m *Middleware) abandon(q *request, h holder, cause error) {
 	ctx, cancel := m.detached(q.ctx)
 	defer cancel()
-	err := h.free(ctx, q)
-	if errors.Is(err, errKeyUnknown) {
-		err = nil
-	}
+	_, err := h.free(ctx, q)
 	q.event.Outcome, q.event.Err = OutcomeAbandoned, errors.Join(cause, err)
 }
 

@@ -56,15 +56,22 @@ func (m *Middleware) sameRequest(q *request, stored store.Fingerprint) bool {
 	return fp.Method == stored.Method && fp.Path == stored.Path && bytes.Equal(fp.Hash, stored.Hash)
 }
 
-// answerFrom answers q from an existing record when the record decides the
+// answerFrom answers q from a record the store returned, as answer does,
+// and keeps a COMPLETED one in the replay cache.
+func (m *Middleware) answerFrom(q *request, rec *store.Record) (result, bool) {
+	res, answered := m.answer(q, rec)
+	if res.outcome == OutcomeReplayed {
+		m.cache.put(rec, time.Now())
+	}
+	return res, answered
+}
+
+// answer answers q from an existing record when the record decides the
 // answer (replay, 409, 422). It reports false when the key is to be
 // claimed instead.
-func (m *Middleware) answerFrom(q *request, rec *store.Record) (result, bool) {
+func (m *Middleware) answer(q *request, rec *store.Record) (result, bool) {
 	switch m.judge(q, rec) {
 	case verdictReplay:
-		if !q.cached {
-			m.cache.put(rec, time.Now())
-		}
 		return result{outcome: OutcomeReplayed, replayed: rec.Response}, true
 	case verdictInFlight:
 		return inFlight(), true

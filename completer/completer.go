@@ -129,16 +129,24 @@ func (c *Completer) RunOnce(ctx context.Context) (Round, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		res := c.mw.Do(ctx, idem.Call{
-			Scope: u.Scope, Key: quote(u.Key), Fingerprint: u.Fingerprint,
-			Method: u.Fingerprint.Method, Route: Route, Resumes: u.Token,
-		}, func(ctx context.Context) idem.Response { return c.attempt(ctx, u) })
+		res := c.Resume(ctx, u)
 		r.Outcomes[res.Outcome]++
 		if res.Outcome == idem.OutcomeExecuted {
 			r.Finished++
 		}
 	}
 	return r, nil
+}
+
+// Resume makes one attempt at u now, as a round would: an operator's
+// "retry now". The take-over is fenced by u.Token, so a record finished,
+// re-acquired or held by another attempt since u was read is left alone
+// (OutcomeInFlight, OutcomeReplayed).
+func (c *Completer) Resume(ctx context.Context, u store.Unfinished) idem.Result {
+	return c.mw.Do(ctx, idem.Call{
+		Scope: u.Scope, Key: quote(u.Key), Fingerprint: u.Fingerprint,
+		Method: u.Fingerprint.Method, Route: Route, Resumes: u.Token,
+	}, func(ctx context.Context) idem.Response { return c.attempt(ctx, u) })
 }
 
 // attempt resumes u on the key's hold, at the point the fenced read finds:

@@ -31,13 +31,16 @@ type keys struct {
 	lockWait time.Duration
 }
 
-const selectRecord = `
-SELECT request_method, request_path, request_hash, fingerprint_version,
+// recordColumns are a record's columns as scanRecord reads them.
+const recordColumns = `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token::text, claimed_at, lease_expires_at,
        lease_expires_at > now(),
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= now() AND ` + finished + `,
-       coalesce(recovery_point, '')
+       coalesce(recovery_point, '')`
+
+const selectRecord = `
+SELECT ` + recordColumns + `
   FROM idempotency_keys
  WHERE user_id = $1 AND idempotency_key = $2`
 
@@ -48,17 +51,20 @@ func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error)
 	return scanRecord(k.db.QueryRow(ctx, k.sql.selectRecord, scope, key), scope, key)
 }
 
-func scanRecord(row pgx.Row, scope, key string) (*store.Record, error) {
+// scanRecord reads recordColumns, then into more, if any, the columns
+// after them.
+func scanRecord(row pgx.Row, scope, key string, more ...any) (*store.Record, error) {
 	rec := &store.Record{Scope: scope, Key: key}
 	var (
 		code                 *int32
 		headers, body        []byte
 		resourceT, resourceI *string
 	)
-	err := row.Scan(&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
+	dest := []any{&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, &rec.ClaimedAt, &rec.LeaseExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		&rec.CreatedAt, &rec.ExpiresAt, &rec.Expired, &rec.RecoveryPoint)
+		&rec.CreatedAt, &rec.ExpiresAt, &rec.Expired, &rec.RecoveryPoint}
+	err := row.Scan(append(dest, more...)...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}

@@ -13,6 +13,9 @@ type statements struct {
 	insertCompletedOrAbort, sweepLeaves                                           string
 	listCompleted, release, replaceResponse, selectPhase, advance, findUnfinished string
 	resumeUnfinished                                                              string
+	// table is the key table's name, for the operator's statements, built
+	// per search (operator.go).
+	table string
 }
 
 func newStatements(table string) *statements {
@@ -34,5 +37,6 @@ func newStatements(table string) *statements {
 		advance:                r(pgsql.Advance),
 		findUnfinished:         r(pgsql.FindUnfinished),
 		resumeUnfinished:       r(pgsql.ResumeUnfinished),
+		table:                  table,
 	}
 }

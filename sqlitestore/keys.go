@@ -40,13 +40,16 @@ type keys struct {
 // micros is how the table stores a time: microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-const selectRecord = `
-SELECT request_method, request_path, request_hash, fingerprint_version,
+// recordColumns are a record's columns as scanRecord reads them.
+const recordColumns = `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token, claimed_at, lease_expires_at,
        lease_expires_at > :now,
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= :now AND ` + finished + `,
-       coalesce(recovery_point, '')
+       coalesce(recovery_point, '')`
+
+const selectRecord = `
+SELECT ` + recordColumns + `
   FROM idempotency_keys
  WHERE user_id = :scope AND idempotency_key = :key`
 
@@ -67,22 +70,32 @@ func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error)
 
 func (k keys) getRecord(ctx context.Context, q querier, now time.Time, scope, key string) (*store.Record, error) {
 	rec := &store.Record{Scope: scope, Key: key}
+	row := q.QueryRowContext(ctx, k.sql.selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key))
+	if err := scanRecord(row, rec); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// scanRecord reads recordColumns into rec, then into more, if any, the
+// columns after them.
+func scanRecord(row interface{ Scan(...any) error }, rec *store.Record, more ...any) error {
 	var (
 		lockedAt, lockExpiresAt, createdAt, expiresAt int64
 		code                                          sql.NullInt64
 		headers, resourceT, resourceI                 sql.NullString
 		body                                          []byte
 	)
-	err := q.QueryRowContext(ctx, k.sql.selectRecord, sql.Named("now", micros(now)), sql.Named("scope", scope), sql.Named("key", key)).Scan(
-		&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
+	dest := []any{&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, &lockedAt, &lockExpiresAt, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		&createdAt, &expiresAt, &rec.Expired, &rec.RecoveryPoint)
+		&createdAt, &expiresAt, &rec.Expired, &rec.RecoveryPoint}
+	err := row.Scan(append(dest, more...)...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, store.ErrNotFound
+		return store.ErrNotFound
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rec.ClaimedAt, rec.LeaseExpiresAt = time.UnixMicro(lockedAt).UTC(), time.UnixMicro(lockExpiresAt).UTC()
 	rec.CreatedAt, rec.ExpiresAt = time.UnixMicro(createdAt).UTC(), time.UnixMicro(expiresAt).UTC()
@@ -95,13 +108,13 @@ func (k keys) getRecord(ctx context.Context, q querier, now time.Time, scope, ke
 		}
 		if headers.Valid {
 			if err := json.Unmarshal([]byte(headers.String), &resp.Header); err != nil {
-				return nil, fmt.Errorf("decode stored headers: %w", err)
+				return fmt.Errorf("decode stored headers: %w", err)
 			}
 		}
 		resp.ResourceType, resp.ResourceID = resourceT.String, resourceI.String
 		rec.Response = resp
 	}
-	return rec, nil
+	return nil
 }
 
 const insertClaim = `

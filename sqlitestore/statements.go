@@ -9,6 +9,9 @@ type statements struct {
 	selectRecord, insertClaim, reacquire, complete, fail, renew, deleteExpired    string
 	listCompleted, release, replaceResponse, selectPhase, advance, findUnfinished string
 	resumeUnfinished                                                              string
+	// table is the key table's name, for the operator's statements, built
+	// per search (operator.go).
+	table string
 }
 
 func newStatements(table string) *statements {
@@ -28,5 +31,6 @@ func newStatements(table string) *statements {
 		advance:          r(advance),
 		findUnfinished:   r(findUnfinished),
 		resumeUnfinished: r(resumeUnfinished),
+		table:            table,
 	}
 }

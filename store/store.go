@@ -3,7 +3,8 @@
 // ([Store], [Tx], [Keys]), the values it keeps ([Record], [Claim],
 // [Response]), the errors it answers with, and the optional capabilities a
 // store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter],
-// [KeyResolver], [Advancer], [UnfinishedFinder]).
+// [KeyResolver], [Advancer], [UnfinishedFinder], and for operators
+// [KeyLister] and [AuditLog]).
 //
 // Users of the middleware never import it: they hand a store (pgstore,
 // sqlitestore) to idem.New. Authors of a new store implement it and run

@@ -22,6 +22,7 @@
 //
 //	go run ./cmd/chaos -profile short   # CI: both modes in about 2 minutes
 //	go run ./cmd/chaos -profile long    # the soak: 10 minutes per mode
+//	go run ./cmd/chaos -failover        # on a pg_auto_failover formation, its primary killed (make test-failover)
 package main
 
 import (
@@ -48,6 +49,12 @@ func main() {
 	os.Exit(run())
 }
 
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 func run() int {
 	profile := flag.String("profile", "short", "short (CI, about 2 minutes) or long (the soak)")
 	modes := flag.String("modes", "atomic-deferred,leased", "idempotency modes to run, comma-separated")
@@ -57,11 +64,21 @@ func run() int {
 	duration := flag.Duration("duration", 0, "traffic under faults per mode (default: the profile's)")
 	workers := flag.Int("workers", 0, "callers (default: the profile's)")
 	keep := flag.Bool("keep-logs", false, "keep the replicas' logs (their directory is printed)")
+	failover := flag.Bool("failover", false, "run on a pg_auto_failover formation and SIGKILL its primary (profile failover unless -profile is given)")
+	async := flag.Bool("failover-async", false, "with -failover: commits do not wait for a standby (the contrast; may lose acknowledged writes)")
+	nodes := flag.Int("failover-nodes", 3, "with -failover: data nodes (a primary and its standbys)")
 	flag.Parse()
+	var fo *chaos.FailoverConfig
+	if *failover || *async {
+		fo = &chaos.FailoverConfig{Nodes: *nodes, Async: *async}
+		if !isSet("profile") {
+			*profile = "failover"
+		}
+	}
 
 	p, ok := chaos.Profiles[*profile]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "chaos: unknown profile %q (want short or long)\n", *profile)
+		fmt.Fprintf(os.Stderr, "chaos: unknown profile %q (want short, long or failover)\n", *profile)
 		return 2
 	}
 	if *duration > 0 {
@@ -83,6 +100,11 @@ func run() int {
 	defer stop()
 	// A watchdog: whatever hangs, the run ends.
 	limit := time.Duration(len(ms))*(p.Duration+p.Drain+2*time.Minute) + 2*time.Minute
+	if fo != nil {
+		// The formation's nodes join one after the other, and each kill
+		// waits for the killed node to rejoin.
+		limit += time.Duration(fo.Nodes+p.DBRestarts) * 2 * time.Minute
+	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	work, err := os.MkdirTemp("", "idem-chaos-")
@@ -116,7 +138,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "chaos: built %s in %s; seed %d\n", strings.Join(pkgs, " "), time.Since(start).Round(time.Millisecond), *seed)
 	}
 
-	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd, Seed: *seed, Log: os.Stderr, WorkDir: work})
+	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd, Seed: *seed, Log: os.Stderr, WorkDir: work, Failover: fo})
 	if err != nil && len(results) == 0 {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1

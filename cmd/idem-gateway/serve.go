@@ -31,6 +31,7 @@ import (
 // (--config) replaces.
 type serveFlags struct {
 	config, addr, db, metricsAddr  string
+	consoleToken                   string
 	otlpEndpoint                   string
 	log                            cli.Log
 	shutdownTimeout, sweepInterval time.Duration
@@ -87,6 +88,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	cli.Alias(fs, "listen", "addr")
 	fs.StringVar(&f.db, "db", "", "the key store: a postgres:// URL, a mysql:// URL or user@tcp(host:3306)/db DSN, or a SQLite file path\n(default $DATABASE_URL, else "+defaultDB+" in the working directory)")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "where to serve GET /metrics (Prometheus), /healthz and /readyz, never on --addr (default none)")
+	fs.StringVar(&f.consoleToken, "console-token-file", "", "a file holding the operator console's admin token, at least 16 bytes, served at /console/ on\n--metrics-addr, never on --addr (docs/console.md); default none: no console")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318: the guard's spans\nand metrics are exported there (default none)")
 	f.log.Register(fs)
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
@@ -208,6 +210,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if err != nil {
 		return err
 	}
+	if f.consoleToken != "" && f.metricsAddr == "" {
+		return cli.Usagef("serve: --console-token-file needs --metrics-addr: the console is served on the admin listener only")
+	}
 	db, err := dburl.Resolve(f.db, getenv, defaultDB)
 	if err != nil {
 		return err
@@ -245,6 +250,15 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	}
 	defer ks.close()
 	logger.Info("key store ready", "store", string(db.Kind), "db", db.String(), "migrations_applied", fmt.Sprint(applied))
+	if ks.durability != nil {
+		d, err := ks.durability(ctx)
+		switch {
+		case err != nil:
+			logger.Warn("durability not checked", "err", err)
+		case d.Warning() != "":
+			logger.Warn(d.Warning(), "db", db.String())
+		}
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -277,6 +291,10 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	if err != nil {
 		return err
 	}
+	con, err := newConsole(f, ks.store, g)
+	if err != nil {
+		return err
+	}
 
 	sweepDone := make(chan struct{})
 	sctx, stopSweep := context.WithCancel(ctx)
@@ -299,7 +317,15 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	go func() { errc <- srv.Serve(ln) }()
 	attrs := []any{"url", "http://" + ln.Addr().String(), "store", string(db.Kind), "routes", len(specs), "upstreams", len(ups)}
 	if mln != nil {
-		asrv := &http.Server{Handler: adminMux(reg, ks), ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
+		mux := adminMux(reg, ks)
+		if con != nil {
+			mux.Handle("/console/", http.StripPrefix("/console", con))
+			cctx, stopConsole := context.WithCancel(ctx)
+			defer stopConsole()
+			go func() { _ = con.Run(cctx) }()
+			logger.Info("operator console", "url", "http://"+mln.Addr().String()+"/console/")
+		}
+		asrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
 		go func() { errc <- asrv.Serve(mln) }()
 		defer asrv.Close()
 		attrs = append(attrs, "admin", "http://"+mln.Addr().String())

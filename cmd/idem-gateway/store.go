@@ -22,8 +22,11 @@ type keyStore struct {
 	// migrate applies the key table's pending migrations and returns them.
 	migrate func(ctx context.Context) ([]int, error)
 	// ping checks that the database answers: /readyz.
-	ping  func(ctx context.Context) error
-	close func()
+	ping func(ctx context.Context) error
+	// durability reads whether a committed key could be lost on a crash or
+	// a failover (pgstore.CheckDurability); nil where not checked.
+	durability func(ctx context.Context) (pgstore.Durability, error)
+	close      func()
 }
 
 // openStore opens the key store db names, not migrated.
@@ -35,7 +38,8 @@ func openStore(ctx context.Context, db dburl.DB) (*keyStore, error) {
 			return nil, err
 		}
 		return &keyStore{db: db, store: pgstore.New(pool), close: pool.Close, ping: pool.Ping,
-			migrate: func(ctx context.Context) ([]int, error) { return pgstore.Migrate(ctx, pool) }}, nil
+			migrate:    func(ctx context.Context) ([]int, error) { return pgstore.Migrate(ctx, pool) },
+			durability: func(ctx context.Context) (pgstore.Durability, error) { return pgstore.CheckDurability(ctx, pool) }}, nil
 	case dburl.MySQL:
 		sdb, err := dbconn.MySQL(ctx, db)
 		if err != nil {

@@ -33,7 +33,10 @@ type backend struct {
 	// and describes what it did; partitions > 0 hash-partitions a new
 	// PostgreSQL schema by user (pgstore.MigrateConfig.Partitions).
 	migrate func(ctx context.Context, partitions int) (string, error)
-	close   func()
+	// durability reads whether a committed key could be lost on a crash or
+	// a failover (pgstore.CheckDurability); nil where not checked.
+	durability func(ctx context.Context) (pgstore.Durability, error)
+	close      func()
 }
 
 // openBackend opens db and checks that it answers.
@@ -65,7 +68,8 @@ func openPostgres(ctx context.Context, db dburl.DB) (*backend, error) {
 			wallet, err := pgledger.MigrateWithConfig(ctx, pool, pgledger.MigrateConfig{Partitions: partitions})
 			return describeMigrations(keys, wallet), err
 		},
-		close: pool.Close,
+		durability: func(ctx context.Context) (pgstore.Durability, error) { return pgstore.CheckDurability(ctx, pool) },
+		close:      pool.Close,
 	}, nil
 }
 

@@ -58,7 +58,8 @@ type serveFlags struct {
 	maxIdleConns    int
 	idleTimeout     time.Duration
 	metricsAddr     string
-	metricsExplicit bool          // --metrics-addr was given: an address that cannot be bound fails the start
+	metricsExplicit bool // --metrics-addr was given: an address that cannot be bound fails the start
+	consoleToken    string
 	idemMode        idem.Mode     // parsed from mode
 	dbURL           dburl.DB      // db, else $DATABASE_URL, else the default
 	bank            payments.Bank // from bankURL; nil: payouts refused
@@ -79,6 +80,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
 	f.log.Register(fs)
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve GET /metrics (Prometheus), never on --addr; \"\" turns it off")
+	fs.StringVar(&f.consoleToken, "console-token-file", "", "a file holding the admin token (at least 16 bytes) of the operator console served at /console/ on\n--metrics-addr, never on --addr (docs/console.md); default none: no console")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, cli.Deprecated+"idempotency-mode atomic-deferred (true) or atomic (false)")
@@ -127,6 +129,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	}
 	if f.sweepInterval < 0 {
 		return cli.Usagef("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
+	}
+	if f.consoleToken != "" && f.metricsAddr == "" {
+		return cli.Usagef("serve: --console-token-file needs --metrics-addr: the console is served on the admin listener only")
 	}
 	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
 		return cli.Usagef("serve: --idempotency-mode %q: want atomic, atomic-deferred or leased", f.mode)
@@ -209,6 +214,15 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		return fmt.Errorf("migrate %s: %w", b.display, err)
 	}
 	logger.Info("database ready", "store", b.kind, "db", b.display, "migrations", what)
+	if b.durability != nil {
+		d, err := b.durability(ctx)
+		switch {
+		case err != nil:
+			logger.Warn("durability not checked", "err", err)
+		case d.Warning() != "":
+			logger.Warn(d.Warning(), "db", b.display)
+		}
+	}
 
 	svc, err := payments.New(b.ledger, payments.Config{Rates: rates})
 	if err != nil {
@@ -223,6 +237,16 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		}, func() float64 { return float64(b.trips.Count()) }))
 	}
 	m := idemprom.New(reg)
+	// The console's closures read mw and comp, set below, before the admin
+	// listener serves it.
+	var (
+		mw   *idem.Middleware
+		comp *completer.Completer
+	)
+	con, err := newConsole(f, b, svc, func() *idem.Middleware { return mw }, func() *completer.Completer { return comp }, logger)
+	if err != nil {
+		return err
+	}
 	cfg := idem.Config{
 		Mode: f.idemMode, TTL: f.ttl, LeaseDuration: f.leaseDuration, WaitTimeout: f.waitTimeout,
 		ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
@@ -230,6 +254,10 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		TraceFunc:        m.Trace, ProviderKeySecret: f.bankSecret,
 	}
 	observeSweep := m.ObserveSweep
+	if con != nil {
+		cfg.ObserveFunc = idem.ObserveAll(cfg.ObserveFunc, con.Observe)
+		observeSweep = func(b sweeper.Batch) { m.ObserveSweep(b); con.ObserveSweep(b) }
+	}
 	if f.otlpEndpoint != "" {
 		tel, stop, err := otlp.Start(ctx, f.otlpEndpoint, "paymentsd")
 		if err != nil {
@@ -246,10 +274,11 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		cfg.StartFunc = tel.Start
 		cfg.ObserveFunc = idem.ObserveAll(cfg.ObserveFunc, tel.Observe)
 		cfg.TraceFunc = idem.TraceAll(cfg.TraceFunc, tel.Trace)
-		observeSweep = func(b sweeper.Batch) { m.ObserveSweep(b); tel.ObserveSweep(b) }
+		sweepBefore := observeSweep
+		observeSweep = func(b sweeper.Batch) { sweepBefore(b); tel.ObserveSweep(b) }
 		logger.Info("exporting spans and metrics over OTLP", "endpoint", f.otlpEndpoint)
 	}
-	mw, err := idem.New(b.store, cfg)
+	mw, err = idem.New(b.store, cfg)
 	if err != nil {
 		return cli.Usagef("serve: %v", err)
 	}
@@ -317,6 +346,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		if err != nil {
 			return err
 		}
+		comp = c
 		go func() {
 			defer close(completeDone)
 			_ = c.Run(cctx) // it logs its own failures and ends with ctx
@@ -363,6 +393,11 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		// body; still, it is served only here, never on the API's listener.
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if con != nil {
+			mux.Handle("/console/", http.StripPrefix("/console", con))
+			go func() { _ = con.Run(sctx) }() // ends with the sweeper's context, before the database closes
+			logger.Info("operator console", "url", "http://"+mln.Addr().String()+"/console/")
+		}
 		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
 		go func() { errc <- msrv.Serve(mln) }()
 		defer msrv.Close()

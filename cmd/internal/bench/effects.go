@@ -64,7 +64,7 @@ func verifyEffects(ctx context.Context, v *variant, sent []sentKey) (*effectChec
 	}
 	rows, err := v.db.pool.Query(ctx, `
 SELECT k.i, count(t.id)
-  FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS k (user_id, amount, i)
+  FROM unnest($1::text[], $2::bigint[]) WITH ORDINALITY AS k (user_id, amount, i)
   LEFT JOIN `+effectTables[v.op]+` t ON t.user_id = k.user_id AND t.amount = k.amount
  GROUP BY k.i`, users, amounts)
 	if err != nil {

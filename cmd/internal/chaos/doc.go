@@ -9,7 +9,8 @@
 //
 // The parts, each in its own file:
 //
-//	postgres.go  the throwaway cluster (initdb, pg_ctl, fast restarts)
+//	postgres.go  the Database a run uses; the throwaway cluster (initdb, pg_ctl, fast restarts)
+//	formation.go  a pg_auto_failover formation whose primary is SIGKILLed (-failover)
 //	netfault.go  toxiproxy, in-process, between each replica and PostgreSQL
 //	replica.go   one paymentsd process: start, SIGKILL, SIGSTOP
 //	faults.go    the fleet's supervisor and the fault injector

@@ -126,14 +126,14 @@ func (f *Fleet) StopAll() {
 
 // Injector brings the faults while traffic flows.
 type Injector struct {
-	Prof    Profile
-	Fleet   *Fleet
-	Links   *Links
-	Cluster *Cluster
-	Stats   *Stats
-	Log     io.Writer
-	rng     *rand.Rand
-	mu      sync.Mutex // guards rng
+	Prof  Profile
+	Fleet *Fleet
+	Links *Links // nil: no link faults
+	DB    Database
+	Stats *Stats
+	Log   io.Writer
+	rng   *rand.Rand
+	mu    sync.Mutex // guards rng
 }
 
 func (in *Injector) between(s Span) time.Duration {
@@ -199,6 +199,9 @@ func (in *Injector) kills(ctx, life context.Context, wg *sync.WaitGroup) {
 }
 
 func (in *Injector) connFaults(ctx context.Context, wg *sync.WaitGroup) {
+	if in.Links == nil {
+		return
+	}
 	for in.sleep(ctx, in.between(in.Prof.FaultEvery)) {
 		i := in.intN(len(in.Fleet.Replicas))
 		k := in.intN(len(FaultKinds))
@@ -215,27 +218,32 @@ func (in *Injector) connFaults(ctx context.Context, wg *sync.WaitGroup) {
 	}
 }
 
-// dbRestarts restarts PostgreSQL DBRestarts times, evenly spaced, the
-// first a little before the middle of a short run.
+// dbRestarts disrupts PostgreSQL DBRestarts times, evenly spaced, the
+// first a little before the middle of a short run: fast restarts of a
+// cluster, SIGKILLs of a formation's primary. A disruption that outlasts
+// the spacing delays the next one, and none starts after the faults end.
 func (in *Injector) dbRestarts(ctx context.Context) {
 	n := in.Prof.DBRestarts
 	if n <= 0 {
 		return
 	}
 	every := in.Prof.Duration / time.Duration(n+1)
+	next := time.Now()
 	for range n {
-		if !in.sleep(ctx, every) {
+		next = next.Add(every)
+		if !in.sleep(ctx, max(time.Until(next), 0)) {
 			return
 		}
-		start := time.Now()
-		rctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		err := in.Cluster.Restart(rctx)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		outage, err := in.DB.Disrupt(rctx)
 		cancel()
-		if err != nil {
-			fmt.Fprintf(in.Log, "chaos: restart PostgreSQL: %v\n", err)
-			continue
+		if outage > 0 {
+			in.Stats.addOutage(outage)
+			fmt.Fprintf(in.Log, "chaos: PostgreSQL disrupted; writes accepted again after %s\n", outage.Round(time.Millisecond))
 		}
-		in.Stats.DBRestarts.Add(1)
-		fmt.Fprintf(in.Log, "chaos: PostgreSQL restarted (fast) in %s\n", time.Since(start).Round(time.Millisecond))
+		if err != nil {
+			fmt.Fprintf(in.Log, "chaos: disrupt PostgreSQL: %v\n", err)
+			in.Stats.DBFaultErrors.Add(1)
+		}
 	}
 }

@@ -15,18 +15,74 @@ import (
 	"time"
 )
 
+// Database is the PostgreSQL a run uses: a [Cluster] of the harness's own,
+// or a pg_auto_failover [Formation].
+type Database interface {
+	// DSN connects to database db, for the harness and for replicas
+	// without a fault proxy.
+	DSN(db string) string
+	// ProxyTarget is the address the replicas' fault proxies forward to;
+	// "" when the primary moves and there is none.
+	ProxyTarget() string
+	// Prepare sets up database db once it is created.
+	Prepare(ctx context.Context, db string) error
+	// Disrupt is the database's fault while traffic flows: a restart, or
+	// a SIGKILL of the primary. It returns the time from the fault until
+	// the database accepted writes again.
+	Disrupt(ctx context.Context) (time.Duration, error)
+	Describe() string
+	Close()
+}
+
 // Cluster is a throwaway PostgreSQL cluster of the harness's own: it must be
 // restarted mid-run, so it is never the system's server. It lives in a temp
 // dir, listens on 127.0.0.1 only, and runs as the postgres system user when
 // the harness runs as root (PostgreSQL refuses root), like
 // scripts/test-postgres.sh.
 type Cluster struct {
+	serverDir
 	bindir string
-	dir    string // the temp dir; owned by runAs when set
 	data   string
 	port   int
-	runAs  string // system user to run the server as; "" runs as ourselves
 	opts   string
+}
+
+// serverDir is a temp dir a PostgreSQL server runs in, as the postgres
+// system user when the harness runs as root (PostgreSQL refuses root).
+type serverDir struct {
+	dir   string   // the temp dir; owned by runAs when set
+	runAs string   // system user to run the server as; "" runs as ourselves
+	env   []string // added to the environment of every command
+}
+
+// newServerDir creates the temp dir, in /tmp rather than $TMPDIR: the
+// server user must reach it.
+func newServerDir(prefix string) (serverDir, error) {
+	var d serverDir
+	if os.Geteuid() == 0 {
+		d.runAs = "postgres"
+		if _, err := user.Lookup(d.runAs); err != nil {
+			d.runAs = "nobody"
+		}
+	}
+	var err error
+	if d.dir, err = os.MkdirTemp("/tmp", prefix); err != nil {
+		return d, err
+	}
+	if d.runAs != "" {
+		u, err := user.Lookup(d.runAs)
+		if err != nil {
+			d.Remove()
+			return d, err
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(d.dir, uid, gid); err != nil {
+			d.Remove()
+			return d, err
+		}
+	}
+	return d, nil
 }
 
 // StartCluster creates and starts a cluster.
@@ -36,28 +92,8 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{bindir: bindir}
-	if os.Geteuid() == 0 {
-		c.runAs = "postgres"
-		if _, err := user.Lookup(c.runAs); err != nil {
-			c.runAs = "nobody"
-		}
-	}
-	// /tmp rather than $TMPDIR: the server user must reach it.
-	if c.dir, err = os.MkdirTemp("/tmp", "idem-chaos-pg-"); err != nil {
+	if c.serverDir, err = newServerDir("idem-chaos-pg-"); err != nil {
 		return nil, err
-	}
-	if c.runAs != "" {
-		u, err := user.Lookup(c.runAs)
-		if err != nil {
-			c.Remove()
-			return nil, err
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(c.dir, uid, gid); err != nil {
-			c.Remove()
-			return nil, err
-		}
 	}
 	c.data = filepath.Join(c.dir, "data")
 	sock := filepath.Join(c.dir, "sock")
@@ -91,15 +127,40 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 // Addr is the server's host:port.
 func (c *Cluster) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)) }
 
-// URL returns the connection string of database db, connecting to addr
-// (the server itself, or a fault proxy in front of it).
-func (c *Cluster) URL(addr, db string) string {
+// pgURL returns the connection string of database db at addr: a server,
+// a fault proxy in front of one, or several hosts.
+func pgURL(addr, db string) string {
 	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr, db)
 }
+
+// DSN connects to database db directly.
+func (c *Cluster) DSN(db string) string { return pgURL(c.Addr(), db) }
+
+// ProxyTarget is the server's address: the fault proxies forward to it.
+func (c *Cluster) ProxyTarget() string { return c.Addr() }
+
+// Describe names the server.
+func (c *Cluster) Describe() string { return fmt.Sprintf("PostgreSQL at %s (%s)", c.Addr(), c.bindir) }
+
+// Prepare has nothing to do on a cluster of one server.
+func (c *Cluster) Prepare(context.Context, string) error { return nil }
 
 // Restart is a fast restart: active transactions are rolled back and every
 // connection is closed, as when the database fails over or is upgraded.
 func (c *Cluster) Restart(ctx context.Context) error { return c.ctl(ctx, "restart", "-m", "fast") }
+
+// Disrupt restarts the server and returns how long the restart took.
+func (c *Cluster) Disrupt(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	err := c.Restart(ctx)
+	return time.Since(start), err
+}
+
+// Close stops the server and removes its files.
+func (c *Cluster) Close() {
+	c.Stop()
+	c.Remove()
+}
 
 // Stop stops the server at once; the cluster is thrown away after.
 func (c *Cluster) Stop() {
@@ -114,10 +175,10 @@ func (c *Cluster) Stop() {
 	_, _ = c.pg(ctx, filepath.Join(c.bindir, "pg_ctl"), "stop", "-D", c.data, "-m", "immediate", "-w", "-t", "20")
 }
 
-// Remove deletes the cluster's files; Stop it first.
-func (c *Cluster) Remove() {
-	if c.dir != "" {
-		_ = os.RemoveAll(c.dir)
+// Remove deletes the server's files; stop it first.
+func (d serverDir) Remove() {
+	if d.dir != "" {
+		_ = os.RemoveAll(d.dir)
 	}
 }
 
@@ -139,15 +200,20 @@ func (c *Cluster) ctl(ctx context.Context, action string, extra ...string) error
 
 // pg runs a command as the server user, from inside the temp dir so that an
 // unreadable working directory (a checkout under /root) does not matter.
-func (c *Cluster) pg(ctx context.Context, name string, args ...string) ([]byte, error) {
-	if c.runAs != "" {
-		args = append([]string{"-u", c.runAs, "--", name}, args...)
+func (d serverDir) pg(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return d.command(ctx, name, args...).CombinedOutput()
+}
+
+// command is a command that runs as the server user.
+func (d serverDir) command(ctx context.Context, name string, args ...string) *exec.Cmd {
+	if d.runAs != "" {
+		args = append([]string{"-u", d.runAs, "--", name}, args...)
 		name = "runuser"
 	}
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = c.dir
-	cmd.Env = append(os.Environ(), "LC_ALL=C")
-	return cmd.CombinedOutput()
+	cmd.Dir = d.dir
+	cmd.Env = append(append(os.Environ(), "LC_ALL=C"), d.env...)
+	return cmd
 }
 
 // findBindir finds initdb and pg_ctl: PG_BINDIR, else PATH, else the

@@ -46,12 +46,13 @@ type Profile struct {
 	// RestartAfter.
 	KillEvery, RestartAfter Span
 	// FaultEvery: a fault on a random replica's database link, lasting
-	// FaultFor.
+	// FaultFor; zero for none (the replicas then connect directly).
 	FaultEvery, FaultFor Span
 	// RaceEvery: a staged race of a request slowed past its lease and its
 	// retry on another replica (see Racer); 0 for none.
 	RaceEvery time.Duration
-	// DBRestarts fast restarts of PostgreSQL, spread over Duration.
+	// DBRestarts disruptions of PostgreSQL, spread over Duration: fast
+	// restarts of a cluster, SIGKILLs of a formation's primary.
 	DBRestarts int
 	// LateOps deposits by a caller who retries them after LateTTL, the
 	// retention of a replica of its own.
@@ -94,6 +95,26 @@ var Profiles = map[string]Profile{
 			CompleteInterval: 500 * time.Millisecond, BankRestarts: 2, BankDownFor: Span{200 * time.Millisecond, time.Second}, FinalOutage: 2 * time.Second,
 			Quiet: 30 * time.Second, Reject: 0.15, Refuse: 0.08},
 	},
+	// failover runs on a pg_auto_failover formation (make test-failover):
+	// the primary is SIGKILLed three times, 35 s apart, each time after
+	// the killed node of the last time has rejoined as a standby (on a
+	// machine too slow for that, fewer times). The replicas connect
+	// to every node with target_session_attrs=read-write, without link
+	// faults or staged races (both need one address to proxy); replica
+	// kills, bank faults and the callers are as in short, the SDK retries
+	// long enough to outlast a failover. No queue phase.
+	"failover": {
+		Name: "failover", Replicas: 3, Workers: 6,
+		Duration: 140 * time.Second, Drain: 60 * time.Second, LeaseDuration: 2 * time.Second,
+		UpstreamTimeout: 1500 * time.Millisecond, BalancerAttempts: 3,
+		SDK:     SDKConfig{Timeout: 4 * time.Second, MaxAttempts: 500, BaseBackoff: 50 * time.Millisecond, MaxBackoff: time.Second},
+		Patient: 0.34, DoubleTap: 0.12, Drop: 0.10, MaxOps: 100_000, MaxRechecks: 1000,
+		KillEvery: Span{4 * time.Second, 8 * time.Second}, RestartAfter: Span{200 * time.Millisecond, 1500 * time.Millisecond},
+		DBRestarts: 3, LateOps: 3, LateTTL: 3 * time.Second,
+		Payouts: PayoutProfile{Callers: 2, BankFaults: bankFaults, BankTimeout: time.Second, SlowDelay: 1500 * time.Millisecond,
+			CompleteInterval: 500 * time.Millisecond, BankRestarts: 2, BankDownFor: Span{200 * time.Millisecond, time.Second}, FinalOutage: 2 * time.Second,
+			Quiet: 30 * time.Second, Reject: 0.15, Refuse: 0.08},
+	},
 	// long is the soak: 10 minutes per mode, tens of thousands of
 	// requests, dozens of kills.
 	"long": {
@@ -130,8 +151,10 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("profile %s: at least 2 replicas (a balancer with one has nowhere to retry)", p.Name)
 	case p.Workers < 1 || p.Duration <= 0 || p.Drain <= 0 || p.LeaseDuration < 100*time.Millisecond:
 		return fmt.Errorf("profile %s: workers, duration, drain and lock timeout must be set", p.Name)
-	case p.KillEvery.Min <= 0 || p.FaultEvery.Min <= 0 || p.KillEvery.Max < p.KillEvery.Min || p.FaultEvery.Max < p.FaultEvery.Min:
-		return fmt.Errorf("profile %s: fault intervals must be positive spans", p.Name)
+	case p.KillEvery.Min <= 0 || p.FaultEvery.Min < 0 || p.KillEvery.Max < p.KillEvery.Min || p.FaultEvery.Max < p.FaultEvery.Min:
+		return fmt.Errorf("profile %s: fault intervals must be positive spans (link faults: zero for none)", p.Name)
+	case p.FaultEvery.Min == 0 && p.RaceEvery > 0:
+		return fmt.Errorf("profile %s: the staged races slow a link: they need link faults", p.Name)
 	case p.Payouts.Callers < 1 || p.Payouts.BankTimeout <= 0 || p.Payouts.Quiet <= 0 || p.Payouts.BankDownFor.Max < p.Payouts.BankDownFor.Min ||
 		p.Payouts.FinalOutage < 0 || p.Payouts.FinalOutage >= p.Duration:
 		return fmt.Errorf("profile %s: payout callers, bank timeout, quiet period and bank downtimes must be set, the final outage shorter than the faults", p.Name)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"text/tabwriter"
 	"time"
@@ -27,7 +28,7 @@ type Stats struct {
 	Kills           atomic.Int64 // SIGKILLs of replicas
 	Pauses          atomic.Int64 // SIGSTOPs of replicas, past the lock timeout
 	UnplannedExits  atomic.Int64 // replicas that died without a SIGKILL from us
-	DBRestarts      atomic.Int64
+	DBFaultErrors   atomic.Int64 // database disruptions that did not complete (a node that did not rejoin)
 	LateRetries     atomic.Int64 // retries after the key's retention
 	Rechecks        atomic.Int64 // final answers asked for again after the faults
 	Races           atomic.Int64 // staged races of a request slowed past its lease and its retry
@@ -41,6 +42,23 @@ type Stats struct {
 	QueueReplays       atomic.Int64 // of which replays
 	BrokerRestarts     atomic.Int64
 	Payouts            PayoutStats
+
+	outageMu sync.Mutex
+	outages  []time.Duration // guarded by outageMu: per database disruption, the time until writes were accepted again
+}
+
+func (s *Stats) addOutage(d time.Duration) {
+	s.outageMu.Lock()
+	defer s.outageMu.Unlock()
+	s.outages = append(s.outages, d)
+}
+
+// Outages returns, per database disruption, the time from the fault (a
+// restart, a SIGKILL of the primary) until writes were accepted again.
+func (s *Stats) Outages() []time.Duration {
+	s.outageMu.Lock()
+	defer s.outageMu.Unlock()
+	return append([]time.Duration(nil), s.outages...)
 }
 
 // ConnFaultTotal is the number of connection faults of every kind.
@@ -65,6 +83,7 @@ type Verdict struct {
 	Foreign        int // must be 0: an answer naming another user's resource
 	BalanceErrors  int // must be 0: a balance that differs from the acknowledged movements
 	LiveLocks      int // must be 0: PROCESSING rows with a live lock after the lock timeout
+	DBFaults       int // must be 0: database disruptions that did not complete (no write accepted, a node that did not rejoin)
 	LateReexecuted int // retries after the TTL that ran again
 	LateRefused    int // retries after the TTL that a business net refused (each also a wrong answer)
 	// The queue phase (verify_queue.go).
@@ -80,7 +99,7 @@ type Verdict struct {
 
 // Invariants are the must-be-0 figures, in the order the table lists them.
 func (v *Verdict) Invariants() []int {
-	return append([]int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks,
+	return append([]int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks, v.DBFaults,
 		v.QueueDouble, v.QueueLost, v.QueueUnanswered, v.QueueDisagree, v.QueueOtherBody},
 		v.Payouts.invariants()...)
 }
@@ -185,7 +204,15 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 		return fmt.Sprintf("%d / %d / %d / %d", c[0].Load(), c[1].Load(), c[2].Load(), c[3].Load())
 	})
 	row("lease races staged", n(func(s *Stats) int64 { return s.Races.Load() }))
-	row("database restarts", n(func(s *Stats) int64 { return s.DBRestarts.Load() }))
+	row("database restarts / primary kills", func(r *Result) string { return fmt.Sprint(len(r.Stats.Outages())) })
+	row("  time to the first accepted write", func(r *Result) string {
+		var ds []string
+		for _, d := range r.Stats.Outages() {
+			ds = append(ds, d.Round(100*time.Millisecond).String())
+		}
+		return strings.Join(ds, " ")
+	})
+	row("  disruptions not completed (must be 0)", v(func(v *Verdict) int { return v.DBFaults }))
 	row("operations (a key and its body)", v(func(v *Verdict) int { return v.Keys }))
 	row("operations that moved money", v(func(v *Verdict) int { return v.Executed }))
 	row("retries after the TTL: ran again / refused (refused must be 0)", func(r *Result) string {

@@ -28,29 +28,41 @@ type Config struct {
 	Seed      uint64
 	Log       io.Writer // progress and failure details
 	WorkDir   string    // replica logs go here
+	// Failover, when set, runs on a pg_auto_failover formation instead
+	// of a throwaway cluster.
+	Failover *FailoverConfig
 }
 
-// Run starts a PostgreSQL cluster, runs every mode against it, and returns
-// one result per mode. An error means the harness itself could not run.
+// Run starts a PostgreSQL cluster (or formation), runs every mode against
+// it, and returns one result per mode. An error means the harness itself
+// could not run.
 func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	if err := cfg.Profile.Validate(); err != nil {
 		return nil, err
 	}
-	cluster, err := StartCluster(ctx)
+	var db Database
+	var err error
+	if cfg.Failover != nil {
+		fo := *cfg.Failover
+		fo.LogDir = cfg.WorkDir
+		db, err = StartFormation(ctx, fo)
+	} else {
+		db, err = StartCluster(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		cluster.Stop()
-		cluster.Remove()
-	}()
-	fmt.Fprintf(cfg.Log, "chaos: PostgreSQL at %s (%s)\n", cluster.Addr(), cluster.bindir)
+	defer db.Close()
+	if db.ProxyTarget() == "" && cfg.Profile.FaultEvery.Min > 0 {
+		return nil, fmt.Errorf("profile %s: link faults need one server address; set FaultEvery to zero", cfg.Profile.Name)
+	}
+	fmt.Fprintf(cfg.Log, "chaos: %s\n", db.Describe())
 	var results []*Result
 	for i, mode := range cfg.Modes {
 		if ctx.Err() != nil {
 			break
 		}
-		m := &modeRun{Config: cfg, cluster: cluster, mode: mode, seed: cfg.Seed + uint64(i)*1_000_003,
+		m := &modeRun{Config: cfg, pg: db, mode: mode, seed: cfg.Seed + uint64(i)*1_000_003,
 			stats: &Stats{}, logDir: filepath.Join(cfg.WorkDir, mode)}
 		results = append(results, m.run(ctx))
 	}
@@ -59,12 +71,12 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 
 type modeRun struct {
 	Config
-	cluster *Cluster
-	mode    string
-	seed    uint64
-	stats   *Stats
-	logDir  string
-	db      string // database name
+	pg     Database
+	mode   string
+	seed   uint64
+	stats  *Stats
+	logDir string
+	db     string // database name
 }
 
 func (m *modeRun) logf(format string, args ...any) {
@@ -94,8 +106,11 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 		return nil, err
 	}
 	m.db = "chaos_" + m.mode
-	direct := m.cluster.URL(m.cluster.Addr(), m.db)
+	direct := m.pg.DSN(m.db)
 	if err := m.createDatabase(ctx); err != nil {
+		return nil, err
+	}
+	if err := m.pg.Prepare(ctx, m.db); err != nil {
 		return nil, err
 	}
 	if _, err := m.paymentsd(ctx, "migrate", "--db", direct); err != nil {
@@ -129,11 +144,16 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	payers := users[p.Workers+2+p.QueueProducers:]
 	users = users[:p.Workers+2]
 
-	links, err := NewLinks(m.cluster.Addr(), p.Replicas)
-	if err != nil {
-		return nil, err
+	// Without link faults the replicas connect directly.
+	var links *Links
+	replicaURL := func(int) string { return direct }
+	if p.FaultEvery.Min > 0 {
+		if links, err = NewLinks(m.pg.ProxyTarget(), p.Replicas); err != nil {
+			return nil, err
+		}
+		defer links.Close()
+		replicaURL = func(i int) string { return pgURL(links.Addr(i), m.db) }
 	}
-	defer links.Close()
 	pay, err := newPayoutRun(ctx, p, m.Bankd, m.logDir, payers, m.stats, m.seed+97, m.logf)
 	if err != nil {
 		return nil, err
@@ -145,7 +165,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	}
 	replicas := make([]*Replica, p.Replicas)
 	for i := range replicas {
-		args := append(serve(m.cluster.URL(links.Addr(i), m.db), "48h"), queue.Args()...)
+		args := append(serve(replicaURL(i), "48h"), queue.Args()...)
 		replicas[i] = NewReplica(i, m.Paymentsd, m.logDir, append(args, pay.serveArgs()...))
 	}
 	// The caller who comes back after the retention has a replica of its
@@ -224,7 +244,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	callers.Go(func() { queue.Run(ctx, faults, stop, stop.Add(p.QueueQuiet)) })
 	pay.run(ctx, &callers, stop, deadline)
 	pay.injectFaults(faults, p.Duration, m.seed)
-	inj := &Injector{Prof: p, Fleet: fleet, Links: links, Cluster: m.cluster, Stats: m.stats, Log: m.Log}
+	inj := &Injector{Prof: p, Fleet: fleet, Links: links, DB: m.pg, Stats: m.stats, Log: m.Log}
 	progress := m.progress(faults)
 	inj.Run(faults, life, m.seed)
 	progress()
@@ -232,8 +252,10 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	// The faults are over: lift every one, bring every replica back, and
 	// let the callers finish their retries.
 	calm := time.Now()
-	if err := links.Heal(); err != nil {
-		return nil, err
+	if links != nil {
+		if err := links.Heal(); err != nil {
+			return nil, err
+		}
 	}
 	if err := pay.calm(ctx, pool); err != nil {
 		return nil, err
@@ -287,6 +309,10 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if err := pay.verify(ctx, v, pool, api); err != nil {
 		return nil, err
 	}
+	if n := m.stats.DBFaultErrors.Load(); n > 0 {
+		v.fail(&v.DBFaults, "%d database disruptions did not complete (see the log above)", n)
+		v.DBFaults = int(n)
+	}
 	if live > 0 {
 		v.fail(&v.LiveLocks, "%d PROCESSING records held a live lock %s after the faults stopped (lock timeout %s)",
 			live, p.LeaseDuration+500*time.Millisecond, p.LeaseDuration)
@@ -309,15 +335,15 @@ func (m *modeRun) progress(ctx context.Context) func() {
 			case <-t.C:
 			}
 			s := m.stats
-			m.logf("%d requests, %d retries, %d replays, %d kills, %d link faults, %d database restarts",
-				s.Requests.Load(), s.Retries.Load(), s.Replays.Load(), s.Kills.Load(), s.ConnFaultTotal(), s.DBRestarts.Load())
+			m.logf("%d requests, %d retries, %d replays, %d kills, %d link faults, %d database disruptions",
+				s.Requests.Load(), s.Retries.Load(), s.Replays.Load(), s.Kills.Load(), s.ConnFaultTotal(), len(s.Outages()))
 		}
 	}()
 	return func() { <-done }
 }
 
 func (m *modeRun) createDatabase(ctx context.Context) error {
-	conn, err := pgx.Connect(ctx, m.cluster.URL(m.cluster.Addr(), "postgres"))
+	conn, err := pgx.Connect(ctx, m.pg.DSN("postgres"))
 	if err != nil {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}

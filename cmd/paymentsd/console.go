@@ -1,0 +1,119 @@
+package main
+
+import (
+	"log/slog"
+
+	"context"
+	"errors"
+	"fmt"
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/completer"
+	"strconv"
+
+	"github.com/idem-dev/idem/console"
+	"github.com/idem-dev/idem/payments"
+	"github.com/idem-dev/idem/store"
+)
+
+// payoutDetail is the console's view of what a key produced in paymentsd:
+// the payout it made (found by the bank key recorded on its record, so a
+// pending one shows too), or the deposit or transaction its answer names.
+func payoutDetail(svc *payments.Service, lister store.KeyLister) func(ctx context.Context, rec *store.Record) ([]console.Section, error) {
+	return func(ctx context.Context, rec *store.Record) ([]console.Section, error) {
+		if pk, err := lister.ProviderKeys(ctx, rec.Scope, rec.Key); err == nil && pk["bank"] != "" {
+			p, err := svc.PayoutByBankKey(ctx, rec.Scope, pk["bank"])
+			if errors.Is(err, payments.ErrNotFound) {
+				return []console.Section{{Title: "Payout", Fields: []console.Field{{Name: "Payout", Value: "none recorded under bank key " + pk["bank"]}}}}, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("payout: %w", err)
+			}
+			return []console.Section{payoutSection(p)}, nil
+		}
+		resp := rec.Response
+		if resp == nil || resp.ResourceID == "" {
+			return nil, nil
+		}
+		switch resp.ResourceType {
+		case "payouts":
+			p, err := svc.GetPayout(ctx, rec.Scope, resp.ResourceID)
+			if err != nil {
+				return nil, fmt.Errorf("payout: %w", err)
+			}
+			return []console.Section{payoutSection(p)}, nil
+		case "transactions":
+			t, err := svc.GetTransaction(ctx, rec.Scope, resp.ResourceID)
+			if err != nil {
+				return nil, fmt.Errorf("transaction: %w", err)
+			}
+			return []console.Section{{Title: "Transaction", Fields: []console.Field{
+				{Name: "ID", Value: t.ID}, {Name: "Status", Value: string(t.Status)},
+				{Name: "Rate", Value: t.Rate}, {Name: "Created", Value: t.CreatedAt.UTC().String()},
+			}, Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)"}, Rows: [][]string{
+				{"debit", t.SourceCurrency, strconv.FormatInt(-t.Amount, 10)},
+				{"credit", t.TargetCurrency, strconv.FormatInt(t.ConvertedAmount, 10)},
+			}}}}, nil
+		case "deposits":
+			d, err := svc.GetDeposit(ctx, rec.Scope, resp.ResourceID)
+			if err != nil {
+				return nil, fmt.Errorf("deposit: %w", err)
+			}
+			return []console.Section{{Title: "Deposit", Fields: []console.Field{{Name: "ID", Value: d.ID}, {Name: "Created", Value: d.CreatedAt.UTC().String()}},
+				Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)"}, Rows: [][]string{
+					{"credit", d.Currency, strconv.FormatInt(d.Amount, 10)},
+				}}}}, nil
+		}
+		return nil, nil
+	}
+}
+
+// payoutSection shows a payout and the ledger entries a payout in its
+// state has written: its debit, and its refund once it failed.
+func payoutSection(p payments.Payout) console.Section {
+	rows := [][]string{{"debit", p.Currency, strconv.FormatInt(-p.Amount, 10)}}
+	if p.Status == payments.PayoutFailed {
+		rows = append(rows, []string{"refund", p.Currency, strconv.FormatInt(p.Amount, 10)})
+	}
+	return console.Section{Title: "Payout", Fields: []console.Field{
+		{Name: "ID", Value: p.ID}, {Name: "Status", Value: string(p.Status)},
+		{Name: "Amount", Value: strconv.FormatInt(p.Amount, 10) + " " + p.Currency + " (minor units)"},
+		{Name: "Destination", Value: p.Destination}, {Name: "Bank key", Value: p.BankKey},
+		{Name: "Bank transfer", Value: orDash(p.BankTransferID)}, {Name: "Created", Value: p.CreatedAt.UTC().String()},
+	}, Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)"}, Rows: rows}}
+}
+
+// newConsole returns the operator console when --console-token-file is
+// set, else nil. mw and comp return the service's middleware and
+// completer, set once the console exists (the middleware reports its
+// events to it).
+func newConsole(f serveFlags, b *backend, svc *payments.Service, mw func() *idem.Middleware, comp func() *completer.Completer, logger *slog.Logger) (*console.Console, error) {
+	if f.consoleToken == "" {
+		return nil, nil
+	}
+	cfg := console.Config{
+		Name: "paymentsd", Store: b.store, TokenFile: f.consoleToken, Logger: logger,
+		ReplayCacheFunc: func() idem.ReplayCacheStats { return mw().ReplayCache() },
+		ResumeFunc: func(ctx context.Context, u store.Unfinished) idem.Result {
+			return comp().Resume(ctx, u)
+		},
+	}
+	if f.bank == nil {
+		cfg.ResumeFunc = nil // no completer runs without a bank
+	}
+	if lister, ok := b.store.(store.KeyLister); ok {
+		cfg.DetailFunc = payoutDetail(svc, lister)
+	}
+	c, err := console.New(cfg)
+	if err != nil {
+		return nil, cli.Usagef("serve: --console-token-file: %v", err)
+	}
+	return c, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}

@@ -1,0 +1,144 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// The actions an operator can take on a record.
+const (
+	actionRelease = "release"
+	actionAnswer  = "answer"
+	actionRetry   = "retry"
+)
+
+// describe is a record's state as the audit log keeps it, in one line.
+func (c *Console) describe(rec *store.Record) string {
+	if rec == nil {
+		return "no record"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s (%s) attempts=%d token=%s", rec.Status, c.state(rec), rec.Attempts, rec.Token)
+	if rec.RecoveryPoint != "" {
+		fmt.Fprintf(&b, " point=%s", rec.RecoveryPoint)
+	}
+	if r := rec.Response; r != nil {
+		fmt.Fprintf(&b, " response=%d %s (%d bytes)", r.StatusCode, r.Header.Get("Content-Type"), len(r.Body))
+	}
+	return b.String()
+}
+
+// action serves one of the actions. The form names the record and the
+// fencing token its page showed: the action changes the record only if no
+// attempt or operator has changed it since, as the CLI's are fenced.
+func (c *Console) action(kind string) authedHandler {
+	return func(w http.ResponseWriter, r *http.Request, s *session) {
+		ctx := r.Context()
+		ref := store.KeyRef{Scope: r.PostFormValue("scope"), Key: r.PostFormValue("key")}
+		token, reason := r.PostFormValue("token"), strings.TrimSpace(r.PostFormValue("reason"))
+		back := base(r) + "key?" + keyQuery(ref)
+		v := &view{Title: "Action", Session: s, Data: back}
+		fail := func(status int, msg string) {
+			v.Error = msg
+			c.render(w, r, status, "done", v)
+		}
+		if reason == "" || r.PostFormValue("confirm") != "yes" {
+			fail(http.StatusBadRequest, "An action needs a reason and the confirmation box ticked. Nothing changed.")
+			return
+		}
+		if c.audit == nil {
+			fail(http.StatusNotImplemented, "This store keeps no audit log (store.AuditLog): actions are off. Nothing changed.")
+			return
+		}
+		rec, err := c.cfg.Store.Get(ctx, ref.Scope, ref.Key)
+		if err != nil {
+			fail(http.StatusConflict, fmt.Sprintf("Cannot read the record: %v. Nothing changed.", err))
+			return
+		}
+		if rec.Token != token {
+			fail(http.StatusConflict, "The record changed since its page was shown (another attempt or operator took it). Nothing changed: look at it again.")
+			return
+		}
+		rw := row{Record: *rec, State: c.state(rec)}
+		a := store.Attempt{Scope: ref.Scope, Key: ref.Key, Token: token}
+		var what string
+		switch kind {
+		case actionRelease, actionAnswer:
+			if ok, why := c.canResolve(&rw); !ok {
+				fail(http.StatusConflict, fmt.Sprintf("Key %q is %s, not an unknown outcome. %s Nothing changed.", ref.Key, rw.State, why))
+				return
+			}
+			if kind == actionRelease {
+				what, err = "released the key: its next retry runs afresh", c.resolver.Release(ctx, a)
+				break
+			}
+			resp, msg := answerOf(r)
+			if msg != "" {
+				fail(http.StatusBadRequest, msg+" Nothing changed.")
+				return
+			}
+			what = fmt.Sprintf("recorded the real answer %d: every retry gets it", resp.StatusCode)
+			err = c.resolver.ReplaceResponse(ctx, a, resp)
+		case actionRetry:
+			if ok, why := c.canRetry(&rw); !ok {
+				fail(http.StatusConflict, fmt.Sprintf("Key %q cannot be retried now. %s Nothing changed.", ref.Key, why))
+				return
+			}
+			res := c.cfg.ResumeFunc(ctx, store.Unfinished{KeyRef: ref, Fingerprint: rec.Fingerprint, Point: rec.RecoveryPoint, Token: token})
+			what = fmt.Sprintf("asked the completer to retry now: %s", res.Outcome)
+			if res.Response != nil {
+				what += fmt.Sprintf(", answer %d", res.Response.StatusCode)
+			}
+			err = res.Err
+		}
+		if errors.Is(err, store.ErrNotHeld) {
+			fail(http.StatusConflict, "The record changed while the action ran (a retry took the key over, or another operator acted first). Nothing changed: look at it again.")
+			return
+		}
+		after, gerr := c.cfg.Store.Get(ctx, ref.Scope, ref.Key)
+		if errors.Is(gerr, store.ErrNotFound) {
+			after = nil
+		}
+		if err != nil {
+			what += fmt.Sprintf(" (failed: %v)", err)
+		}
+		entry := store.AuditEntry{
+			Actor: s.Name + " from " + r.RemoteAddr, Action: kind + ": " + what, Reason: reason,
+			Scope: ref.Scope, Key: ref.Key, Before: c.describe(rec), After: c.describe(after),
+		}
+		if aerr := c.audit.AppendAudit(ctx, entry); aerr != nil {
+			c.log(ctx, slog.LevelError, "console: the action ran but its audit entry was not written", "action", kind, "key", ref.Key, "err", aerr)
+			fail(http.StatusInternalServerError, fmt.Sprintf("The action ran (%s) but its audit entry could not be written: %v.", what, aerr))
+			return
+		}
+		c.log(ctx, slog.LevelWarn, "console: operator action", "operator", s.Name, "action", kind, "scope", ref.Scope, "key", ref.Key, "reason", reason, "result", what)
+		if err != nil {
+			fail(http.StatusBadGateway, "The action failed: "+what)
+			return
+		}
+		http.Redirect(w, r, back+"&done="+kind, http.StatusSeeOther)
+	}
+}
+
+// answerOf is the real answer an operator records: a final status (2xx,
+// or 4xx but 408 and 429, as the CLI's), a Content-Type, a body.
+func answerOf(r *http.Request) (store.Response, string) {
+	status, err := strconv.Atoi(strings.TrimSpace(r.PostFormValue("status")))
+	if err != nil || status < 200 || status > 499 || (status >= 300 && status < 400) || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
+		return store.Response{}, fmt.Sprintf("Status %q: want the final answer's status, 2xx or 4xx other than 408 and 429.", r.PostFormValue("status"))
+	}
+	resp := store.Response{StatusCode: status, Header: http.Header{}, Body: []byte(strings.ReplaceAll(r.PostFormValue("body"), "\r\n", "\n"))}
+	if ct := strings.TrimSpace(r.PostFormValue("content_type")); ct != "" && len(resp.Body) > 0 {
+		resp.Header.Set("Content-Type", ct)
+	}
+	if loc := strings.TrimSpace(r.PostFormValue("location")); loc != "" {
+		resp.Header.Set("Location", loc)
+	}
+	return resp, ""
+}

@@ -1,0 +1,16 @@
+module github.com/idem-dev/idem/consoletest
+
+go 1.26.0
+
+require (
+	github.com/chromedp/chromedp v0.24.0
+	github.com/jackc/pgx/v5 v5.13.0
+)
+
+require (
+	github.com/chromedp/cdproto v0.160.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"time"
+)
+
+// KeyQuery selects records for an operator's search (KeyLister). Its zero
+// value selects every record.
+type KeyQuery struct {
+	Scope string // exactly this scope (user); "" for any
+	Key   string // exactly this key; "" for any
+	// Status selects one state; "" for any.
+	Status Status
+	// Unfinished selects only unfinished records (Advancer): a recovery
+	// point, not COMPLETED.
+	Unfinished bool
+	// ResponseCode selects records whose stored response has this status
+	// code; 0 for any.
+	ResponseCode int
+	// PathPrefix selects records whose request path begins with it.
+	PathPrefix string
+	// CreatedBefore selects records created before it (an age, or the
+	// next page); the zero time for any.
+	CreatedBefore time.Time
+	// Limit is the most records returned; zero means 50.
+	Limit int
+}
+
+// DefaultKeyQueryLimit is KeyQuery.Limit's default.
+const DefaultKeyQueryLimit = 50
+
+// MaxRecords is the most records q selects: Limit, or its default.
+func (q KeyQuery) MaxRecords() int {
+	if q.Limit <= 0 {
+		return DefaultKeyQueryLimit
+	}
+	return q.Limit
+}
+
+// KeyCount is one count of KeyCounts: Exact is false when the store
+// estimated it from its statistics rather than counting.
+type KeyCount struct {
+	N     int64
+	Exact bool
+}
+
+// KeyCounts counts records by state. Unfinished counts are by recovery
+// point.
+type KeyCounts struct {
+	Processing, Completed, Failed KeyCount
+	Unfinished                    map[string]int64
+	// OldestProcessing and OldestUnfinished are the claim times of the
+	// oldest such records, zero for none.
+	OldestProcessing, OldestUnfinished time.Time
+	// Now is the store's clock when it counted.
+	Now time.Time
+}
+
+// KeyLister is a Store an operator can search: the console's listing. The
+// middleware never calls it. Each search is served by an index of the
+// key table: by key, by scope (the primary key), by status and age, and
+// unfinished records; docs/console.md names them.
+type KeyLister interface {
+	Store
+	// ListKeys returns at most q.Limit records matching q, newest first
+	// (unfinished ones: held longest ago first).
+	ListKeys(ctx context.Context, q KeyQuery) ([]Record, error)
+	// CountKeys counts the records by state. Large counts may be estimates.
+	CountKeys(ctx context.Context) (KeyCounts, error)
+	// ProviderKeys returns the downstream keys recorded on a record
+	// (Advancer.Advance), by provider; ErrNotFound when it has no record.
+	ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error)
+}
+
+// AuditEntry is one operator action, as an AuditLog keeps it.
+type AuditEntry struct {
+	At     time.Time // the store's clock; set by AppendAudit
+	Actor  string    // who acted, as they named themselves, and from where
+	Action string
+	Reason string
+	Scope  string
+	Key    string
+	// Before and After describe the record around the action, as text.
+	Before, After string
+}
+
+// AuditLog is a Store that keeps a durable log of operator actions next to
+// the key table. The middleware never calls it.
+type AuditLog interface {
+	Store
+	// AppendAudit records e, stamped with the store's clock.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns the latest entries, newest first, at most limit:
+	// every key's, or only ref's when ref is not the zero KeyRef.
+	ListAudit(ctx context.Context, ref KeyRef, limit int) ([]AuditEntry, error)
+}

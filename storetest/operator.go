@@ -1,0 +1,138 @@
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/store"
+)
+
+// RunOperator checks the optional operator capabilities: store.KeyLister
+// searches by key, scope, state, response code, path and age, newest first
+// (unfinished: held longest ago first), counts by state, and reads a
+// record's provider keys; store.AuditLog keeps entries, newest first, by
+// key or all. A store without a capability skips its tests.
+func RunOperator(t *testing.T, newStore NewStoreFunc) {
+	ctx := context.Background()
+	lister := func(t *testing.T) (store.Store, store.KeyLister) {
+		t.Helper()
+		s := newStore(t)
+		l, ok := s.(store.KeyLister)
+		if !ok {
+			t.Skipf("%T does not implement store.KeyLister", s)
+		}
+		return s, l
+	}
+	keys := func(recs []store.Record) []store.KeyRef {
+		refs := make([]store.KeyRef, len(recs))
+		for i, r := range recs {
+			refs[i] = store.KeyRef{Scope: r.Scope, Key: r.Key}
+		}
+		return refs
+	}
+
+	t.Run("Searches", func(t *testing.T) {
+		t.Parallel()
+		s, l := lister(t)
+		done1 := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
+		failed := putRecord(t, s, "alice", store.StatusFailed, long, ttl)
+		inFlight := putRecord(t, s, "bob", store.StatusProcessing, long, ttl)
+		done2 := putRecord(t, s, "bob", store.StatusCompleted, long, ttl)
+		unfinished := putRecord(t, s, "carol", store.StatusProcessing, long, ttl)
+		ph := s.(store.Advancer)
+		require.NoError(t, ph.Advance(ctx, unfinished.Attempt(), "debited", map[string]string{"bank": "bk-1"}))
+		require.NoError(t, s.Fail(ctx, unfinished.Attempt()))
+
+		all, err := l.ListKeys(ctx, store.KeyQuery{})
+		require.NoError(t, err)
+		require.Equal(t, []store.KeyRef{ref(unfinished), ref(done2), ref(inFlight), ref(failed), ref(done1)}, keys(all), "newest first")
+		for _, c := range []struct {
+			name string
+			q    store.KeyQuery
+			want []store.KeyRef
+		}{
+			{"Key", store.KeyQuery{Key: done2.Key}, []store.KeyRef{ref(done2)}},
+			{"Scope", store.KeyQuery{Scope: "alice"}, []store.KeyRef{ref(failed), ref(done1)}},
+			{"Status", store.KeyQuery{Status: store.StatusCompleted}, []store.KeyRef{ref(done2), ref(done1)}},
+			{"StatusAndScope", store.KeyQuery{Status: store.StatusCompleted, Scope: "bob"}, []store.KeyRef{ref(done2)}},
+			{"Unfinished", store.KeyQuery{Unfinished: true}, []store.KeyRef{ref(unfinished)}},
+			{"ResponseCode", store.KeyQuery{ResponseCode: 201, Scope: "alice"}, []store.KeyRef{ref(done1)}},
+			{"PathPrefix", store.KeyQuery{PathPrefix: "/v1/pay", Scope: "bob"}, []store.KeyRef{ref(done2), ref(inFlight)}},
+			{"OtherPath", store.KeyQuery{PathPrefix: "/v2/"}, []store.KeyRef{}},
+			{"Limit", store.KeyQuery{Limit: 2}, []store.KeyRef{ref(unfinished), ref(done2)}},
+			{"CreatedBefore", store.KeyQuery{CreatedBefore: all[1].CreatedAt}, []store.KeyRef{ref(inFlight), ref(failed), ref(done1)}},
+		} {
+			got, err := l.ListKeys(ctx, c.q)
+			require.NoError(t, err, c.name)
+			require.Equal(t, c.want, keys(got), c.name)
+		}
+		got, err := l.ListKeys(ctx, store.KeyQuery{Key: unfinished.Key})
+		require.NoError(t, err)
+		require.Equal(t, "debited", got[0].RecoveryPoint)
+		require.Equal(t, unfinished.Token, got[0].Token)
+	})
+
+	t.Run("Counts", func(t *testing.T) {
+		t.Parallel()
+		s, l := lister(t)
+		putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
+		putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
+		putRecord(t, s, "alice", store.StatusFailed, long, ttl)
+		putRecord(t, s, "bob", store.StatusProcessing, long, ttl)
+		u := putRecord(t, s, "bob", store.StatusProcessing, long, ttl)
+		require.NoError(t, s.(store.Advancer).Advance(ctx, u.Attempt(), "debited", nil))
+		c, err := l.CountKeys(ctx)
+		require.NoError(t, err)
+		require.Equal(t, store.KeyCount{N: 2, Exact: true}, c.Processing)
+		require.Equal(t, store.KeyCount{N: 2, Exact: true}, c.Completed)
+		require.Equal(t, store.KeyCount{N: 1, Exact: true}, c.Failed)
+		require.Equal(t, map[string]int64{"debited": 1}, c.Unfinished)
+		require.False(t, c.OldestProcessing.IsZero())
+		require.False(t, c.OldestUnfinished.IsZero())
+	})
+
+	t.Run("ProviderKeys", func(t *testing.T) {
+		t.Parallel()
+		s, l := lister(t)
+		c := putRecord(t, s, "alice", store.StatusProcessing, long, ttl)
+		pk, err := l.ProviderKeys(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Empty(t, pk)
+		require.NoError(t, s.(store.Advancer).Advance(ctx, c.Attempt(), "sent", map[string]string{"bank": "bk-1"}))
+		pk, err = l.ProviderKeys(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, map[string]string{"bank": "bk-1"}, pk)
+		_, err = l.ProviderKeys(ctx, "alice", newKey())
+		require.ErrorIs(t, err, store.ErrNotFound)
+	})
+
+	t.Run("AuditLog", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		a, ok := s.(store.AuditLog)
+		if !ok {
+			t.Skipf("%T does not implement store.AuditLog", s)
+		}
+		first := store.AuditEntry{Actor: "ann", Action: "release", Reason: "INC-1", Scope: "alice", Key: "k1", Before: "COMPLETED", After: "FAILED"}
+		second := store.AuditEntry{Actor: "bob", Action: "answer", Reason: "INC-2", Scope: "bob", Key: "k2", Before: "a", After: "b"}
+		before := time.Now().Add(-time.Minute)
+		require.NoError(t, a.AppendAudit(ctx, first))
+		require.NoError(t, a.AppendAudit(ctx, second))
+		all, err := a.ListAudit(ctx, store.KeyRef{}, 10)
+		require.NoError(t, err)
+		require.Len(t, all, 2)
+		require.True(t, all[0].At.After(before), "stamped by the store: %v", all[0].At)
+		all[0].At, all[1].At = time.Time{}, time.Time{}
+		require.Equal(t, []store.AuditEntry{second, first}, all, "newest first")
+		one, err := a.ListAudit(ctx, store.KeyRef{Scope: "alice", Key: "k1"}, 10)
+		require.NoError(t, err)
+		require.Len(t, one, 1)
+		require.Equal(t, "INC-1", one[0].Reason)
+		last, err := a.ListAudit(ctx, store.KeyRef{}, 1)
+		require.NoError(t, err)
+		require.Len(t, last, 1)
+		require.Equal(t, "INC-2", last[0].Reason)
+	})
+}
