@@ -338,15 +338,7 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	}
 	// Drain: stop accepting, let every guarded request finish (and its key
 	// complete), then close the store.
-	logger.Info("shutting down: draining in-flight requests", "timeout", f.shutdownTimeout)
-	dctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(dctx); err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("shutdown: in-flight requests did not finish within %v", f.shutdownTimeout)
-	}
-	logger.Info("stopped")
-	return nil
+	return cli.Drain(srv, f.shutdownTimeout, logger)
 }
 
 // newGateway builds the proxy: each route's middleware on the key store

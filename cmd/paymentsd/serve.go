@@ -410,15 +410,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 
 	// Drain: stop accepting, let every in-flight request finish (and its
 	// key complete), then close the database.
-	logger.Info("shutting down: draining in-flight requests", "timeout", f.shutdownTimeout)
-	dctx, cancel := context.WithTimeout(context.Background(), f.shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(dctx); err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("shutdown: in-flight requests did not finish within %v", f.shutdownTimeout)
-	}
-	logger.Info("stopped")
-	return nil
+	return cli.Drain(srv, f.shutdownTimeout, logger)
 }
 
 // openBank returns the bank's client and the secret its keys are derived
