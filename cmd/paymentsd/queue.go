@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,6 +33,10 @@ const (
 	natsDeadStream    = "PAYMENTS_DEADLETTER"
 	natsDurable       = "paymentsd"
 )
+
+// connectTimeout bounds the broker's first answer; nats.go's 2 s default
+// is short for a broker across a WAN or on a busy machine.
+const connectTimeout = 10 * time.Second
 
 var commandSubjects = []string{commandPrefix + string(api.OpDeposit), commandPrefix + string(api.OpTransaction)}
 
@@ -63,7 +68,7 @@ func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, err
 // making the streams if missing and the durable consumer. wait returns
 // once the messages in hand are settled.
 func consumeNATS(ctx context.Context, url string, c *consumer.Consumer, workers int, logger *slog.Logger) (wait func(), err error) {
-	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1), nats.Timeout(connectTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("nats %s: %w", url, err)
 	}

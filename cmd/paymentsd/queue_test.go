@@ -47,7 +47,7 @@ type natsCommander struct {
 }
 
 func newNATSCommander(t *testing.T, url string, u *user) *natsCommander {
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.Timeout(patience))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
@@ -161,7 +161,7 @@ func TestQueueReplyTo(t *testing.T) {
 	url := startNATS(t)
 	s := startServer(t, newDB(t, "postgres"), "--nats-url", url)
 	u := s.newUser(t)
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, nats.Timeout(patience))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)

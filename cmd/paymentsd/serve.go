@@ -370,12 +370,13 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	if mln != nil {
 		attrs[len(attrs)-1] = "http://" + mln.Addr().String() + "/metrics"
 	}
-	logger.Info("listening", attrs...)
-	switch {
-	case demoKey != "":
-		printDemo(stdout, base, demoKey, b.display)
-	case !has:
+	if !has && demoKey == "" {
+		// Before "listening", so whoever waits for that line has this one too.
 		logger.Warn("the database has no users: create one with 'paymentsd users create" + dbArg(b.display) + "'")
+	}
+	logger.Info("listening", attrs...)
+	if demoKey != "" {
+		printDemo(stdout, base, demoKey, b.display)
 	}
 
 	errc := make(chan error, 2)
