@@ -165,7 +165,6 @@ func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string
 	return keytable.DecodeProviderKeys(column)
 }
 
-
 // AppendAudit records an operator's action (see store.AuditLog).
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	_, err := s.pool.Exec(ctx, keytable.Rewrite(pgsql.AppendAudit, s.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
@@ -174,7 +173,6 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	}
 	return nil
 }
-
 
 // ListAudit returns the latest operator actions (see store.AuditLog).
 func (s *Store) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {

@@ -10,7 +10,6 @@ import (
 
 var _ store.KeyResolver = (*Store)(nil)
 
-
 // ListCompleted lists the keys of COMPLETED records whose response has
 // status code code (see store.KeyResolver).
 func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
@@ -32,13 +31,11 @@ func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef,
 	return refs, nil
 }
 
-
 // Release marks the COMPLETED record a's token holds FAILED, so that the
 // next retry runs afresh (see store.KeyResolver).
 func (s *Store) Release(ctx context.Context, a store.Attempt) error {
 	return s.fenced(ctx, "release", s.sql.release, a.Scope, a.Key, a.Token)
 }
-
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
 // token holds (see store.KeyResolver).
