@@ -209,7 +209,7 @@ func (s *Store) DeleteExpired(_ context.Context, limit int) ([]store.KeyRef, err
 	defer s.mu.Unlock()
 	now := time.Now()
 	gone := s.committed(limit, true, func(r *record) bool {
-		return r.expired(now) && (r.Status != store.StatusProcessing || !r.leaseLive(now))
+		return r.expired(now) && (r.Status != store.StatusProcessing || !r.leaseLive(now)) && !store.AwaitsOperator(r.Status, r.Response)
 	}, func(a, b *record) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
 	refs := make([]store.KeyRef, len(gone))
 	for i, r := range gone {

@@ -7,6 +7,12 @@ import (
 	"github.com/idem-dev/idem/idemshared/keytable"
 )
 
+// notAwaitingOperator is keytable.NotAwaitingOperator in MySQL, which
+// compares a binary column with a string byte by byte.
+var notAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle string) string {
+	return "LOCATE(" + needle + ", " + haystack + ") > 0"
+})
+
 // mysqlStatements are the store's statements for MySQL and MariaDB
 // (InnoDB). Times are DATETIME(6) in UTC from UTC_TIMESTAMP(6), which is
 // constant within a statement, as PostgreSQL's now() is within a
@@ -81,11 +87,12 @@ SELECT COUNT(*) FROM idempotency_keys
 	// A named lock per database and key table; names are at most 64
 	// characters, hence the hash.
 	const lockName = `CONCAT('idem.sweep.', SHA1(CONCAT(DATABASE(), '.idempotency_keys')))`
-	const sweepSelect = `
+	sweepSelect := `
 SELECT scope, idempotency_key FROM idempotency_keys
  WHERE expires_at <= ` + now + `
    AND (status <> 'PROCESSING' OR lease_expires_at <= ` + now + `)
    AND ` + finished + `
+   AND ` + notAwaitingOperator + `
  ORDER BY expires_at
  LIMIT ?
    FOR UPDATE SKIP LOCKED`

@@ -36,11 +36,12 @@ VALUES ($1, $2, $3, $4, $5, $6,
 	const sweepLock = `
 SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_keys'::regclass::oid::text))
   FROM set_config('lock_timeout', '2s', true)`
-	const sweepSelect = `
+	sweepSelect := `
 SELECT scope, idempotency_key FROM idempotency_keys
  WHERE expires_at <= now()
    AND (status <> 'PROCESSING' OR lease_expires_at <= now())
    AND ` + finished + `
+   AND ` + pgsql.NotAwaitingOperator + `
  ORDER BY expires_at
  LIMIT $1
    FOR UPDATE SKIP LOCKED`

@@ -136,3 +136,9 @@ SELECT at, actor, action, reason, scope, idempotency_key, before, after
   FROM idempotency_keys_audit
  WHERE $1 = '' OR (scope = $1 AND idempotency_key = $2)
  ORDER BY id DESC LIMIT $3`
+
+// NotAwaitingOperator is keytable.NotAwaitingOperator in PostgreSQL: a row
+// that does not hold the outcome-unknown answer an operator must settle.
+var NotAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle string) string {
+	return "position(convert_to(" + needle + ", 'UTF8') IN " + haystack + ") > 0"
+})
