@@ -209,7 +209,7 @@ func (s *Store) DeleteExpired(_ context.Context, limit int) ([]store.KeyRef, err
 	defer s.mu.Unlock()
 	now := time.Now()
 	gone := s.committed(limit, true, func(r *record) bool {
-		return r.expired(now) && (r.Status != store.StatusProcessing || !r.leaseLive(now)) && !store.AwaitsOperator(r.Status, r.Response)
+		return r.expired(now) && (r.Status != store.StatusProcessing || !r.leaseLive(now))
 	}, func(a, b *record) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
 	refs := make([]store.KeyRef, len(gone))
 	for i, r := range gone {
@@ -275,7 +275,11 @@ func (r *record) finished() bool {
 	return r.RecoveryPoint == "" || r.Status == store.StatusCompleted
 }
 
-func (r *record) expired(now time.Time) bool { return !r.ExpiresAt.After(now) && r.finished() }
+// expired: past retention, finished, and not holding the outcome-unknown
+// answer, which binds its key until an operator settles it.
+func (r *record) expired(now time.Time) bool {
+	return !r.ExpiresAt.After(now) && r.finished() && !store.AwaitsOperator(r.Status, r.Response)
+}
 
 // hold makes the record c's attempt's, from now.
 func (r *record) hold(c store.Claim, now time.Time) {

@@ -20,13 +20,13 @@ var notAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle str
 // order of its canonical arguments.
 func mysqlStatements(table string) statements {
 	const now = `UTC_TIMESTAMP(6)`
-	const columns = `request_method, request_path, request_hash, fingerprint_version,
+	columns := `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token, claimed_at, lease_expires_at,
        lease_expires_at > ` + now + `,
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + `,
+       created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + ` AND ` + notAwaitingOperator + `,
        COALESCE(recovery_point, '')`
-	const record = `
+	record := `
 SELECT ` + columns + `
   FROM idempotency_keys
  WHERE scope = ? AND idempotency_key = ?`
@@ -51,7 +51,7 @@ VALUES (?, ?, ?, ?, ?, ?,
 	// MySQL assigns left to right, each assignment seeing the ones before:
 	// attempts and created_at read expires_at, the recovery point and the
 	// status before they change, and so does recovery_point the status.
-	const reacquire = `
+	reacquire := `
 UPDATE idempotency_keys
    SET attempts   = IF(expires_at <= ` + now + ` AND ` + finished + `, 1, attempts + 1),
        created_at = IF(expires_at <= ` + now + ` AND ` + finished + `, ` + now + `, created_at),
@@ -66,7 +66,7 @@ UPDATE idempotency_keys
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ?
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= ` + now + `)
-        OR (status = 'COMPLETED' AND expires_at <= ` + now + `))`
+        OR (status = 'COMPLETED' AND expires_at <= ` + now + ` AND ` + notAwaitingOperator + `))`
 	const complete = `
 UPDATE idempotency_keys
    SET status = 'COMPLETED', lease_expires_at = ` + now + `,

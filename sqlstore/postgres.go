@@ -10,13 +10,13 @@ import (
 
 // postgresStatements are pgstore's statements, on database/sql.
 func postgresStatements(table string) statements {
-	const columns = `request_method, request_path, request_hash, fingerprint_version,
+	columns := `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token::text, claimed_at, lease_expires_at,
        lease_expires_at > now(),
        response_code, response_headers::text, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= now() AND ` + finished + `,
+       created_at, expires_at, expires_at <= now() AND ` + finished + ` AND ` + pgsql.NotAwaitingOperator + `,
        coalesce(recovery_point, '')`
-	const record = `
+	record := `
 SELECT ` + columns + `
   FROM idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2`

@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -91,4 +93,65 @@ func TestKeysListStates(t *testing.T) {
 			require.Empty(t, list("--state", "in-flight"), "completed: no longer in flight")
 		})
 	}
+}
+
+// TestSweepKeepsUnknownOutcomes: the built-in sweeper and keys sweep
+// delete the records past their retention, but never one whose upstream
+// outcome is unknown: it waits for an operator, however old. Once
+// resolved, it goes like any other. On PostgreSQL and on SQLite.
+func TestSweepKeepsUnknownOutcomes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		db   func(t *testing.T) string
+	}{
+		{"PostgreSQL", func(t *testing.T) string { return pgtest.SchemaURL(t, pgtest.Schema(t)) }},
+		{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "keys.db") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			up := startUpstream(t)
+			db := c.db(t)
+			gw := startGatewayWith(t, "--upstream", up.url, "--upstream-timeout", "1m", "--db", db,
+				"--idempotency-ttl", "1ms", "--sweep-interval", "20ms").url
+			require.Equal(t, 409, post(t, gw, "/die", "Bearer alice", "k-unknown").status)
+			require.Equal(t, 201, post(t, gw, "/ok", "Bearer alice", "k-ok").status)
+			scope := scopeOf("Bearer alice")
+			show := func(key string) (string, int) {
+				out, _, code := gatewayCmd(t, "", "keys", "show", "--db", db, "--scope", scope, "--key", key)
+				return out, code
+			}
+			swept := func(key string) {
+				t.Helper()
+				for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+					if _, code := show(key); code == 1 {
+						return
+					}
+				}
+				t.Fatalf("the sweeper never deleted %s", key)
+			}
+
+			swept("k-ok") // past its retention: the sweeper has run over both
+			out, code := show("k-unknown")
+			require.Equal(t, 0, code, "the unknown outcome survived the sweeper")
+			require.Contains(t, out, `"outcome_unknown":true`)
+			out, stderr, code := gatewayCmd(t, "", "keys", "sweep", "--db", db)
+			require.Equal(t, 0, code, stderr)
+			require.Equal(t, `{"deleted":0}`+"\n", out, "keys sweep keeps it too")
+			out, _, _ = gatewayCmd(t, "", "keys", "list", "--db", db)
+			require.Contains(t, out, `"key":"k-unknown"`)
+			retry := post(t, gw, "/die", "Bearer alice", "k-unknown")
+			t.Logf("retry past retention: %d replayed=%v %s; upstream log %v", retry.status, retry.replayed, retry.body, up.log(t))
+
+			_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-unknown", "--release")
+			require.Equal(t, 0, code, stderr)
+			swept("k-unknown") // resolved: a record like any other
+		})
+	}
+}
+
+// scopeOf is the gateway's scope of an Authorization value: its SHA-256.
+func scopeOf(auth string) string {
+	sum := sha256.Sum256([]byte(auth))
+	return hex.EncodeToString(sum[:])
 }

@@ -21,8 +21,9 @@ ON CONFLICT (scope, idempotency_key) DO NOTHING`
 // past retention starts a new life: new fingerprint, creation, expiry and
 // no recovery point nor provider keys. An unfinished one is resumed in its
 // life, recovery point and provider keys kept (model/payout.pml: a re-acquire of
-// UNKNOWN never starts a new life).
-const Reacquire = `
+// UNKNOWN never starts a new life). A record holding the outcome-unknown
+// answer is never re-acquired: only an operator settles it.
+var Reacquire = `
 UPDATE idempotency_keys
    SET request_method = $3, request_path = $4, request_hash = $5, fingerprint_version = $6,
        status = 'PROCESSING',
@@ -37,7 +38,7 @@ UPDATE idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $10
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= now())
-        OR (status = 'COMPLETED' AND expires_at <= now()))`
+        OR (status = 'COMPLETED' AND expires_at <= now() AND ` + NotAwaitingOperator + `))`
 
 // Complete is pgstore's and sqlstore's PostgreSQL statement.
 const Complete = `
