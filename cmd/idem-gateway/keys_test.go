@@ -141,7 +141,8 @@ func TestSweepKeepsUnknownOutcomes(t *testing.T) {
 			out, _, _ = gatewayCmd(t, "", "keys", "list", "--db", db)
 			require.Contains(t, out, `"key":"k-unknown"`)
 			retry := post(t, gw, "/die", "Bearer alice", "k-unknown")
-			t.Logf("retry past retention: %d replayed=%v %s; upstream log %v", retry.status, retry.replayed, retry.body, up.log(t))
+			require.Equal(t, 409, retry.status, "a retry past retention gets the unknown outcome: %s", retry.body)
+			require.True(t, retry.replayed, "never sent upstream again")
 
 			_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-unknown", "--release")
 			require.Equal(t, 0, code, stderr)
