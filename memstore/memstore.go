@@ -275,7 +275,11 @@ func (r *record) finished() bool {
 	return r.RecoveryPoint == "" || r.Status == store.StatusCompleted
 }
 
-func (r *record) expired(now time.Time) bool { return !r.ExpiresAt.After(now) && r.finished() }
+// expired: past retention, finished, and not holding the outcome-unknown
+// answer, which binds its key until an operator settles it.
+func (r *record) expired(now time.Time) bool {
+	return !r.ExpiresAt.After(now) && r.finished() && !store.AwaitsOperator(r.Status, r.Response)
+}
 
 // hold makes the record c's attempt's, from now.
 func (r *record) hold(c store.Claim, now time.Time) {

@@ -206,7 +206,7 @@ func (t *Tx) Insert(ctx context.Context, c store.Claim) (rec *store.Record, inse
 // resumes in its own.
 func (t *Tx) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	won, err := t.takeOver(ctx, c, func(r *record, now time.Time) bool {
-		return r.Token == prevToken && (abandoned(r, now) || (r.Status == store.StatusCompleted && !r.ExpiresAt.After(now)))
+		return r.Token == prevToken && (abandoned(r, now) || (r.Status == store.StatusCompleted && r.expired(now)))
 	}, func(r *record, now time.Time) {
 		if r.expired(now) {
 			r.Attempts, r.CreatedAt = 1, now

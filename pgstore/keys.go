@@ -32,14 +32,14 @@ type keys struct {
 }
 
 // recordColumns are a record's columns as scanRecord reads them.
-const recordColumns = `request_method, request_path, request_hash, fingerprint_version,
+var recordColumns = `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token::text, claimed_at, lease_expires_at,
        lease_expires_at > now(),
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= now() AND ` + finished + `,
+       created_at, expires_at, expires_at <= now() AND ` + finished + ` AND ` + pgsql.NotAwaitingOperator + `,
        coalesce(recovery_point, '')`
 
-const selectRecord = `
+var selectRecord = `
 SELECT ` + recordColumns + `
   FROM idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2`

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 )
@@ -29,7 +30,8 @@ const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
 
 // deleteExpired deletes the oldest expired rows of one table through its
 // expires_at index, at most $1, but not a claim whose lease is live nor an
-// unfinished row (store.Advancer: model/payout.pml's sweeper skips UNKNOWN),
+// unfinished row (store.Advancer: model/payout.pml's sweeper skips UNKNOWN)
+// nor one holding the outcome-unknown answer (store.AwaitsOperator),
 // and skips rows another transaction holds (a request re-acquiring an
 // expired key) instead of waiting for them; a row whose lease was renewed
 // meanwhile is checked again when locked, and left. The rows it locked
@@ -45,13 +47,14 @@ const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
 // A ctid is an address within one table: the statement always names a
 // table that holds rows, never a partitioned parent, where the same ctid
 // names a row in every partition (the live keys of other users).
-const deleteExpired = `
+var deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM idempotency_keys
           WHERE expires_at <= now() AND expires_at >= $2
             AND (status <> 'PROCESSING' OR lease_expires_at <= now())
             AND ` + finished + `
+            AND ` + pgsql.NotAwaitingOperator + `
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))

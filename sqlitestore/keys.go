@@ -41,14 +41,14 @@ type keys struct {
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
 // recordColumns are a record's columns as scanRecord reads them.
-const recordColumns = `request_method, request_path, request_hash, fingerprint_version,
+var recordColumns = `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token, claimed_at, lease_expires_at,
        lease_expires_at > :now,
        response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= :now AND ` + finished + `,
+       created_at, expires_at, expires_at <= :now AND ` + finished + ` AND ` + notAwaitingOperator + `,
        coalesce(recovery_point, '')`
 
-const selectRecord = `
+var selectRecord = `
 SELECT ` + recordColumns + `
   FROM idempotency_keys
  WHERE scope = :scope AND idempotency_key = :key`
@@ -170,7 +170,7 @@ func (k keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 // it is unfinished (store.Advancer), which resumes in its life. As in
 // PostgreSQL, every SET expression reads the row as it was before the
 // update, so the three CASEs agree.
-const reacquire = `
+var reacquire = `
 UPDATE idempotency_keys
    SET request_method = :method, request_path = :path, request_hash = :hash, fingerprint_version = :version,
        status = 'PROCESSING',
@@ -185,7 +185,7 @@ UPDATE idempotency_keys
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :prev_token
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= :now)
-        OR (status = 'COMPLETED' AND expires_at <= :now))`
+        OR (status = 'COMPLETED' AND expires_at <= :now AND ` + notAwaitingOperator + `))`
 
 func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	fp := c.Fingerprint

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -18,15 +19,22 @@ var _ store.ExpiredDeleter = (*Store)(nil)
 // queue in front of requests, and reports store.ErrSweepBusy.
 const SweepLockWait = 250 * time.Millisecond
 
+// notAwaitingOperator is keytable.NotAwaitingOperator in SQLite.
+var notAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle string) string {
+	return "instr(" + haystack + ", CAST(" + needle + " AS BLOB)) > 0"
+})
+
 // deleteExpired deletes the oldest expired rows through the expires_at
 // index, at most :limit, but not a claim whose lock is live nor an
-// unfinished record (store.Advancer).
-const deleteExpired = `
+// unfinished record (store.Advancer), nor one holding the outcome-unknown
+// answer (store.AwaitsOperator).
+var deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE rowid IN (SELECT rowid FROM idempotency_keys
                   WHERE expires_at <= :now
                     AND (status <> 'PROCESSING' OR lease_expires_at <= :now)
                     AND ` + finished + `
+                    AND ` + notAwaitingOperator + `
                   ORDER BY expires_at
                   LIMIT :limit)
 RETURNING scope, idempotency_key`

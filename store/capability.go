@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"time"
 )
@@ -52,12 +53,31 @@ type ExpiredDeleter interface {
 	// DeleteExpired deletes at most limit records whose expires_at has
 	// passed by the store's clock, whatever their status, except a
 	// PROCESSING record whose lease is still live: a request that runs past
-	// retention keeps its key, as it would against a retry's re-acquire. It
+	// retention keeps its key, as it would against a retry's re-acquire;
+	// an unfinished record (Advancer); and a COMPLETED record that holds
+	// the outcome-unknown answer (AwaitsOperator), until an operator
+	// settles it (KeyResolver). It
 	// runs as one short transaction, never waits for a record another
 	// transaction holds (it leaves it for a later call), and returns the
 	// keys it deleted. While another DeleteExpired holds the store's sweep
 	// lock it deletes nothing and returns ErrSweepBusy.
 	DeleteExpired(ctx context.Context, limit int) ([]KeyRef, error)
+}
+
+// OutcomeUnknownType is the type of idem-gateway's outcome-unknown problem
+// (docs/problems.md): its request reached the upstream and no answer came
+// back, and no retry may send it again until an operator has found out
+// what the upstream did.
+const OutcomeUnknownType = "https://github.com/idem-dev/idem/blob/main/docs/problems.md#outcome-unknown"
+
+// AwaitsOperator reports whether a record holds the outcome-unknown answer:
+// a COMPLETED record answered 409 whose body names OutcomeUnknownType, as
+// a JSON string. Only an operator settles it (KeyResolver): no
+// ExpiredDeleter deletes it, whatever its expiry. The stores' SQL tests
+// the same bytes.
+func AwaitsOperator(status Status, resp *Response) bool {
+	return status == StatusCompleted && resp != nil && resp.StatusCode == 409 &&
+		bytes.Contains(resp.Body, []byte(`"`+OutcomeUnknownType+`"`))
 }
 
 // KeyResolver is a Store on which an operator settles a completed record by

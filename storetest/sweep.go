@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -61,6 +62,38 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err, "an expired record whose lock is live stays")
 		require.True(t, rec.LeaseLive)
 		require.Empty(t, deleteExpired(t, sw, 100))
+	})
+
+	t.Run("KeepsAnOutcomeUnknownUntilSettled", func(t *testing.T) {
+		t.Parallel()
+		s, sw := sweeper(t)
+		answer := func(body string) store.Response {
+			return store.Response{StatusCode: 409, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: []byte(body)}
+		}
+		unknown := putRecord(t, s, "alice", store.StatusProcessing, long, time.Millisecond)
+		require.NoError(t, s.Complete(ctx, unknown.Attempt(), answer(`{"status":409,"title":"Outcome unknown","type":"`+store.OutcomeUnknownType+`"}`)))
+		conflict := putRecord(t, s, "alice", store.StatusProcessing, long, time.Millisecond)
+		require.NoError(t, s.Complete(ctx, conflict.Attempt(), answer(`{"type":"https://example.com/already-paid"}`)))
+		// The unknown outcome never reads as expired: it expired before
+		// the conflict, made after it with the same retention.
+		waitExpired(t, s, ref(conflict))
+
+		require.Equal(t, []store.KeyRef{ref(conflict)}, deleteExpired(t, sw, 100), "an upstream's own 409 goes")
+		rec, err := s.Get(ctx, unknown.Scope, unknown.Key)
+		require.NoError(t, err, "an unknown outcome stays past its retention, until an operator settles it")
+		require.True(t, store.AwaitsOperator(rec.Status, rec.Response))
+		require.False(t, rec.Expired, "it binds its key past retention: a retry gets it, never a run")
+		won, err := s.Reacquire(ctx, claim("alice", unknown.Key, "body", long, ttl), rec.Token)
+		require.NoError(t, err)
+		require.False(t, won, "no retry re-acquires it")
+		require.Empty(t, deleteExpired(t, sw, 100))
+
+		r, ok := s.(store.KeyResolver)
+		if !ok {
+			return
+		}
+		require.NoError(t, r.ReplaceResponse(ctx, unknown.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
+		require.Equal(t, []store.KeyRef{ref(unknown)}, deleteExpired(t, sw, 100), "settled: it goes")
 	})
 
 	t.Run("BatchesAreBounded", func(t *testing.T) {

@@ -46,3 +46,18 @@ func Migrations(name string) string {
 // recovery point, or COMPLETED. Only a finished row can pass its
 // retention, be swept, or start a new life. Every store's SQL uses it.
 const Finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
+
+// OutcomeUnknownType is store.OutcomeUnknownType, which this module cannot
+// import: the type of idem-gateway's outcome-unknown problem.
+const OutcomeUnknownType = "https://github.com/idem-dev/idem/blob/main/docs/problems.md#outcome-unknown"
+
+// NotAwaitingOperator is true of a row that does not hold the
+// outcome-unknown answer (store.AwaitsOperator): not COMPLETED, or not
+// answered 409, or a body that does not name OutcomeUnknownType as a JSON
+// string. contains(haystack, needle) is the dialect's byte search of a
+// column for a string literal, true when it is found. A sweep deletes only
+// such rows.
+func NotAwaitingOperator(contains func(haystack, needle string) string) string {
+	return `NOT coalesce(status = 'COMPLETED' AND response_code = 409 AND ` +
+		contains("response_body", `'"`+OutcomeUnknownType+`"'`) + `, false)`
+}

@@ -21,8 +21,9 @@ ON CONFLICT (scope, idempotency_key) DO NOTHING`
 // past retention starts a new life: new fingerprint, creation, expiry and
 // no recovery point nor provider keys. An unfinished one is resumed in its
 // life, recovery point and provider keys kept (model/payout.pml: a re-acquire of
-// UNKNOWN never starts a new life).
-const Reacquire = `
+// UNKNOWN never starts a new life). A record holding the outcome-unknown
+// answer is never re-acquired: only an operator settles it.
+var Reacquire = `
 UPDATE idempotency_keys
    SET request_method = $3, request_path = $4, request_hash = $5, fingerprint_version = $6,
        status = 'PROCESSING',
@@ -37,7 +38,7 @@ UPDATE idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $10
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= now())
-        OR (status = 'COMPLETED' AND expires_at <= now()))`
+        OR (status = 'COMPLETED' AND expires_at <= now() AND ` + NotAwaitingOperator + `))`
 
 // Complete is pgstore's and sqlstore's PostgreSQL statement.
 const Complete = `
@@ -96,3 +97,49 @@ UPDATE idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $6
    AND recovery_point IS NOT NULL
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= now()))`
+
+// ListCompleted lists the keys of COMPLETED records answered $1
+// (store.KeyResolver): it walks the primary key in order from after, filtering: an
+// operator's scan, stopped at the limit.
+const ListCompleted = `
+SELECT scope, idempotency_key FROM idempotency_keys
+ WHERE status = 'COMPLETED' AND response_code = $1
+   AND (scope, idempotency_key) > ($2, $3)
+ ORDER BY scope, idempotency_key
+ LIMIT $4`
+
+// Release reopens the COMPLETED record the token $3 holds: FAILED, its
+// response dropped (store.KeyResolver).
+const Release = `
+UPDATE idempotency_keys
+   SET status = 'FAILED',
+       response_code = NULL, response_headers = NULL, response_body = NULL,
+       resource_type = NULL, resource_id = NULL
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
+
+// ReplaceResponse replaces the response of the COMPLETED record the
+// token $3 holds (store.KeyResolver).
+const ReplaceResponse = `
+UPDATE idempotency_keys
+   SET response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
+       resource_type = nullif($7, ''), resource_id = nullif($8, '')
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
+
+// AppendAudit records an operator's action (store.AuditLog).
+const AppendAudit = `
+INSERT INTO idempotency_keys_audit (actor, action, reason, scope, idempotency_key, before, after)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`
+
+// ListAudit reads the latest operator actions, of one key or all
+// (store.AuditLog).
+const ListAudit = `
+SELECT at, actor, action, reason, scope, idempotency_key, before, after
+  FROM idempotency_keys_audit
+ WHERE $1 = '' OR (scope = $1 AND idempotency_key = $2)
+ ORDER BY id DESC LIMIT $3`
+
+// NotAwaitingOperator is keytable.NotAwaitingOperator in PostgreSQL: a row
+// that does not hold the outcome-unknown answer an operator must settle.
+var NotAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle string) string {
+	return "position(convert_to(" + needle + ", 'UTF8') IN " + haystack + ") > 0"
+})
