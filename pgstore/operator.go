@@ -16,6 +16,7 @@ import (
 var (
 	_ store.KeyLister = (*Store)(nil)
 	_ store.AuditLog  = (*Store)(nil)
+	_ store.AuditTx   = (*Tx)(nil)
 )
 
 var dialect = keytable.Dialect{
@@ -168,13 +169,24 @@ const appendAudit = `
 INSERT INTO idempotency_keys_audit (actor, action, reason, user_id, idempotency_key, before, after)
 VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
-// AppendAudit records an operator's action (see store.AuditLog).
-func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	_, err := s.pool.Exec(ctx, keytable.Rewrite(appendAudit, s.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
+// AppendAudit records an operator's action (see store.AuditLog), in the
+// transaction when on a Tx (store.AuditTx).
+func (k keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	_, err := k.db.Exec(ctx, keytable.Rewrite(appendAudit, k.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
 	if err != nil {
 		return fmt.Errorf("append audit: %w", translate(err))
 	}
 	return nil
+}
+
+// BeginAudit returns a transaction for an operator's action and its audit
+// entry (see store.AuditLog).
+func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
+	tx, err := s.Begin(ctx, store.TxOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return tx.(*Tx), nil
 }
 
 const listAudit = `
