@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -165,14 +166,10 @@ func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string
 	return keytable.DecodeProviderKeys(column)
 }
 
-const appendAudit = `
-INSERT INTO idempotency_keys_audit (actor, action, reason, scope, idempotency_key, before, after)
-VALUES ($1, $2, $3, $4, $5, $6, $7)`
-
 // AppendAudit records an operator's action (see store.AuditLog), in the
 // transaction when on a Tx (store.AuditTx).
 func (k keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	_, err := k.db.Exec(ctx, keytable.Rewrite(appendAudit, k.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
+	_, err := k.db.Exec(ctx, keytable.Rewrite(pgsql.AppendAudit, k.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
 	if err != nil {
 		return fmt.Errorf("append audit: %w", translate(err))
 	}
@@ -189,15 +186,9 @@ func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
 	return tx.(*Tx), nil
 }
 
-const listAudit = `
-SELECT at, actor, action, reason, scope, idempotency_key, before, after
-  FROM idempotency_keys_audit
- WHERE $1 = '' OR (scope = $1 AND idempotency_key = $2)
- ORDER BY id DESC LIMIT $3`
-
 // ListAudit returns the latest operator actions (see store.AuditLog).
 func (s *Store) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
-	rows, err := s.pool.Query(ctx, keytable.Rewrite(listAudit, s.sql.table), ref.Scope, ref.Key, limit)
+	rows, err := s.pool.Query(ctx, keytable.Rewrite(pgsql.ListAudit, s.sql.table), ref.Scope, ref.Key, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit: %w", translate(err))
 	}

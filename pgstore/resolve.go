@@ -10,15 +10,6 @@ import (
 
 var _ store.KeyResolver = (*Store)(nil)
 
-// listCompleted walks the primary key in order from after, filtering: an
-// operator's scan, stopped at the limit.
-const listCompleted = `
-SELECT scope, idempotency_key FROM idempotency_keys
- WHERE status = 'COMPLETED' AND response_code = $1
-   AND (scope, idempotency_key) > ($2, $3)
- ORDER BY scope, idempotency_key
- LIMIT $4`
-
 // ListCompleted lists the keys of COMPLETED records whose response has
 // status code code (see store.KeyResolver).
 func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
@@ -40,25 +31,12 @@ func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef,
 	return refs, nil
 }
 
-const release = `
-UPDATE idempotency_keys
-   SET status = 'FAILED',
-       response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
- WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
-
 // Release marks the COMPLETED record a's token holds FAILED, so that the
 // next retry runs afresh (see store.KeyResolver), in the transaction
 // when on a Tx (store.AuditTx).
 func (k keys) Release(ctx context.Context, a store.Attempt) error {
 	return k.fenced(ctx, "release", k.sql.release, a.Scope, a.Key, a.Token)
 }
-
-const replaceResponse = `
-UPDATE idempotency_keys
-   SET response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
-       resource_type = nullif($7, ''), resource_id = nullif($8, '')
- WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
 // token holds (see store.KeyResolver), in the transaction when on a Tx

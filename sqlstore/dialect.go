@@ -121,6 +121,30 @@ type statements struct {
 	sweepSelect stmt
 	// sweepDelete is the DELETE to which the keys' conditions are added.
 	sweepDelete string
+
+	// The operator's (operator.go): a record's columns as scanRecord reads
+	// them, for ListKeys; the search's dialect.
+	columns string
+	search  keytable.Dialect
+	// code, after scope, after key, limit
+	listCompleted stmt
+	// scope, key, token
+	release stmt
+	// scope, key, token, code, headers, body, resource type, resource id
+	replaceResponse stmt
+	// scope, key, token: whether the token holds the COMPLETED record
+	// (changedRows)
+	holdsCompleted stmt
+	// the store's clock; the records by status: status, count, oldest
+	// created_at; the unfinished by recovery point: point, count, oldest
+	// claimed_at
+	now, countByStatus, countUnfinished string
+	// scope, key: the provider keys as JSON text, NULL for none
+	providerKeys stmt
+	// actor, action, reason, scope, key, before, after
+	appendAudit stmt
+	// scope ("" for every key), key, limit
+	listAudit stmt
 }
 
 // errNumber is how a MySQL driver error is read: its server error number.

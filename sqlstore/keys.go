@@ -51,17 +51,22 @@ func (k keys) Get(ctx context.Context, scope, key string) (*store.Record, error)
 	return rec, err
 }
 
-func scanRecord(row *sql.Row, scope, key string) (*store.Record, error) {
+// row is a result row: *sql.Row or *sql.Rows.
+type row interface{ Scan(dest ...any) error }
+
+// scanRecord reads the record columns, then into more, if any, the
+// columns after them.
+func scanRecord(r row, scope, key string, more ...any) (*store.Record, error) {
 	rec := &store.Record{Scope: scope, Key: key}
 	var (
 		code                 sql.NullInt64
 		headers, body        []byte
 		resourceT, resourceI sql.NullString
 	)
-	err := row.Scan(&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
+	err := r.Scan(append([]any{&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, dbTime{&rec.ClaimedAt}, dbTime{&rec.LeaseExpiresAt}, &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		dbTime{&rec.CreatedAt}, dbTime{&rec.ExpiresAt}, &rec.Expired, &rec.RecoveryPoint)
+		dbTime{&rec.CreatedAt}, dbTime{&rec.ExpiresAt}, &rec.Expired, &rec.RecoveryPoint}, more...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -170,6 +175,12 @@ func (k keys) Renew(ctx context.Context, a store.Attempt, d time.Duration) error
 // rows only, an update that changed nothing (a renewal to the same
 // microsecond) is told from a lost key by a read.
 func (k keys) fenced(ctx context.Context, op string, s stmt, a store.Attempt, args ...any) error {
+	return k.fencedBy(ctx, op, s, k.st.sql.holds, a, args...)
+}
+
+// fencedBy is fenced, telling an update that changed nothing from a lost
+// hold with holds.
+func (k keys) fencedBy(ctx context.Context, op string, s, holds stmt, a store.Attempt, args ...any) error {
 	q, err := k.s.write(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
@@ -183,8 +194,7 @@ func (k keys) fenced(ctx context.Context, op string, s stmt, a store.Attempt, ar
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	if n == 0 && k.st.dialect.changedRows {
-		h := k.st.sql.holds
-		if err := q.QueryRowContext(ctx, h.sql, h.args(a.Scope, a.Key, a.Token)...).Scan(&n); err != nil {
+		if err := q.QueryRowContext(ctx, holds.sql, holds.args(a.Scope, a.Key, a.Token)...).Scan(&n); err != nil {
 			return fmt.Errorf("%s: %w", op, k.st.translate(err))
 		}
 	}

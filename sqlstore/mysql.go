@@ -1,5 +1,12 @@
 package sqlstore
 
+import (
+	"strconv"
+	"time"
+
+	"github.com/idem-dev/idem/idemshared/keytable"
+)
+
 // mysqlStatements are the store's statements for MySQL and MariaDB
 // (InnoDB). Times are DATETIME(6) in UTC from UTC_TIMESTAMP(6), which is
 // constant within a statement, as PostgreSQL's now() is within a
@@ -7,13 +14,14 @@ package sqlstore
 // order of its canonical arguments.
 func mysqlStatements(table string) statements {
 	const now = `UTC_TIMESTAMP(6)`
-	const record = `
-SELECT request_method, request_path, request_hash, fingerprint_version,
+	const columns = `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token, claimed_at, lease_expires_at,
        lease_expires_at > ` + now + `,
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + `,
-       COALESCE(recovery_point, '')
+       COALESCE(recovery_point, '')`
+	const record = `
+SELECT ` + columns + `
   FROM idempotency_keys
  WHERE scope = ? AND idempotency_key = ?`
 	// The claim is one insert; on a recorded key the no-op update changes
@@ -113,7 +121,57 @@ UPDATE idempotency_keys
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ?
    AND recovery_point IS NOT NULL
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= ` + now + `))`
+	const listCompleted = `
+SELECT scope, idempotency_key FROM idempotency_keys
+ WHERE status = 'COMPLETED' AND response_code = ?
+   AND (scope, idempotency_key) > (?, ?)
+ ORDER BY scope, idempotency_key
+ LIMIT ?`
+	const release = `
+UPDATE idempotency_keys
+   SET status = 'FAILED',
+       response_code = NULL, response_headers = NULL, response_body = NULL,
+       resource_type = NULL, resource_id = NULL
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'COMPLETED'`
+	const replaceResponse = `
+UPDATE idempotency_keys
+   SET response_code = ?, response_headers = ?, response_body = ?,
+       resource_type = NULLIF(?, ''), resource_id = NULLIF(?, '')
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'COMPLETED'`
+	const holdsCompleted = `
+SELECT COUNT(*) FROM idempotency_keys
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'COMPLETED'`
+	// InnoDB's index of unfinished rows is unfinished_at's.
+	const countUnfinished = `
+SELECT recovery_point, COUNT(*), MIN(claimed_at) FROM idempotency_keys
+ WHERE unfinished_at IS NOT NULL GROUP BY recovery_point`
+	const appendAudit = `
+INSERT INTO idempotency_keys_audit (at, actor, action, reason, scope, idempotency_key, ` + "`before`, `after`" + `)
+VALUES (` + now + `, ?, ?, ?, ?, ?, ?, ?)`
+	const listAudit = `
+SELECT at, actor, action, reason, scope, idempotency_key, ` + "`before`, `after`" + `
+  FROM idempotency_keys_audit
+ WHERE ? = '' OR (scope = ? AND idempotency_key = ?)
+ ORDER BY id DESC LIMIT ?`
 	return statements{
+		search: keytable.Dialect{
+			Arg:  func(n int) string { return "$" + strconv.Itoa(n) }, // made positional by ListKeys
+			Time: func(t time.Time) any { return t.UTC() },
+			// Once: LOCATE, not a substring the length of the argument.
+			// The column's binary collation makes it exact.
+			PathPrefix: func(arg string) string { return "LOCATE(" + arg + ", request_path) = 1" },
+		},
+		listCompleted:    stmt{sql: withTable(listCompleted, table)},
+		release:          stmt{sql: withTable(release, table)},
+		replaceResponse:  stmt{sql: withTable(replaceResponse, table), order: []int{3, 4, 5, 6, 7, 0, 1, 2}},
+		holdsCompleted:   stmt{sql: withTable(holdsCompleted, table)},
+		now:              `SELECT ` + now,
+		countByStatus:    withTable(countByStatus, table),
+		countUnfinished:  withTable(countUnfinished, table),
+		providerKeys:     stmt{sql: withTable(`SELECT provider_keys FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?`, table)},
+		appendAudit:      stmt{sql: withTable(appendAudit, table)},
+		listAudit:        stmt{sql: withTable(listAudit, table), order: []int{0, 0, 1, 2}},
+		columns:          columns,
 		get:              stmt{sql: withTable(record, table)},
 		insert:           stmt{sql: withTable(insert, table)},
 		insertCompleted:  stmt{sql: withTable(insertCompleted, table)},

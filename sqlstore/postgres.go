@@ -1,16 +1,23 @@
 package sqlstore
 
-import "github.com/idem-dev/idem/idemshared/keytable/pgsql"
+import (
+	"strconv"
+	"time"
+
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
+)
 
 // postgresStatements are pgstore's statements, on database/sql.
 func postgresStatements(table string) statements {
-	const record = `
-SELECT request_method, request_path, request_hash, fingerprint_version,
+	const columns = `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token::text, claimed_at, lease_expires_at,
        lease_expires_at > now(),
        response_code, response_headers::text, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= now() AND ` + finished + `,
-       coalesce(recovery_point, '')
+       coalesce(recovery_point, '')`
+	const record = `
+SELECT ` + columns + `
   FROM idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2`
 	// A plain INSERT: on a recorded key it fails, which aborts the
@@ -38,6 +45,17 @@ SELECT scope, idempotency_key FROM idempotency_keys
  LIMIT $1
    FOR UPDATE SKIP LOCKED`
 	return statements{
+		search:           keytable.Dialect{Arg: func(n int) string { return "$" + strconv.Itoa(n) }, Time: func(t time.Time) any { return t }},
+		listCompleted:    stmt{sql: withTable(pgsql.ListCompleted, table)},
+		release:          stmt{sql: withTable(pgsql.Release, table)},
+		replaceResponse:  stmt{sql: withTable(pgsql.ReplaceResponse, table)},
+		now:              `SELECT now()`,
+		countByStatus:    withTable(countByStatus, table),
+		countUnfinished:  withTable(`SELECT recovery_point, count(*), min(claimed_at) FROM idempotency_keys WHERE `+keytable.Unfinished+` GROUP BY recovery_point`, table),
+		providerKeys:     stmt{sql: withTable(`SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`, table)},
+		appendAudit:      stmt{sql: withTable(pgsql.AppendAudit, table)},
+		listAudit:        stmt{sql: withTable(pgsql.ListAudit, table)},
+		columns:          columns,
 		get:              stmt{sql: withTable(record, table)},
 		insert:           stmt{sql: withTable(pgsql.InsertClaim, table)},
 		insertCompleted:  stmt{sql: withTable(insertCompleted, table)},

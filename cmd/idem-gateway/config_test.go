@@ -134,6 +134,7 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"--upstream", "http://x", "--db", "redis://h"}, "--db: redis URLs are not supported"},
 		{[]string{"keys"}, "keys: a subcommand is required"},
 		{[]string{"keys", "forget"}, `keys: unknown subcommand "forget"`},
+		{[]string{"keys", "list", "--state", "completed"}, "--state must be unknown, in-flight or failed"},
 		{[]string{"keys", "show", "--key", "k"}, "--scope and --key are required"},
 		{[]string{"keys", "resolve", "--scope", "s", "--key", "k"}, "give either --release or --status"},
 		{[]string{"keys", "resolve", "--scope", "s", "--key", "k", "--release", "--status", "201"}, "give either --release or --status"},

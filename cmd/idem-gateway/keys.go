@@ -22,7 +22,7 @@ import (
 const keysUsage = `Usage: idem-gateway keys <subcommand> [flags]
 
 Subcommands:
-  list      list the keys whose upstream outcome is unknown, one JSON object a line
+  list      list the keys in a state (--state unknown|in-flight|failed), one JSON object a line
   show      print a key's state (--scope, --key); never a body
   resolve   resolve an unknown outcome: --release (the next retry is sent afresh), or
             --status/--body-file/--location (the upstream's real answer, replayed to every retry)
@@ -60,20 +60,24 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 		}
 	}
 	return cli.Group("idem-gateway", "keys", args, stdout, keysUsage, map[string]func([]string) error{
-		"list": sub("list", "idem-gateway keys list [--db URL] [--since DURATION] [--limit N]\n\nLists the keys whose upstream outcome is unknown, one JSON object a line.",
+		"list": sub("list", "idem-gateway keys list [--state unknown|in-flight|failed] [--since DURATION] [--limit N] [--db URL]\n\nLists the keys in a state, newest first, one JSON object a line; never a body.",
 			func(fs *flag.FlagSet) action {
-				state := fs.String("state", "unknown", "the keys to list: unknown (their upstream outcome is unknown)")
+				state := fs.String("state", stateUnknown, "the keys to list: unknown (their upstream outcome is unknown), in-flight (claimed, not\ncompleted: lease_live says whether a gateway still holds it) or failed (freed for a retry)")
 				since := fs.Duration("since", 0, "only the keys first used this long ago or less (default all)")
 				limit := fs.Int("limit", 100, "the most keys it prints")
 				return action{
 					check: func() error {
-						if *state != "unknown" || *limit <= 0 || *since < 0 {
-							return cli.Usagef("keys list: --state must be unknown, --limit positive and --since not negative")
+						if listStates[*state] == nil || *limit <= 0 || *since < 0 {
+							return cli.Usagef("keys list: --state must be unknown, in-flight or failed, --limit positive and --since not negative")
 						}
 						return nil
 					},
 					run: func(ks *keyStore) error {
-						return withResolver(ks, func(r store.KeyResolver) error { return keysList(ctx, r, *since, *limit, stdout) })
+						l, ok := ks.store.(store.KeyLister)
+						if !ok {
+							return fmt.Errorf("the %s key store cannot list keys", ks.db.Kind)
+						}
+						return keysList(ctx, l, *state, *since, *limit, stdout)
 					},
 				}
 			}),
@@ -267,38 +271,75 @@ func isOutcomeUnknown(resp store.Response) bool {
 	return json.Unmarshal(resp.Body, &p) == nil && p.Type == idem.DefaultProblemTypeBase+problemOutcomeUnknown
 }
 
-// keysList prints the outcome-unknown keys first used within since (0:
-// any), at most limit, one a line.
-func keysList(ctx context.Context, r store.KeyResolver, since time.Duration, limit int, stdout io.Writer) error {
+// The states keys list selects, as the console names them: an unknown
+// outcome is a COMPLETED record holding the outcome-unknown answer; a key
+// in flight is claimed and not completed (PROCESSING, its lease live or
+// run out); a failed key was freed for a retry (FAILED).
+const (
+	stateUnknown  = "unknown"
+	stateInFlight = "in-flight"
+	stateFailed   = "failed"
+)
+
+// listStates are the searches of keys list, by state, and whether a
+// record found is in it.
+var listStates = map[string]*struct {
+	query func(limit int) store.KeyQuery
+	is    func(*store.Record) bool
+}{
+	stateUnknown: {
+		// The gateway's answer is a 409: the search reads the partial
+		// index of 4xx answers; the upstream's own 409s are left out.
+		func(limit int) store.KeyQuery {
+			return store.KeyQuery{Status: store.StatusCompleted, ResponseCode: http.StatusConflict, Limit: limit}
+		},
+		outcomeUnknown,
+	},
+	stateInFlight: {
+		func(limit int) store.KeyQuery { return store.KeyQuery{Status: store.StatusProcessing, Limit: limit} },
+		func(*store.Record) bool { return true },
+	},
+	stateFailed: {
+		func(limit int) store.KeyQuery { return store.KeyQuery{Status: store.StatusFailed, Limit: limit} },
+		func(*store.Record) bool { return true },
+	},
+}
+
+// keysList prints the keys in state first used within since (0: any),
+// newest first, at most limit, one a line. It pages by age, so a key
+// first used in the same microsecond as the last of a page may be missed.
+func keysList(ctx context.Context, l store.KeyLister, state string, since time.Duration, limit int, stdout io.Writer) error {
 	const page = 100
-	after, n := store.KeyRef{}, 0
-	for n < limit {
-		refs, err := r.ListCompleted(ctx, http.StatusConflict, after, page)
+	st := listStates[state]
+	var cutoff time.Time
+	if since > 0 {
+		cutoff = time.Now().Add(-since)
+	}
+	q := st.query(min(limit, page))
+	for n := 0; n < limit; {
+		recs, err := l.ListKeys(ctx, q)
 		if err != nil {
 			return fmt.Errorf("keys list: %w", err)
 		}
-		for _, ref := range refs {
-			rec, err := r.Get(ctx, ref.Scope, ref.Key)
-			if errors.Is(err, store.ErrNotFound) {
-				continue // swept meanwhile
+		for i := range recs {
+			rec := &recs[i]
+			if !cutoff.IsZero() && rec.CreatedAt.Before(cutoff) {
+				return nil // newest first: every later one is older
 			}
-			if err != nil {
-				return fmt.Errorf("keys list: %w", err)
-			}
-			if !outcomeUnknown(rec) || (since > 0 && time.Since(rec.CreatedAt) > since) {
-				continue // the upstream's own 409, or older
+			if !st.is(rec) {
+				continue // the upstream's own 409
 			}
 			if err := printJSON(stdout, stateOf(rec)); err != nil {
 				return err
 			}
 			if n++; n == limit {
-				break
+				return nil
 			}
 		}
-		if len(refs) < page {
-			break
+		if len(recs) < q.Limit {
+			return nil
 		}
-		after = refs[len(refs)-1]
+		q.CreatedBefore = recs[len(recs)-1].CreatedAt
 	}
 	return nil
 }

@@ -18,6 +18,10 @@ type Dialect struct {
 	Arg func(n int) string
 	// Time is a time as the store keeps it.
 	Time func(time.Time) any
+	// PathPrefix, when set, is the condition that request_path begins
+	// with the argument arg names, written with arg once; nil is
+	// substr(request_path, 1, length(CAST(arg AS TEXT))) = arg.
+	PathPrefix func(arg string) string
 }
 
 // Query is an operator's search, as store.KeyQuery says (this module
@@ -58,7 +62,11 @@ func Search(q Query, cols string, d Dialect, args ...any) (string, []any) {
 		where = append(where, "response_code = "+strconv.Itoa(q.ResponseCode))
 	}
 	if q.PathPrefix != "" {
-		add("substr(request_path, 1, length(CAST(? AS TEXT))) = ?", q.PathPrefix)
+		cond := "substr(request_path, 1, length(CAST(? AS TEXT))) = ?"
+		if d.PathPrefix != nil {
+			cond = d.PathPrefix("?")
+		}
+		add(cond, q.PathPrefix)
 	}
 	if !q.CreatedBefore.IsZero() {
 		add("created_at < ?", d.Time(q.CreatedBefore))

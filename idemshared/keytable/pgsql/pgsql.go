@@ -96,3 +96,43 @@ UPDATE idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $6
    AND recovery_point IS NOT NULL
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= now()))`
+
+// ListCompleted lists the keys of COMPLETED records answered $1
+// (store.KeyResolver): it walks the primary key in order from after, filtering: an
+// operator's scan, stopped at the limit.
+const ListCompleted = `
+SELECT scope, idempotency_key FROM idempotency_keys
+ WHERE status = 'COMPLETED' AND response_code = $1
+   AND (scope, idempotency_key) > ($2, $3)
+ ORDER BY scope, idempotency_key
+ LIMIT $4`
+
+// Release reopens the COMPLETED record the token $3 holds: FAILED, its
+// response dropped (store.KeyResolver).
+const Release = `
+UPDATE idempotency_keys
+   SET status = 'FAILED',
+       response_code = NULL, response_headers = NULL, response_body = NULL,
+       resource_type = NULL, resource_id = NULL
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
+
+// ReplaceResponse replaces the response of the COMPLETED record the
+// token $3 holds (store.KeyResolver).
+const ReplaceResponse = `
+UPDATE idempotency_keys
+   SET response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
+       resource_type = nullif($7, ''), resource_id = nullif($8, '')
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
+
+// AppendAudit records an operator's action (store.AuditLog).
+const AppendAudit = `
+INSERT INTO idempotency_keys_audit (actor, action, reason, scope, idempotency_key, before, after)
+VALUES ($1, $2, $3, $4, $5, $6, $7)`
+
+// ListAudit reads the latest operator actions, of one key or all
+// (store.AuditLog).
+const ListAudit = `
+SELECT at, actor, action, reason, scope, idempotency_key, before, after
+  FROM idempotency_keys_audit
+ WHERE $1 = '' OR (scope = $1 AND idempotency_key = $2)
+ ORDER BY id DESC LIMIT $3`
