@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -67,63 +68,114 @@ func (c *Console) action(kind string) authedHandler {
 		}
 		rw := row{Record: *rec, State: c.state(rec)}
 		a := store.Attempt{Scope: ref.Scope, Key: ref.Key, Token: token}
-		var what string
-		switch kind {
-		case actionRelease, actionAnswer:
-			if ok, why := c.canResolve(&rw); !ok {
-				fail(http.StatusConflict, fmt.Sprintf("Key %q is %s, not an unknown outcome. %s Nothing changed.", ref.Key, rw.State, why))
+		entry := func(what string, after *store.Record) store.AuditEntry {
+			return store.AuditEntry{
+				Actor: s.Name + " from " + r.RemoteAddr, Action: kind + ": " + what, Reason: reason,
+				Scope: ref.Scope, Key: ref.Key, Before: c.describe(rec), After: c.describe(after),
+			}
+		}
+		done := func(what string) {
+			c.log(ctx, slog.LevelWarn, "console: operator action", "operator", s.Name, "action", kind, "scope", ref.Scope, "key", ref.Key, "reason", reason, "result", what)
+			http.Redirect(w, r, back+"&done="+kind, http.StatusSeeOther)
+		}
+		notHeld := func() {
+			fail(http.StatusConflict, "The record changed while the action ran (a retry took the key over, or another operator acted first). Nothing changed: look at it again.")
+		}
+		if kind == actionRetry {
+			if ok, why := c.canRetry(&rw); !ok {
+				fail(http.StatusConflict, fmt.Sprintf("Key %q cannot be retried now. %s Nothing changed.", ref.Key, why))
 				return
 			}
-			if kind == actionRelease {
-				what, err = "released the key: its next retry runs afresh", c.resolver.Release(ctx, a)
-				break
+			what, after, err := c.retry(ctx, store.Unfinished{KeyRef: ref, Fingerprint: rec.Fingerprint, Point: rec.RecoveryPoint, Token: token})
+			if errors.Is(err, store.ErrNotHeld) {
+				notHeld()
+				return
 			}
+			if aerr := c.audit.AppendAudit(ctx, entry(what, after)); aerr != nil {
+				c.log(ctx, slog.LevelError, "console: the action ran but its audit entry was not written", "action", kind, "key", ref.Key, "err", aerr)
+				fail(http.StatusInternalServerError, fmt.Sprintf("The action ran (%s) but its audit entry could not be written: %v.", what, aerr))
+				return
+			}
+			if err != nil {
+				c.log(ctx, slog.LevelWarn, "console: operator action", "operator", s.Name, "action", kind, "scope", ref.Scope, "key", ref.Key, "reason", reason, "result", what)
+				fail(http.StatusBadGateway, "The action failed: "+what)
+				return
+			}
+			done(what)
+			return
+		}
+		if ok, why := c.canResolve(&rw); !ok {
+			fail(http.StatusConflict, fmt.Sprintf("Key %q is %s, not an unknown outcome. %s Nothing changed.", ref.Key, rw.State, why))
+			return
+		}
+		// The record after the action, as its fenced UPDATE leaves it.
+		after := *rec
+		var (
+			what   string
+			change func(store.AuditTx) error
+		)
+		if kind == actionRelease {
+			what = "released the key: its next retry runs afresh"
+			after.Status, after.Response = store.StatusFailed, nil
+			change = func(tx store.AuditTx) error { return tx.Release(ctx, a) }
+		} else {
 			resp, msg := answerOf(r)
 			if msg != "" {
 				fail(http.StatusBadRequest, msg+" Nothing changed.")
 				return
 			}
 			what = fmt.Sprintf("recorded the real answer %d: every retry gets it", resp.StatusCode)
-			err = c.resolver.ReplaceResponse(ctx, a, resp)
-		case actionRetry:
-			if ok, why := c.canRetry(&rw); !ok {
-				fail(http.StatusConflict, fmt.Sprintf("Key %q cannot be retried now. %s Nothing changed.", ref.Key, why))
-				return
-			}
-			res := c.cfg.ResumeFunc(ctx, store.Unfinished{KeyRef: ref, Fingerprint: rec.Fingerprint, Point: rec.RecoveryPoint, Token: token})
-			what = fmt.Sprintf("asked the completer to retry now: %s", res.Outcome)
-			if res.Response != nil {
-				what += fmt.Sprintf(", answer %d", res.Response.StatusCode)
-			}
-			err = res.Err
+			after.Response = &resp
+			change = func(tx store.AuditTx) error { return tx.ReplaceResponse(ctx, a, resp) }
 		}
-		if errors.Is(err, store.ErrNotHeld) {
-			fail(http.StatusConflict, "The record changed while the action ran (a retry took the key over, or another operator acted first). Nothing changed: look at it again.")
-			return
+		err = c.audited(ctx, change, entry(what, &after))
+		switch {
+		case errors.Is(err, store.ErrNotHeld):
+			notHeld()
+		case err != nil:
+			c.log(ctx, slog.LevelError, "console: action failed", "action", kind, "key", ref.Key, "err", err)
+			fail(http.StatusInternalServerError, fmt.Sprintf("The action failed: %v. Nothing changed: the action and its audit entry commit together or not at all.", err))
+		default:
+			done(what)
 		}
-		after, gerr := c.cfg.Store.Get(ctx, ref.Scope, ref.Key)
-		if errors.Is(gerr, store.ErrNotFound) {
-			after = nil
-		}
-		if err != nil {
-			what += fmt.Sprintf(" (failed: %v)", err)
-		}
-		entry := store.AuditEntry{
-			Actor: s.Name + " from " + r.RemoteAddr, Action: kind + ": " + what, Reason: reason,
-			Scope: ref.Scope, Key: ref.Key, Before: c.describe(rec), After: c.describe(after),
-		}
-		if aerr := c.audit.AppendAudit(ctx, entry); aerr != nil {
-			c.log(ctx, slog.LevelError, "console: the action ran but its audit entry was not written", "action", kind, "key", ref.Key, "err", aerr)
-			fail(http.StatusInternalServerError, fmt.Sprintf("The action ran (%s) but its audit entry could not be written: %v.", what, aerr))
-			return
-		}
-		c.log(ctx, slog.LevelWarn, "console: operator action", "operator", s.Name, "action", kind, "scope", ref.Scope, "key", ref.Key, "reason", reason, "result", what)
-		if err != nil {
-			fail(http.StatusBadGateway, "The action failed: "+what)
-			return
-		}
-		http.Redirect(w, r, back+"&done="+kind, http.StatusSeeOther)
 	}
+}
+
+// audited makes an operator's change and writes its audit entry in one
+// transaction: both commit, or neither does.
+func (c *Console) audited(ctx context.Context, change func(store.AuditTx) error, e store.AuditEntry) error {
+	tx, err := c.audit.BeginAudit(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	if err := change(tx); err != nil {
+		return err
+	}
+	if err := tx.AppendAudit(ctx, e); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// retry asks the completer to make one attempt at u now, and returns what
+// it did and the record after it. The attempt takes the key over, calls
+// downstream and completes in transactions of its own: its audit entry
+// follows it, written once the attempt has ended.
+func (c *Console) retry(ctx context.Context, u store.Unfinished) (string, *store.Record, error) {
+	res := c.cfg.ResumeFunc(ctx, u)
+	what := fmt.Sprintf("asked the completer to retry now: %s", res.Outcome)
+	if res.Response != nil {
+		what += fmt.Sprintf(", answer %d", res.Response.StatusCode)
+	}
+	if res.Err != nil {
+		what += fmt.Sprintf(" (failed: %v)", res.Err)
+	}
+	after, err := c.cfg.Store.Get(ctx, u.Scope, u.Key)
+	if err != nil {
+		after = nil
+	}
+	return what, after, res.Err
 }
 
 // answerOf is the real answer an operator records: a final status (2xx,

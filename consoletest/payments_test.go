@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -75,6 +76,12 @@ func TestPaymentsdPendingPayout(t *testing.T) {
 			}
 			if page := text(t, ctx, "main"); !strings.Contains(page, "pending") || !strings.Contains(page, "acct-42") {
 				t.Fatalf("record page shows no pending payout to acct-42:\n%s", page)
+			}
+			// The payout's debit, as the ledger holds it: its entry number
+			// and when it was written.
+			entries := regexp.MustCompile(`Ledger entry\s+Currency\s+Amount \(minor units\)\s+Written\s+[1-9][0-9]*\s+USD\s+-2500\s+20\d\d-\d\d-\d\dT[0-9:.]+Z$`)
+			if table := text(t, ctx, "section.card table.list"); !entries.MatchString(table) {
+				t.Fatalf("record page: ledger entries %q, want the payout's one debit as the ledger holds it", table)
 			}
 			if kind == "postgres" {
 				screenshot(t, ctx, "payout-record.png")

@@ -29,6 +29,10 @@ type Ledger interface {
 	// PayoutByBankKey returns the user's payout sent with bankKey, or
 	// ErrNotFound.
 	PayoutByBankKey(ctx context.Context, userID, bankKey string) (Payout, error)
+	// Entries returns the ledger entries that a user's movement m (a
+	// deposit, transaction or payout) of this id wrote, in the order they
+	// were written; none for an unknown id. m is valid.
+	Entries(ctx context.Context, userID string, m Movement, id string) ([]Entry, error)
 	// Balances returns a user's balance rows, ordered by currency.
 	Balances(ctx context.Context, userID string) ([]Balance, error)
 	// EntryTotals returns the sum of a user's ledger entries per currency,

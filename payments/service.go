@@ -233,6 +233,21 @@ func (s *Service) GetTransaction(ctx context.Context, userID, id string) (Transa
 	return s.ledger.Transaction(ctx, userID, id)
 }
 
+// Entries returns the ledger entries the user's deposit, transaction or
+// payout id wrote, in the order they were written: none for an id the user
+// has no movement of (also for another user's, and for an id that is not a
+// UUID).
+func (s *Service) Entries(ctx context.Context, userID string, m Movement, id string) ([]Entry, error) {
+	if !m.Valid() {
+		return nil, fmt.Errorf("payments: entries: unknown movement %q", m)
+	}
+	id, ok := canonicalID(id)
+	if !ok {
+		return nil, nil
+	}
+	return s.ledger.Entries(ctx, userID, m, id)
+}
+
 // canonicalID returns a UUID in its lower-case hyphenated form.
 func canonicalID(id string) (string, bool) {
 	u, err := uuid.Parse(id)

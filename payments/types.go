@@ -45,7 +45,7 @@ type Balance struct {
 }
 
 // Entry is one line of the ledger: a signed change to one balance, made by
-// one deposit or one transaction.
+// one deposit, one transaction or one payout.
 type Entry struct {
 	UserID        string
 	Currency      string
@@ -53,6 +53,26 @@ type Entry struct {
 	DepositID     string // set for a deposit's credit
 	TransactionID string // set for a transaction's debit and credit
 	PayoutID      string // set for a payout's debit and its refund
+	// ID and CreatedAt are the ledger's, set on the entries Ledger.Entries
+	// reads; InsertEntries ignores them.
+	ID        int64
+	CreatedAt time.Time
+}
+
+// Movement is what makes ledger entries: a deposit, a transaction or a
+// payout.
+type Movement string
+
+// The movements.
+const (
+	MovementDeposit     Movement = "deposit"
+	MovementTransaction Movement = "transaction"
+	MovementPayout      Movement = "payout"
+)
+
+// Valid reports whether m is one of the movements.
+func (m Movement) Valid() bool {
+	return m == MovementDeposit || m == MovementTransaction || m == MovementPayout
 }
 
 // DepositRequest asks for a deposit.

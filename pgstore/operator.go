@@ -17,6 +17,7 @@ import (
 var (
 	_ store.KeyLister = (*Store)(nil)
 	_ store.AuditLog  = (*Store)(nil)
+	_ store.AuditTx   = (*Tx)(nil)
 )
 
 var dialect = keytable.Dialect{
@@ -165,13 +166,24 @@ func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string
 	return keytable.DecodeProviderKeys(column)
 }
 
-// AppendAudit records an operator's action (see store.AuditLog).
-func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	_, err := s.pool.Exec(ctx, keytable.Rewrite(pgsql.AppendAudit, s.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
+// AppendAudit records an operator's action (see store.AuditLog), in the
+// transaction when on a Tx (store.AuditTx).
+func (k keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	_, err := k.db.Exec(ctx, keytable.Rewrite(pgsql.AppendAudit, k.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
 	if err != nil {
 		return fmt.Errorf("append audit: %w", translate(err))
 	}
 	return nil
+}
+
+// BeginAudit returns a transaction for an operator's action and its audit
+// entry (see store.AuditLog).
+func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
+	tx, err := s.Begin(ctx, store.TxOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return tx.(*Tx), nil
 }
 
 // ListAudit returns the latest operator actions (see store.AuditLog).

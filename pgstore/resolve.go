@@ -32,17 +32,19 @@ func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef,
 }
 
 // Release marks the COMPLETED record a's token holds FAILED, so that the
-// next retry runs afresh (see store.KeyResolver).
-func (s *Store) Release(ctx context.Context, a store.Attempt) error {
-	return s.fenced(ctx, "release", s.sql.release, a.Scope, a.Key, a.Token)
+// next retry runs afresh (see store.KeyResolver), in the transaction
+// when on a Tx (store.AuditTx).
+func (k keys) Release(ctx context.Context, a store.Attempt) error {
+	return k.fenced(ctx, "release", k.sql.release, a.Scope, a.Key, a.Token)
 }
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
-// token holds (see store.KeyResolver).
-func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
+// token holds (see store.KeyResolver), in the transaction when on a Tx
+// (store.AuditTx).
+func (k keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
 	args, err := completeArgs(a, resp)
 	if err != nil {
 		return fmt.Errorf("replace response: %w", err)
 	}
-	return s.fenced(ctx, "replace response", s.sql.replaceResponse, args...)
+	return k.fenced(ctx, "replace response", k.sql.replaceResponse, args...)
 }

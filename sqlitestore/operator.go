@@ -16,6 +16,7 @@ import (
 var (
 	_ store.KeyLister = (*Store)(nil)
 	_ store.AuditLog  = (*Store)(nil)
+	_ store.AuditTx   = (*Tx)(nil)
 )
 
 var dialect = keytable.Dialect{
@@ -126,10 +127,11 @@ const appendAudit = `
 INSERT INTO idempotency_keys_audit (at, actor, action, reason, scope, idempotency_key, before, after)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
 
-// AppendAudit records an operator's action (see store.AuditLog).
-func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	err := s.keys.s.write(ctx, func(q querier, now time.Time) error {
-		_, err := q.ExecContext(ctx, keytable.Rewrite(appendAudit, s.sql.table),
+// AppendAudit records an operator's action (see store.AuditLog), in the
+// transaction when on a Tx (store.AuditTx).
+func (k keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	err := k.s.write(ctx, func(q querier, now time.Time) error {
+		_, err := q.ExecContext(ctx, keytable.Rewrite(appendAudit, k.sql.table),
 			micros(now), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
 		return err
 	})
@@ -137,6 +139,17 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 		return fmt.Errorf("append audit: %w", err)
 	}
 	return nil
+}
+
+// BeginAudit returns a transaction for an operator's action and its audit
+// entry (see store.AuditLog): it takes the write lock on its first
+// statement.
+func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
+	tx, err := s.Begin(ctx, store.TxOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return tx.(*Tx), nil
 }
 
 const listAudit = `

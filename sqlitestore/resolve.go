@@ -54,9 +54,10 @@ UPDATE idempotency_keys
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
 
 // Release marks the COMPLETED record a's token holds FAILED, so that the
-// next retry runs afresh (see store.KeyResolver).
-func (s *Store) Release(ctx context.Context, a store.Attempt) error {
-	return s.fenced(ctx, "release", s.sql.release, a)
+// next retry runs afresh (see store.KeyResolver), in the transaction
+// when on a Tx (store.AuditTx).
+func (k keys) Release(ctx context.Context, a store.Attempt) error {
+	return k.fenced(ctx, "release", k.sql.release, a)
 }
 
 const replaceResponse = `
@@ -66,11 +67,12 @@ UPDATE idempotency_keys
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
-// token holds (see store.KeyResolver).
-func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
+// token holds (see store.KeyResolver), in the transaction when on a Tx
+// (store.AuditTx).
+func (k keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
 	args, err := responseArgs(resp)
 	if err != nil {
 		return fmt.Errorf("replace response: %w", err)
 	}
-	return s.fenced(ctx, "replace response", s.sql.replaceResponse, a, args...)
+	return k.fenced(ctx, "replace response", k.sql.replaceResponse, a, args...)
 }

@@ -19,6 +19,7 @@ var (
 	_ store.KeyLister   = (*Store)(nil)
 	_ store.KeyResolver = (*Store)(nil)
 	_ store.AuditLog    = (*Store)(nil)
+	_ store.AuditTx     = (*Tx)(nil)
 )
 
 const countByStatus = `
@@ -166,30 +167,46 @@ func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef,
 
 // Release reopens the COMPLETED record a's token holds: FAILED, its
 // response dropped, so that the next retry runs afresh (see
-// store.KeyResolver).
-func (s *Store) Release(ctx context.Context, a store.Attempt) error {
-	return s.fencedBy(ctx, "release", s.sql.release, s.sql.holdsCompleted, a, a.Scope, a.Key, a.Token)
+// store.KeyResolver), in the transaction when on a Tx (store.AuditTx).
+func (k keys) Release(ctx context.Context, a store.Attempt) error {
+	return k.fencedBy(ctx, "release", k.st.sql.release, k.st.sql.holdsCompleted, a, a.Scope, a.Key, a.Token)
 }
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
 // token holds (see store.KeyResolver). On MySQL, a response the record
-// has already changes no row: a read tells it from a lost hold.
-func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
+// has already changes no row: a read tells it from a lost hold. In the
+// transaction when on a Tx (store.AuditTx).
+func (k keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
 	r, err := responseArgs(resp)
 	if err != nil {
 		return fmt.Errorf("replace response: %w", err)
 	}
-	return s.fencedBy(ctx, "replace response", s.sql.replaceResponse, s.sql.holdsCompleted, a, append([]any{a.Scope, a.Key, a.Token}, r...)...)
+	return k.fencedBy(ctx, "replace response", k.st.sql.replaceResponse, k.st.sql.holdsCompleted, a, append([]any{a.Scope, a.Key, a.Token}, r...)...)
 }
 
 // AppendAudit records an operator's action, stamped with the database's
-// clock (see store.AuditLog).
-func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	a := s.sql.appendAudit
-	if _, err := s.db.ExecContext(ctx, a.sql, a.args(e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)...); err != nil {
-		return fmt.Errorf("append audit: %w", s.translate(err))
+// clock (see store.AuditLog), in the transaction when on a Tx
+// (store.AuditTx).
+func (k keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
+	q, err := k.s.write(ctx)
+	if err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	a := k.st.sql.appendAudit
+	if _, err := q.ExecContext(ctx, a.sql, a.args(e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)...); err != nil {
+		return fmt.Errorf("append audit: %w", k.st.translate(err))
 	}
 	return nil
+}
+
+// BeginAudit returns a transaction for an operator's action and its audit
+// entry (see store.AuditLog).
+func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
+	tx, err := s.Begin(ctx, store.TxOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return tx.(*Tx), nil
 }
 
 // ListAudit returns the latest operator actions, newest first (see

@@ -94,4 +94,24 @@ type AuditLog interface {
 	// ListAudit returns the latest entries, newest first, at most limit:
 	// every key's, or only ref's when ref is not the zero KeyRef.
 	ListAudit(ctx context.Context, ref KeyRef, limit int) ([]AuditEntry, error)
+	// BeginAudit returns a transaction in which an operator's action and
+	// its audit entry commit together, or neither does.
+	BeginAudit(ctx context.Context) (AuditTx, error)
+}
+
+// AuditTx is a transaction of an AuditLog: an operator's action on a record
+// (KeyResolver's, fenced the same way) and its audit entry, as one unit. A
+// crash between them can leave neither an action without its entry nor an
+// entry without its action.
+type AuditTx interface {
+	// Release is KeyResolver.Release, in the transaction.
+	Release(ctx context.Context, a Attempt) error
+	// ReplaceResponse is KeyResolver.ReplaceResponse, in the transaction.
+	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
+	// AppendAudit records e in the transaction, stamped with the store's
+	// clock.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	Commit(ctx context.Context) error
+	// Rollback undoes the action and the entry; after Commit, a no-op.
+	Rollback(ctx context.Context) error
 }

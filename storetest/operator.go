@@ -13,7 +13,8 @@ import (
 // searches by key, scope, state, response code, path and age, newest first
 // (unfinished: held longest ago first), counts by state, and reads a
 // record's provider keys; store.AuditLog keeps entries, newest first, by
-// key or all. A store without a capability skips its tests.
+// key or all, and commits an action with its audit entry or neither
+// (store.AuditTx). A store without a capability skips its tests.
 func RunOperator(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
 	lister := func(t *testing.T) (store.Store, store.KeyLister) {
@@ -134,5 +135,80 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Len(t, last, 1)
 		require.Equal(t, "INC-2", last[0].Reason)
+	})
+
+	t.Run("AuditTx", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		a, ok := s.(store.AuditLog)
+		if !ok {
+			t.Skipf("%T does not implement store.AuditLog", s)
+		}
+		released := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
+		answered := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
+		entry := func(c store.Claim, action string) store.AuditEntry {
+			return store.AuditEntry{Actor: "ann", Action: action, Reason: "INC-3", Scope: c.Scope, Key: c.Key, Before: "COMPLETED 201", After: action + "d"}
+		}
+		audited := func(c store.Claim) []store.AuditEntry {
+			t.Helper()
+			es, err := a.ListAudit(ctx, ref(c), 10)
+			require.NoError(t, err)
+			return es
+		}
+		record := func(c store.Claim) *store.Record {
+			t.Helper()
+			rec, err := s.Get(ctx, c.Scope, c.Key)
+			require.NoError(t, err)
+			return rec
+		}
+		begin := func() store.AuditTx {
+			t.Helper()
+			tx, err := a.BeginAudit(ctx)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = tx.Rollback(ctx) })
+			return tx
+		}
+
+		// Fenced out: the action changes nothing, and the entry written
+		// before it goes with it.
+		tx := begin()
+		require.NoError(t, tx.AppendAudit(ctx, entry(released, "release")))
+		stale := released.Attempt()
+		stale.Token = claim("alice", released.Key, "body", long, ttl).Token
+		require.ErrorIs(t, tx.Release(ctx, stale), store.ErrNotHeld)
+		require.NoError(t, tx.Rollback(ctx))
+		require.Empty(t, audited(released), "no entry without its action")
+		require.Equal(t, store.StatusCompleted, record(released).Status)
+
+		// Both written, then rolled back: neither stays.
+		tx = begin()
+		require.NoError(t, tx.Release(ctx, released.Attempt()))
+		require.NoError(t, tx.AppendAudit(ctx, entry(released, "release")))
+		require.NoError(t, tx.Rollback(ctx))
+		require.Empty(t, audited(released))
+		require.Equal(t, store.StatusCompleted, record(released).Status, "no action without its entry")
+
+		// Committed: the action and exactly one entry, with before and after.
+		tx = begin()
+		require.NoError(t, tx.Release(ctx, released.Attempt()))
+		require.NoError(t, tx.AppendAudit(ctx, entry(released, "release")))
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, store.StatusFailed, record(released).Status)
+		es := audited(released)
+		require.Len(t, es, 1)
+		require.Equal(t, "COMPLETED 201", es[0].Before)
+		require.Equal(t, "released", es[0].After)
+
+		tx = begin()
+		require.NoError(t, tx.ReplaceResponse(ctx, answered.Attempt(), store.Response{StatusCode: 409, Body: []byte("real")}))
+		require.NoError(t, tx.AppendAudit(ctx, entry(answered, "answer")))
+		require.NoError(t, tx.Commit(ctx))
+		rec := record(answered)
+		require.Equal(t, 409, rec.Response.StatusCode)
+		require.Equal(t, "real", string(rec.Response.Body))
+		require.Len(t, audited(answered), 1)
+		all, err := a.ListAudit(ctx, store.KeyRef{}, 10)
+		require.NoError(t, err)
+		require.Len(t, all, 2, "one entry per committed action")
 	})
 }

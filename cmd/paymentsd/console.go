@@ -1,16 +1,17 @@
 package main
 
 import (
-	"log/slog"
-
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/cli"
 	"github.com/idem-dev/idem/completer"
-	"strconv"
-
 	"github.com/idem-dev/idem/console"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/store"
@@ -18,7 +19,8 @@ import (
 
 // payoutDetail is the console's view of what a key produced in paymentsd:
 // the payout it made (found by the bank key recorded on its record, so a
-// pending one shows too), or the deposit or transaction its answer names.
+// pending one shows too), or the deposit or transaction its answer names,
+// with the ledger entries the ledger holds for it.
 func payoutDetail(svc *payments.Service, lister store.KeyLister) func(ctx context.Context, rec *store.Record) ([]console.Section, error) {
 	return func(ctx context.Context, rec *store.Record) ([]console.Section, error) {
 		if pk, err := lister.ProviderKeys(ctx, rec.Scope, rec.Key); err == nil && pk["bank"] != "" {
@@ -29,58 +31,68 @@ func payoutDetail(svc *payments.Service, lister store.KeyLister) func(ctx contex
 			if err != nil {
 				return nil, fmt.Errorf("payout: %w", err)
 			}
-			return []console.Section{payoutSection(p)}, nil
+			return movementSection(ctx, svc, rec.Scope, payments.MovementPayout, p.ID, payoutFields(p))
 		}
 		resp := rec.Response
 		if resp == nil || resp.ResourceID == "" {
 			return nil, nil
 		}
+		var (
+			m      payments.Movement
+			fields []console.Field
+		)
 		switch resp.ResourceType {
 		case "payouts":
 			p, err := svc.GetPayout(ctx, rec.Scope, resp.ResourceID)
 			if err != nil {
 				return nil, fmt.Errorf("payout: %w", err)
 			}
-			return []console.Section{payoutSection(p)}, nil
+			m, fields = payments.MovementPayout, payoutFields(p)
 		case "transactions":
 			t, err := svc.GetTransaction(ctx, rec.Scope, resp.ResourceID)
 			if err != nil {
 				return nil, fmt.Errorf("transaction: %w", err)
 			}
-			return []console.Section{{Title: "Transaction", Fields: []console.Field{
+			m, fields = payments.MovementTransaction, []console.Field{
 				{Name: "ID", Value: t.ID}, {Name: "Status", Value: string(t.Status)},
 				{Name: "Rate", Value: t.Rate}, {Name: "Created", Value: t.CreatedAt.UTC().String()},
-			}, Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)"}, Rows: [][]string{
-				{"debit", t.SourceCurrency, strconv.FormatInt(-t.Amount, 10)},
-				{"credit", t.TargetCurrency, strconv.FormatInt(t.ConvertedAmount, 10)},
-			}}}}, nil
+			}
 		case "deposits":
 			d, err := svc.GetDeposit(ctx, rec.Scope, resp.ResourceID)
 			if err != nil {
 				return nil, fmt.Errorf("deposit: %w", err)
 			}
-			return []console.Section{{Title: "Deposit", Fields: []console.Field{{Name: "ID", Value: d.ID}, {Name: "Created", Value: d.CreatedAt.UTC().String()}},
-				Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)"}, Rows: [][]string{
-					{"credit", d.Currency, strconv.FormatInt(d.Amount, 10)},
-				}}}}, nil
+			m, fields = payments.MovementDeposit, []console.Field{{Name: "ID", Value: d.ID}, {Name: "Created", Value: d.CreatedAt.UTC().String()}}
+		default:
+			return nil, nil
 		}
-		return nil, nil
+		return movementSection(ctx, svc, rec.Scope, m, resp.ResourceID, fields)
 	}
 }
 
-// payoutSection shows a payout and the ledger entries a payout in its
-// state has written: its debit, and its refund once it failed.
-func payoutSection(p payments.Payout) console.Section {
-	rows := [][]string{{"debit", p.Currency, strconv.FormatInt(-p.Amount, 10)}}
-	if p.Status == payments.PayoutFailed {
-		rows = append(rows, []string{"refund", p.Currency, strconv.FormatInt(p.Amount, 10)})
+// movementSection is a deposit's, transaction's or payout's section: its
+// fields, and the ledger entries it wrote, read from the ledger.
+func movementSection(ctx context.Context, svc *payments.Service, user string, m payments.Movement, id string, fields []console.Field) ([]console.Section, error) {
+	es, err := svc.Entries(ctx, user, m, id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", m, err)
 	}
-	return console.Section{Title: "Payout", Fields: []console.Field{
+	rows := make([][]string, 0, len(es))
+	for _, e := range es {
+		rows = append(rows, []string{strconv.FormatInt(e.ID, 10), e.Currency, strconv.FormatInt(e.Amount, 10), e.CreatedAt.UTC().Format(time.RFC3339Nano)})
+	}
+	title := strings.ToUpper(string(m[:1])) + string(m[1:])
+	return []console.Section{{Title: title, Fields: fields,
+		Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)", "Written"}, Rows: rows}}}, nil
+}
+
+func payoutFields(p payments.Payout) []console.Field {
+	return []console.Field{
 		{Name: "ID", Value: p.ID}, {Name: "Status", Value: string(p.Status)},
 		{Name: "Amount", Value: strconv.FormatInt(p.Amount, 10) + " " + p.Currency + " (minor units)"},
 		{Name: "Destination", Value: p.Destination}, {Name: "Bank key", Value: p.BankKey},
 		{Name: "Bank transfer", Value: orDash(p.BankTransferID)}, {Name: "Created", Value: p.CreatedAt.UTC().String()},
-	}, Table: &console.Table{Columns: []string{"Ledger entry", "Currency", "Amount (minor units)"}, Rows: rows}}
+	}
 }
 
 // newConsole returns the operator console when --console-token-file is

@@ -55,6 +55,27 @@ func notFound(what string, err error) error {
 	return fmt.Errorf("pgledger: read %s: %w", what, err)
 }
 
+// Entries reads through the partial index on (user_id, <movement>_id).
+func (l *Ledger) Entries(ctx context.Context, userID string, m payments.Movement, id string) ([]payments.Entry, error) {
+	if !m.Valid() {
+		return nil, fmt.Errorf("pgledger: read entries: unknown movement %q", m)
+	}
+	rows, err := l.db(ctx).Query(ctx, `
+SELECT id, currency, amount, coalesce(deposit_id::text, ''), coalesce(transaction_id::text, ''), coalesce(payout_id::text, ''), created_at
+  FROM ledger_entries WHERE user_id = $1 AND `+string(m)+`_id = $2 ORDER BY id`, userID, id)
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: read entries: %w", err)
+	}
+	es, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (payments.Entry, error) {
+		e := payments.Entry{UserID: userID}
+		return e, r.Scan(&e.ID, &e.Currency, &e.Amount, &e.DepositID, &e.TransactionID, &e.PayoutID, &e.CreatedAt)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgledger: read entries: %w", err)
+	}
+	return es, nil
+}
+
 func (l *Ledger) Balances(ctx context.Context, userID string) ([]payments.Balance, error) {
 	return l.balances(ctx, `SELECT currency, amount FROM balances WHERE user_id = $1 ORDER BY currency`, userID)
 }

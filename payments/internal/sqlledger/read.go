@@ -61,6 +61,34 @@ func (l *Ledger) notFound(what string, err error) error {
 	return fmt.Errorf("%s: read %s: %w", l.d.Name, what, err)
 }
 
+// Entries reads through the index on (user_id, <movement>_id).
+func (l *Ledger) Entries(ctx context.Context, userID string, m payments.Movement, id string) ([]payments.Entry, error) {
+	if !m.Valid() {
+		return nil, fmt.Errorf("%s: read entries: unknown movement %q", l.d.Name, m)
+	}
+	rows, err := l.conn(ctx).QueryContext(ctx, `
+SELECT id, currency, amount, COALESCE(deposit_id, ''), COALESCE(transaction_id, ''), COALESCE(payout_id, ''), `+l.d.CreatedAt+`
+  FROM ledger_entries WHERE user_id = ? AND `+string(m)+`_id = ? ORDER BY id`, userID, id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read entries: %w", l.d.Name, err)
+	}
+	defer rows.Close()
+	var es []payments.Entry
+	for rows.Next() {
+		e := payments.Entry{UserID: userID}
+		var created int64
+		if err := rows.Scan(&e.ID, &e.Currency, &e.Amount, &e.DepositID, &e.TransactionID, &e.PayoutID, &created); err != nil {
+			return nil, fmt.Errorf("%s: read entries: %w", l.d.Name, err)
+		}
+		e.CreatedAt = FromMicros(created)
+		es = append(es, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: read entries: %w", l.d.Name, err)
+	}
+	return es, nil
+}
+
 func (l *Ledger) Balances(ctx context.Context, userID string) ([]payments.Balance, error) {
 	return l.balances(ctx, `SELECT currency, amount FROM balances WHERE user_id = ? ORDER BY currency`, userID)
 }
