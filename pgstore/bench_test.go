@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,11 +25,17 @@ import (
 // alone.
 func BenchmarkRequestPath(b *testing.B) {
 	ctx := context.Background()
-	pool := pgtest.Pool(b, 8)
-	_, err := pgstore.Migrate(ctx, pool)
+	cfg, err := pgxpool.ParseConfig(pgtest.SchemaURL(b, pgtest.Schema(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
+	trips := &roundTrips{}
+	cfg.ConnConfig.Tracer, cfg.MaxConns = trips, 8
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
 	if _, err := pool.Exec(ctx, `CREATE TABLE bench_things (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, user_id text NOT NULL, amount bigint NOT NULL, note text NOT NULL)`); err != nil {
 		b.Fatal(err)
@@ -40,6 +48,11 @@ func BenchmarkRequestPath(b *testing.B) {
 			table = "bench_keys_" + string(rune('a'+stores))
 			if _, err := pgstore.MigrateWithConfig(ctx, pool, pgstore.MigrateConfig{Table: table}); err != nil {
 				b.Fatal(err)
+			}
+			if x := os.Getenv("BENCH_KEYS_SQL"); x != "" {
+				if _, err := pool.Exec(ctx, strings.ReplaceAll(x, "{t}", table)); err != nil {
+					b.Fatal(err)
+				}
 			}
 			s, err := pgstore.NewWithConfig(pool, pgstore.Config{Table: table})
 			if err != nil {
@@ -55,7 +68,10 @@ func BenchmarkRequestPath(b *testing.B) {
 		}),
 		MeasureFunc: func(b *testing.B, s store.Store) func(int) {
 			before := readServerStats(b, pool, table)
+			trips0, stmts0 := trips.n.Load(), trips.statements.Load()
 			return func(n int) {
+				b.ReportMetric(float64(trips.n.Load()-trips0)/float64(n), "trips/op")
+				b.ReportMetric(float64(trips.statements.Load()-stmts0)/float64(n), "sent/op")
 				after := awaitServerStats(b, pool, table, before.inserts+int64(n))
 				after.report(b, before, n)
 			}
@@ -126,7 +142,7 @@ func awaitServerStats(b *testing.B, pool *pgxpool.Pool, table string, inserts in
 func (s serverStats) report(b *testing.B, before serverStats, n int) {
 	per := func(after, before int64) float64 { return float64(after-before) / float64(n) }
 	if s.statements >= 0 && before.statements >= 0 {
-		b.ReportMetric(per(s.statements, before.statements), "stmts/op")
+		b.ReportMetric(per(s.statements, before.statements), "pgss-stmts/op")
 	}
 	b.ReportMetric(per(s.transactions, before.transactions), "xacts/op")
 	b.ReportMetric(per(s.walBytes, before.walBytes), "WAL-B/op")
