@@ -2,8 +2,6 @@ package pgstore_test
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -48,11 +46,6 @@ func BenchmarkRequestPath(b *testing.B) {
 			table = "bench_keys_" + string(rune('a'+stores))
 			if _, err := pgstore.MigrateWithConfig(ctx, pool, pgstore.MigrateConfig{Table: table}); err != nil {
 				b.Fatal(err)
-			}
-			if x := os.Getenv("BENCH_KEYS_SQL"); x != "" {
-				if _, err := pool.Exec(ctx, strings.ReplaceAll(x, "{t}", table)); err != nil {
-					b.Fatal(err)
-				}
 			}
 			s, err := pgstore.NewWithConfig(pool, pgstore.Config{Table: table})
 			if err != nil {

@@ -62,9 +62,5 @@ UPDATE idempotency_keys
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
 // token holds (see store.KeyResolver).
 func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
-	args, err := completeArgs(a, resp)
-	if err != nil {
-		return fmt.Errorf("replace response: %w", err)
-	}
-	return s.fenced(ctx, "replace response", s.sql.replaceResponse, args...)
+	return s.fenced(ctx, "replace response", s.sql.replaceResponse, completeArgs(a, resp)...)
 }
