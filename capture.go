@@ -16,10 +16,6 @@ type capture struct {
 	overflow bool // the body grew past limit; what was written past it is dropped
 }
 
-func newCapture(limit int64) *capture {
-	return &capture{header: make(http.Header), limit: limit}
-}
-
 func (c *capture) Header() http.Header { return c.header }
 
 func (c *capture) WriteHeader(code int) {

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
-
 	"github.com/idem-dev/idem/store"
 )
 
@@ -30,7 +28,7 @@ func (h *deferred) hold(ctx context.Context, q *request) (context.Context, resul
 	if err != nil {
 		return nil, notClaimed(fmt.Errorf("begin: %w", err)), notTaken
 	}
-	q.claim.Token = uuid.NewString()
+	q.claim.Token = newToken()
 	dc, ok := tx.(store.ClaimDeferrer)
 	if !ok || !dc.DeferClaim(q.claim) {
 		_ = tx.Rollback(ctx)

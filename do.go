@@ -70,11 +70,13 @@ func (m *Middleware) Do(ctx context.Context, c Call, work func(ctx context.Conte
 	defer m.observe(q)
 	res := m.doCall(q, c, work)
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	resp, replayed, problem := m.response(res)
-	if resp != nil {
+	resp, ok, replayed, problem := m.response(res)
+	out := Result{Outcome: res.outcome, Replayed: replayed, Problem: problem, Err: res.err}
+	if ok {
 		q.event.StatusCode = resp.StatusCode
+		out.Response = &resp
 	}
-	return Result{Outcome: res.outcome, Response: resp, Replayed: replayed, Problem: problem, Err: res.err}
+	return out
 }
 
 func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) Response) result {

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 
@@ -54,14 +55,17 @@ const (
 // the handler runs even with ModeAtomicDeferred, because a record of it
 // exists and must be re-acquired (a deferred claim would only find it at
 // the end).
-func (m *Middleware) holder(claimFirst bool) holder {
+func (m *Middleware) holder(q *request, claimFirst bool) holder {
 	switch {
 	case m.cfg.Mode == ModeLeased:
-		return &leased{m: m}
+		q.held.leased = leased{m: m}
+		return &q.held.leased
 	case m.cfg.Mode == ModeAtomicDeferred && !claimFirst:
-		return &deferred{atomic: atomic{m: m}}
+		q.held.deferred = deferred{atomic: atomic{m: m}}
+		return &q.held.deferred
 	}
-	return &atomic{m: m}
+	q.held.atomic = atomic{m: m}
+	return &q.held.atomic
 }
 
 // maxClaimRounds bounds the insert/re-acquire loop. Each round loses only to
@@ -81,7 +85,7 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (resul
 		return m.resumeClaim(ctx, q)
 	}
 	for range maxClaimRounds {
-		q.claim.Token = uuid.NewString()
+		q.claim.Token = newToken()
 		rec, inserted, err := k.Insert(ctx, q.claim)
 		if err != nil {
 			return notClaimed(err), notTaken
@@ -115,7 +119,7 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (resul
 // never holds a record that is not unfinished, so it never leaves one
 // without its recovery point, nor binds a key a request has not used since.
 func (m *Middleware) resumeClaim(ctx context.Context, q *request) (result, taking) {
-	q.claim.Token = uuid.NewString()
+	q.claim.Token = newToken()
 	won, err := m.caps.resumer.ResumeUnfinished(ctx, q.claim, q.resumes)
 	switch {
 	case err != nil:
@@ -154,4 +158,15 @@ func completeAndCommit(ctx context.Context, tx store.Tx, a store.Attempt, resp s
 		return false, err
 	}
 	return true, tx.Commit(ctx)
+}
+
+// newToken returns a fresh fencing token, a random (version 4) UUID, as
+// uuid.NewString does but with one allocation, the string's: the bytes
+// stay on the stack.
+func newToken() string {
+	var u uuid.UUID
+	_, _ = rand.Read(u[:])  // never fails: it crashes the program instead
+	u[6] = u[6]&0x0f | 0x40 // version 4
+	u[8] = u[8]&0x3f | 0x80 // RFC 4122 variant
+	return u.String()
 }

@@ -133,21 +133,27 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		m.respond(w, q, res)
 		return
 	}
-	q.work = func(ctx context.Context, w http.ResponseWriter) {
-		r := r.WithContext(ctx)
-		// The handler may run twice (a deferred claim that lost): it reads
-		// the body afresh each time.
-		body := new(heldBody)
-		body.Reset(q.body)
-		r.Body = body
-		next.ServeHTTP(w, r)
-		if q.event.Route == "" {
-			// A router inside the middleware (a ServeMux, chi) has
-			// routed it by now.
-			q.event.Route = routeOf(r.Method, r.Pattern)
-		}
-	}
+	q.next = next
 	m.respond(w, q, m.execute(q))
+}
+
+// serveNext runs an HTTP request's handler with ctx, writing to w.
+func (q *request) serveNext(ctx context.Context, w http.ResponseWriter) {
+	r := q.r.WithContext(ctx)
+	// The handler may run twice (a deferred claim that lost): it reads
+	// the body afresh each time.
+	body := &q.first.body
+	if q.runs > 1 {
+		body = new(heldBody)
+	}
+	body.Reset(q.body)
+	r.Body = body
+	q.next.ServeHTTP(w, r)
+	if q.event.Route == "" {
+		// A router inside the middleware (a ServeMux, chi) has
+		// routed it by now.
+		q.event.Route = routeOf(r.Method, r.Pattern)
+	}
 }
 
 // heldBody is a request body read from the bytes the middleware holds.

@@ -85,7 +85,11 @@ type inPhaseKey struct{}
 // before, and in leased mode on a store.Advancer its recovery-point
 // state, which run reads back (nil otherwise).
 func (m *Middleware) handlerContext(hctx context.Context, q *request, lapsed bool) (context.Context, *recovery) {
-	a := &heldAttempt{key: q.claim.Key, lapsed: lapsed}
+	a := &q.first.attempt
+	if q.runs > 1 {
+		a = new(heldAttempt)
+	}
+	*a = heldAttempt{key: q.claim.Key, lapsed: lapsed}
 	if m.caps.advancer != nil && m.cfg.Mode == ModeLeased {
 		a.rec = &recovery{m: m, s: m.caps.advancer, a: q.claim.Attempt()}
 	}

@@ -15,14 +15,32 @@ import (
 // whichever door it came in by (Require, Optional, Do).
 type request struct {
 	ctx context.Context // the caller's: it ends when the client goes
-	// work runs the handler with the held key's context, writing its
-	// answer to w.
+	// work runs Do's work with the held key's context, writing its
+	// answer to w; nil for an HTTP request, whose handler is next.
 	work func(ctx context.Context, w http.ResponseWriter)
 	// r and body are an HTTP request and its bytes; nil from Do. A record
 	// fingerprinted by an older algorithm is compared by fingerprinting
 	// them again.
-	r     *http.Request
-	body  []byte
+	r    *http.Request
+	body []byte
+	next http.Handler
+	// first is what the handler's first run uses, kept here so that it
+	// costs no allocation of its own; a later run (a deferred claim that
+	// lost) gets new ones, in case the first left work behind that still
+	// uses them.
+	first struct {
+		body     heldBody
+		captured capture
+		attempt  heldAttempt
+	}
+	runs int // the handler's runs begun
+	// held is how the request holds its key, in one of its modes
+	// (Middleware.holder): kept here, so that holding costs no allocation.
+	held struct {
+		leased   leased
+		atomic   atomic
+		deferred deferred
+	}
 	claim store.Claim
 	start time.Time
 	event Event
@@ -50,7 +68,7 @@ func (m *Middleware) execute(q *request) result {
 	ctx := q.ctx
 	res, f := m.lookUp(ctx, q)
 	for f != foundAnswer {
-		h := m.holder(f == foundReacquire)
+		h := m.holder(q, f == foundReacquire)
 		hctx, hres, t := h.hold(ctx, q)
 		if t == notTaken {
 			return hres

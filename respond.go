@@ -14,8 +14,8 @@ import (
 // Event. It is the one place where the middleware writes a response.
 func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 	q.event.Outcome, q.event.Err = res.outcome, res.err
-	resp, replayed, _ := m.response(res)
-	if resp == nil {
+	resp, ok, replayed, _ := m.response(res)
+	if !ok {
 		return // abandoned: the client has gone, or the handler panicked
 	}
 	q.event.StatusCode = resp.StatusCode
@@ -37,35 +37,36 @@ func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
 
 // response is what a result sends: the handler's response as it wrote it
 // (every header: the first caller may get a cookie a retry never will),
-// the stored one, or a problem response of type problem. It is nil for an
-// abandoned request.
-func (m *Middleware) response(res result) (resp *Response, replayed bool, problem ProblemType) {
+// the stored one, or a problem response of type problem. An abandoned
+// request has none (!ok). It is a value, not a pointer: the HTTP door
+// sends it and keeps nothing.
+func (m *Middleware) response(res result) (resp Response, ok, replayed bool, problem ProblemType) {
 	switch res.outcome {
 	case OutcomeAbandoned:
-		return nil, false, ""
+		return Response{}, false, false, ""
 	case OutcomeReplayed:
-		return responseOf(res.replayed), true, ""
+		return responseOf(res.replayed), true, true, ""
 	case OutcomeExecuted, OutcomeFailed:
 		c := res.captured
 		switch {
 		case c.overflow && res.stored != nil:
-			return responseOf(res.stored), false, ProblemResponseTooLarge
+			return responseOf(res.stored), true, false, ProblemResponseTooLarge
 		case !c.overflow:
-			return &Response{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, false, ""
+			return Response{StatusCode: c.statusCode(), Header: c.header, Body: c.body.Bytes()}, true, false, ""
 		}
 		// Not stored and not complete: never send a truncated body.
 		res = rejected(res.outcome, ProblemResponseTooLarge, http.StatusInternalServerError, "The response exceeded the size the idempotency layer can hold.")
 	}
 	t, status, detail := m.problemOf(res)
-	resp = m.problemResponse(t, status, detail)
+	resp = *m.problemResponse(t, status, detail)
 	if t == ProblemInFlight || t == ProblemLeaseLost || t == ProblemStoreUnavailable {
 		resp.Header.Set("Retry-After", strconv.Itoa(m.retryAfterSeconds()))
 	}
-	return resp, false, t
+	return resp, true, false, t
 }
 
-func responseOf(resp *store.Response) *Response {
-	return &Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: resp.Body}
+func responseOf(resp *store.Response) Response {
+	return Response{StatusCode: resp.StatusCode, Header: resp.Header, Body: resp.Body}
 }
 
 // problemOf is the problem a result answers with when the middleware

@@ -30,7 +30,12 @@ const (
 // response, and says how it ended. lapsed: the key was taken over from an
 // attempt whose lease ran out.
 func (m *Middleware) run(hctx context.Context, q *request, h holder, lapsed bool) (out ending) {
-	c := newCapture(m.cfg.MaxResponseBytes)
+	q.runs++
+	c := &q.first.captured
+	if q.runs > 1 {
+		c = new(capture)
+	}
+	*c = capture{header: make(http.Header), limit: m.cfg.MaxResponseBytes}
 	returned := false
 	defer func() {
 		if returned {
@@ -47,7 +52,11 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder, lapsed bool
 		out = ending{kind: endedPanicked, captured: c, panicked: p}
 	}()
 	hctx, p := m.handlerContext(hctx, q, lapsed)
-	q.work(hctx, c)
+	if q.work != nil {
+		q.work(hctx, c)
+	} else {
+		q.serveNext(hctx, c)
+	}
 	returned = true
 
 	cause := h.stop(q)

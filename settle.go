@@ -106,33 +106,80 @@ func (m *Middleware) storedResponse(c *capture) store.Response {
 		return store.Response{StatusCode: r.StatusCode, Header: r.Header, Body: r.Body}
 	}
 	resp := store.Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}
+	// The values kept are copied into one array, each header's slice
+	// capped at its own values so that an append never reaches the next.
+	var values []string
+	keep := func(name string, v []string) {
+		if values == nil {
+			values = make([]string, 0, m.replayedValues(c.header))
+		}
+		start := len(values)
+		values = append(values, v...)
+		resp.Header[name] = values[start:len(values):len(values)]
+	}
 	for _, h := range m.cfg.ReplayHeaders {
 		if h == ReplayAllHeaders {
 			for name, v := range c.header {
 				if !neverReplayed[name] && !notReplayedByAll[name] {
-					resp.Header[name] = append([]string(nil), v...)
+					keep(name, v)
 				}
 			}
 			break
 		}
 		if v := c.header.Values(h); len(v) > 0 {
-			resp.Header[h] = append([]string(nil), v...)
+			keep(h, v)
 		}
 	}
 	resp.ResourceType, resp.ResourceID = ResourceOf(c.header.Get("Location"))
 	return resp
 }
 
+// replayedValues counts the values of h that storedResponse keeps, at
+// most: every value when ReplayHeaders replays them all.
+func (m *Middleware) replayedValues(h http.Header) int {
+	n := 0
+	for _, name := range m.cfg.ReplayHeaders {
+		if name == ReplayAllHeaders {
+			n = 0
+			for _, v := range h {
+				n += len(v)
+			}
+			return n
+		}
+		n += len(h.Values(name))
+	}
+	return n
+}
+
 // ResourceOf names the resource a Location header points at, as a record
 // keeps it (store.Response's ResourceType and ResourceID): its last two
 // path segments, as in /v1/transactions/{id}.
 func ResourceOf(location string) (typ, id string) {
-	u, err := url.Parse(location)
-	if err != nil || u.Path == "" {
-		return "", ""
+	p := location
+	if !plainPath(location) {
+		u, err := url.Parse(location)
+		if err != nil || u.Path == "" {
+			return "", ""
+		}
+		p = u.Path
 	}
-	dir, id := path.Split(strings.TrimSuffix(u.Path, "/"))
+	dir, id := path.Split(strings.TrimSuffix(p, "/"))
 	return path.Base(dir), id
+}
+
+// plainPath reports whether location is a path that url.Parse would
+// return as it is: rooted, not a network path (//host), and of visible
+// ASCII with nothing to unescape, no query and no fragment.
+func plainPath(location string) bool {
+	if !strings.HasPrefix(location, "/") || strings.HasPrefix(location, "//") {
+		return false
+	}
+	for i := 0; i < len(location); i++ {
+		if c := location[i]; c <= ' ' || c >= 0x7f || c == '%' || c == '?' || c == '#' {
+			return false
+		}
+	}
+	return true
 }
 
 // detached returns a context that outlives the client, bounded by

@@ -3,6 +3,8 @@ package pgstore
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/idem-dev/idem/store"
@@ -68,17 +70,12 @@ func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
 
 // queueClaimAndComplete queues the deferred claim with its response on b.
 // The claim's own token is the lock: nothing else held the key.
-func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) error {
-	r, err := responseArgs(resp)
-	if err != nil {
-		return err
-	}
+func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) {
 	c := t.claim.c
 	fp := c.Fingerprint
 	b.Queue(setLockWait(t.lockWait))
-	b.Queue(t.sql.insertCompletedOrAbort, append([]any{c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
-		c.Token, c.TTL.Microseconds()}, r...)...)
-	return nil
+	b.Queue(t.sql.insertCompletedOrAbort, appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
+		c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version, c.Token, c.TTL.Microseconds()), resp)...)
 }
 
 // claimRan reads the results of the two statements queueClaimAndComplete
@@ -106,5 +103,20 @@ func (t *Tx) claimRan(br pgx.BatchResults) error {
 // millisecond; the deferred claim has only the COMMIT behind it, and
 // keys.bounded restores the setting after its statement (restoreLockWait).
 func setLockWait(wait time.Duration) string {
-	return fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", max(wait.Milliseconds(), 1))
+	ms := max(wait.Milliseconds(), 1)
+	if last := lastLockWait.Load(); last != nil && last.ms == ms {
+		return last.sql // a store's waits are all alike: one string, made once
+	}
+	s := "SET LOCAL lock_timeout = '" + strconv.FormatInt(ms, 10) + "ms'"
+	lastLockWait.Store(&lockWaitSQL{ms: ms, sql: s})
+	return s
 }
+
+// lockWaitSQL is a statement of setLockWait, for a wait in milliseconds.
+type lockWaitSQL struct {
+	ms  int64
+	sql string
+}
+
+// lastLockWait is the statement setLockWait made last.
+var lastLockWait atomic.Pointer[lockWaitSQL]

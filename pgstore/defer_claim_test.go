@@ -24,11 +24,13 @@ import (
 )
 
 // roundTrips counts what a pool sends: each query outside a batch and each
-// batch is one round trip once statements are prepared.
-type roundTrips struct{ n atomic.Int64 }
+// batch is one round trip once statements are prepared (n); statements
+// counts the statements, in batches or not.
+type roundTrips struct{ n, statements atomic.Int64 }
 
 func (c *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.statements.Add(1)
 	return ctx
 }
 func (c *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
@@ -36,8 +38,10 @@ func (c *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	c.n.Add(1)
 	return ctx
 }
-func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (c *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	c.statements.Add(1)
+}
+func (c *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 // deferredWallet is a store with a business table, and a handler that
 // writes one row to it through the request's transaction (in one batch, as

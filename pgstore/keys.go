@@ -124,33 +124,24 @@ func (k keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (b
 }
 
 func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
-	args, err := completeArgs(l, resp)
-	if err != nil {
-		return err
-	}
-	return k.fenced(ctx, "complete", k.sql.complete, args...)
+	return k.fenced(ctx, "complete", k.sql.complete, completeArgs(l, resp)...)
 }
 
-func completeArgs(l store.Attempt, resp store.Response) ([]any, error) {
-	r, err := responseArgs(resp)
-	if err != nil {
-		return nil, err
-	}
-	return append([]any{l.Scope, l.Key, l.Token}, r...), nil
+func completeArgs(l store.Attempt, resp store.Response) []any {
+	return appendResponseArgs(append(make([]any, 0, 3+responseArgCount), l.Scope, l.Key, l.Token), resp)
 }
 
-// responseArgs are a stored response's parameters: status code, headers
-// (JSON text), body, resource type and id.
-func responseArgs(resp store.Response) ([]any, error) {
-	headers, err := json.Marshal(resp.Header)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
+// responseArgCount is the number of parameters appendResponseArgs appends.
+const responseArgCount = 5
+
+// appendResponseArgs appends a stored response's parameters to args:
+// status code, headers (JSON text), body, resource type and id.
+func appendResponseArgs(args []any, resp store.Response) []any {
 	body := resp.Body
 	if body == nil {
 		body = []byte{}
 	}
-	return []any{resp.StatusCode, string(headers), body, resp.ResourceType, resp.ResourceID}, nil
+	return append(args, resp.StatusCode, keytable.EncodeHeaders(resp.Header), body, resp.ResourceType, resp.ResourceID)
 }
 
 // completeOrAbort is complete as a statement that fails when the lock

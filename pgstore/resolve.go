@@ -42,9 +42,5 @@ func (k keys) Release(ctx context.Context, a store.Attempt) error {
 // token holds (see store.KeyResolver), in the transaction when on a Tx
 // (store.AuditTx).
 func (k keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
-	args, err := completeArgs(a, resp)
-	if err != nil {
-		return fmt.Errorf("replace response: %w", err)
-	}
-	return k.fenced(ctx, "replace response", k.sql.replaceResponse, args...)
+	return k.fenced(ctx, "replace response", k.sql.replaceResponse, completeArgs(a, resp)...)
 }

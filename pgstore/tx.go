@@ -87,9 +87,7 @@ func (t *Tx) release() {
 func (t *Tx) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	if t.pendingClaim() {
 		b := &pgx.Batch{}
-		if err := t.queueClaimAndComplete(b, resp); err != nil {
-			return err
-		}
+		t.queueClaimAndComplete(b, resp)
 		br := lazy{t}.SendBatch(ctx, b)
 		err := t.claimRan(br)
 		if cerr := br.Close(); err == nil {
@@ -134,15 +132,9 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.
 	b := &pgx.Batch{}
 	claiming := t.pendingClaim()
 	if claiming {
-		if err := t.queueClaimAndComplete(b, resp); err != nil {
-			return false, err
-		}
+		t.queueClaimAndComplete(b, resp)
 	} else {
-		args, err := completeArgs(l, resp)
-		if err != nil {
-			return false, err
-		}
-		b.Queue(t.sql.completeOrAbort, args...)
+		b.Queue(t.sql.completeOrAbort, completeArgs(l, resp)...)
 	}
 	b.Queue("COMMIT")
 	// The handler's queued writes go first, in the same round trip.
@@ -299,7 +291,7 @@ func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if t.closed {
 		return errBatch{errTxEnded}
 	}
-	nb := &pgx.Batch{}
+	nb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, 1+len(t.queued)+len(b.QueuedQueries))}
 	begin := t.tx == nil
 	if begin {
 		nb.BeginTx(txOptions)

@@ -37,15 +37,12 @@ func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
 // here, with all the handler's writes: PostgreSQL has aborted it already,
 // MySQL failed the statement alone.
 func (t *Tx) claimAndComplete(ctx context.Context, resp store.Response) error {
-	r, err := responseArgs(resp)
-	if err != nil {
-		return fmt.Errorf("complete: %w", err)
-	}
 	c := t.claim.c
 	fp := c.Fingerprint
 	s := t.st.sql.insertCompleted
-	args := append([]any{c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version, c.Token, c.TTL.Microseconds()}, r...)
-	_, err = txSession{t}.bounded(ctx, func(q querier) (sql.Result, error) {
+	args := appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
+		c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version, c.Token, c.TTL.Microseconds()), resp)
+	_, err := txSession{t}.bounded(ctx, func(q querier) (sql.Result, error) {
 		return q.ExecContext(ctx, s.sql, s.args(args...)...)
 	})
 	t.claim.ran = true

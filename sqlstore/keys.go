@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -141,25 +142,20 @@ func (k keys) takeOver(ctx context.Context, op string, s stmt, args ...any) (boo
 }
 
 func (k keys) Complete(ctx context.Context, a store.Attempt, resp store.Response) error {
-	r, err := responseArgs(resp)
-	if err != nil {
-		return fmt.Errorf("complete: %w", err)
-	}
-	return k.fenced(ctx, "complete", k.st.sql.complete, a, append([]any{a.Scope, a.Key, a.Token}, r...)...)
+	return k.fenced(ctx, "complete", k.st.sql.complete, a, appendResponseArgs(append(make([]any, 0, 3+responseArgCount), a.Scope, a.Key, a.Token), resp)...)
 }
 
-// responseArgs are a stored response's parameters: status code, headers
-// (JSON text), body, resource type and id.
-func responseArgs(resp store.Response) ([]any, error) {
-	headers, err := json.Marshal(resp.Header)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
+// responseArgCount is the number of parameters appendResponseArgs appends.
+const responseArgCount = 5
+
+// appendResponseArgs appends a stored response's parameters to args:
+// status code, headers (JSON text), body, resource type and id.
+func appendResponseArgs(args []any, resp store.Response) []any {
 	body := resp.Body
 	if body == nil {
 		body = []byte{}
 	}
-	return []any{resp.StatusCode, string(headers), body, resp.ResourceType, resp.ResourceID}, nil
+	return append(args, resp.StatusCode, keytable.EncodeHeaders(resp.Header), body, resp.ResourceType, resp.ResourceID)
 }
 
 func (k keys) Fail(ctx context.Context, a store.Attempt) error {

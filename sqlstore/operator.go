@@ -177,11 +177,7 @@ func (k keys) Release(ctx context.Context, a store.Attempt) error {
 // has already changes no row: a read tells it from a lost hold. In the
 // transaction when on a Tx (store.AuditTx).
 func (k keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
-	r, err := responseArgs(resp)
-	if err != nil {
-		return fmt.Errorf("replace response: %w", err)
-	}
-	return k.fencedBy(ctx, "replace response", k.st.sql.replaceResponse, k.st.sql.holdsCompleted, a, append([]any{a.Scope, a.Key, a.Token}, r...)...)
+	return k.fencedBy(ctx, "replace response", k.st.sql.replaceResponse, k.st.sql.holdsCompleted, a, appendResponseArgs([]any{a.Scope, a.Key, a.Token}, resp)...)
 }
 
 // AppendAudit records an operator's action, stamped with the database's
