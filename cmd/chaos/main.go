@@ -91,8 +91,8 @@ func run() int {
 	}
 	var ms []string
 	for m := range strings.SplitSeq(*modes, ",") {
-		if m = strings.TrimSpace(m); m != "atomic" && m != "leased" {
-			fmt.Fprintf(os.Stderr, "chaos: unknown mode %q (want atomic or leased)\n", m)
+		if m = strings.TrimSpace(m); m != "atomic" && m != "atomic-deferred" && m != "leased" {
+			fmt.Fprintf(os.Stderr, "chaos: unknown mode %q (want atomic, atomic-deferred or leased)\n", m)
 			return 2
 		}
 		ms = append(ms, m)
