@@ -107,12 +107,15 @@ func (nd *natsNode) waitHealthy(ctx context.Context, d time.Duration) error {
 // URL is the cluster's client URL, every node's address comma-separated
 // (as nats.Connect and paymentsd's --nats-url take it); it stays the same
 // across restarts.
-func (b *Broker) URL() string {
+func (b *Broker) URL() string { return strings.Join(b.NodeURLs(), ",") }
+
+// NodeURLs are each node's client URL.
+func (b *Broker) NodeURLs() []string {
 	urls := make([]string, len(b.nodes))
 	for i, nd := range b.nodes {
 		urls[i] = "nats://127.0.0.1:" + strconv.Itoa(nd.client)
 	}
-	return strings.Join(urls, ",")
+	return urls
 }
 
 // Nodes is how many servers the cluster has.

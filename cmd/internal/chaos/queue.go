@@ -72,6 +72,7 @@ type Queue struct {
 	js        jetstream.JetStream
 	answers   jetstream.Stream
 	Producers []*Producer
+	heard     heard
 	results   []Attempt // answers on payments.results, read by Collect
 	resultKey []string  // their keys
 }
@@ -96,6 +97,10 @@ func StartQueue(ctx context.Context, p Profile, natsServer, logDir string, users
 	if err != nil {
 		q.Close()
 		return nil, fmt.Errorf("stream %s: %w", answersStream, err)
+	}
+	if err := q.listen(); err != nil {
+		q.Close()
+		return nil, err
 	}
 	for i, u := range users {
 		pr, err := newProducer(i, u, q, seed+uint64(i))
@@ -127,6 +132,7 @@ func (q *Queue) Close() {
 	if q.nc != nil {
 		q.nc.Close()
 	}
+	q.heard.close()
 	q.Broker.Close()
 }
 
@@ -278,6 +284,7 @@ func (q *Queue) Collect(ctx context.Context) error {
 			return fmt.Errorf("read %s: %d of %d answers: %v", answersStream, seen, last, err)
 		}
 	}
+	q.fillFromHeard()
 	return nil
 }
 
@@ -465,6 +472,10 @@ func (p *Producer) await(ctx context.Context, c *Command, until, quiet time.Time
 		cancel()
 		if err == nil && answer(m.Header, m.Data).Final() {
 			c.record(answer(m.Header, m.Data))
+			return true
+		}
+		if a, ok := p.q.heard.final(c.replyTo()); ok {
+			c.record(a)
 			return true
 		}
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && ctx.Err() == nil {

@@ -40,6 +40,7 @@ type Stats struct {
 	QueueRepublishes   atomic.Int64 // publishes again after no answer came in time
 	QueueAnswers       atomic.Int64 // answers published to the commands' reply subjects
 	QueueReplays       atomic.Int64 // of which replays
+	QueueHeardOnly     atomic.Int64 // of which a subscription heard, the answers stream missed
 	BrokerRestarts     atomic.Int64 // NATS nodes SIGKILLed and started again
 	BrokerLeaderKills  atomic.Int64 // of which the leader of PAYMENTS
 	Payouts            PayoutStats
@@ -257,6 +258,7 @@ func queueRows(row func(string, func(*Result) string), n func(func(*Stats) int64
 	row("  answers / of them replays", func(r *Result) string {
 		return fmt.Sprintf("%d / %d", r.Stats.QueueAnswers.Load(), r.Stats.QueueReplays.Load())
 	})
+	row("  answers the answers stream missed, a subscription heard", n(func(s *Stats) int64 { return s.QueueHeardOnly.Load() }))
 	row("  NATS nodes SIGKILLed / PAYMENTS leaders", func(r *Result) string {
 		return fmt.Sprintf("%d / %d", r.Stats.BrokerRestarts.Load(), r.Stats.BrokerLeaderKills.Load())
 	})
