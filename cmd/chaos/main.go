@@ -14,8 +14,9 @@
 // SIGKILLed and restarted, the links between replicas and PostgreSQL are
 // slowed, cut, reset and hung (toxiproxy, in-process), and PostgreSQL
 // itself is restarted. Producers publish payment commands to the same
-// replicas over NATS JetStream (an embedded server, restarted mid-run) with
-// duplicates and retries. Then the faults stop, every caller finishes its
+// replicas over NATS JetStream (a cluster of three nats-server processes,
+// the leader of the payments stream SIGKILLed mid-run) with duplicates and
+// retries. Then the faults stop, every caller finishes its
 // retries, the completers finish every pending payout, and the invariants
 // are checked, the payouts' against the bank's own record. It prints one
 // table and exits 1 when a must-be-0 figure is not 0. See docs/chaos.md.
@@ -61,6 +62,7 @@ func run() int {
 	modes := flag.String("modes", "atomic-deferred,leased", "idempotency modes to run, comma-separated")
 	bin := flag.String("paymentsd", "", "a paymentsd binary to use instead of building ./cmd/paymentsd")
 	bankd := flag.String("bankd", "", "a bankd binary to use instead of building ./cmd/bankd")
+	natsServer := flag.String("nats-server", "", "a nats-server binary to use instead of building the one go.mod names")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of every random choice")
 	duration := flag.Duration("duration", 0, "traffic under faults per mode (default: the profile's)")
 	workers := flag.Int("workers", 0, "callers (default: the profile's)")
@@ -120,13 +122,15 @@ func run() int {
 		defer os.RemoveAll(work)
 	}
 	var pkgs []string
+	// nats-server is built from its Go module (its main package), at the
+	// version the embedded servers of the tests are.
 	for _, b := range []struct {
-		path *string
-		name string
-	}{{bin, "paymentsd"}, {bankd, "bankd"}} {
+		path      *string
+		name, pkg string
+	}{{bin, "paymentsd", "./cmd/paymentsd"}, {bankd, "bankd", "./cmd/bankd"}, {natsServer, "nats-server", "github.com/nats-io/nats-server/v2"}} {
 		if *b.path == "" {
 			*b.path = filepath.Join(work, b.name)
-			pkgs = append(pkgs, "./cmd/"+b.name)
+			pkgs = append(pkgs, b.pkg)
 		}
 	}
 	if len(pkgs) > 0 {
@@ -140,7 +144,7 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "chaos: built %s in %s; seed %d\n", strings.Join(pkgs, " "), time.Since(start).Round(time.Millisecond), *seed)
 	}
 
-	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd, Seed: *seed, Log: os.Stderr, WorkDir: work, Failover: fo})
+	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd, NATSServer: *natsServer, Seed: *seed, Log: os.Stderr, WorkDir: work, Failover: fo})
 	if err != nil && len(results) == 0 {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1

@@ -51,6 +51,12 @@ func TestMain(m *testing.M) {
 	if !set {
 		_ = flag.Set("test.parallel", parallel)
 	}
+	if os.Getenv("PG_PARTITIONS") != "" {
+		// make test-partitioned is about PostgreSQL's partitioned schema:
+		// the tests that run on every store run on it alone (make test
+		// runs them on SQLite).
+		stores = []string{"postgres"}
+	}
 	os.Exit(proctest.Run(m, "paymentsd", &binary))
 }
 

@@ -23,25 +23,34 @@ import (
 	"github.com/idem-dev/idem/internal/require"
 )
 
-var (
-	bankdOnce   sync.Once
-	bankdBinary string
-	bankdErr    error
-)
+// builds are the binaries the tests build once, by package.
+var builds sync.Map // package → *build
 
-// buildBankd builds cmd/bankd once for the tests that need it.
-func buildBankd(t *testing.T) string {
+type build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildBinary builds pkg once, as name next to the paymentsd binary, for
+// the tests that need it.
+func buildBinary(t *testing.T, name, pkg string) string {
 	t.Helper()
-	bankdOnce.Do(func() {
-		bankdBinary = filepath.Join(filepath.Dir(binary), "bankd")
-		out, err := exec.Command("go", "build", "-o", bankdBinary, "../bankd").CombinedOutput()
+	v, _ := builds.LoadOrStore(pkg, &build{})
+	b := v.(*build)
+	b.once.Do(func() {
+		b.path = filepath.Join(filepath.Dir(binary), name)
+		out, err := exec.Command("go", "build", "-o", b.path, pkg).CombinedOutput()
 		if err != nil {
-			bankdErr = fmt.Errorf("build bankd: %v\n%s", err, out)
+			b.err = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
 	})
-	require.NoError(t, bankdErr)
-	return bankdBinary
+	require.NoError(t, b.err)
+	return b.path
 }
+
+// buildBankd builds cmd/bankd once for the tests that need it.
+func buildBankd(t *testing.T) string { return buildBinary(t, "bankd", "../bankd") }
 
 // bankProc is a running bankd.
 type bankProc struct {

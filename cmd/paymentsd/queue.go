@@ -65,9 +65,9 @@ func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, err
 }
 
 // consumeNATS consumes the commands from JetStream at url until ctx ends,
-// making the streams if missing and the durable consumer. wait returns
-// once the messages in hand are settled.
-func consumeNATS(ctx context.Context, url string, c *consumer.Consumer, workers int, logger *slog.Logger) (wait func(), err error) {
+// making the streams (with replicas copies each) if missing and the
+// durable consumer. wait returns once the messages in hand are settled.
+func consumeNATS(ctx context.Context, url string, replicas int, c *consumer.Consumer, workers int, logger *slog.Logger) (wait func(), err error) {
 	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1), nats.Timeout(connectTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("nats %s: %w", url, err)
@@ -76,7 +76,7 @@ func consumeNATS(ctx context.Context, url string, c *consumer.Consumer, workers 
 		nc.Close()
 		return nil, fmt.Errorf("nats %s: %w", url, err)
 	}
-	cons, js, err := natsConsumer(ctx, nc, logger)
+	cons, js, err := natsConsumer(ctx, nc, replicas, logger)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("nats %s: %w", url, err)
@@ -110,19 +110,20 @@ func natsVersionCheck(nc *nats.Conn) error {
 	return nil
 }
 
-// natsConsumer makes the streams if missing, and the durable consumer.
-// PAYMENTS is a work queue: JetStream deletes a command once it is
-// acknowledged or terminated, so no command (nor its Authorization header)
-// outlives its processing. A PAYMENTS stream made before keeps its own
-// retention, and a warning says so.
-func natsConsumer(ctx context.Context, nc *nats.Conn, logger *slog.Logger) (jetstream.Consumer, jetstream.JetStream, error) {
+// natsConsumer makes the streams if missing, with replicas copies each,
+// and the durable consumer, whose copies are its stream's. PAYMENTS is a
+// work queue: JetStream deletes a command once it is acknowledged or
+// terminated, so no command (nor its Authorization header) outlives its
+// processing. A stream made before keeps its own retention and replicas,
+// and a warning says so.
+func natsConsumer(ctx context.Context, nc *nats.Conn, replicas int, logger *slog.Logger) (jetstream.Consumer, jetstream.JetStream, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, s := range []jetstream.StreamConfig{
-		{Name: natsStream, Subjects: commandSubjects, Retention: jetstream.WorkQueuePolicy},
-		{Name: natsDeadStream, Subjects: []string{deadLetterSubject}},
+		{Name: natsStream, Subjects: commandSubjects, Retention: jetstream.WorkQueuePolicy, Replicas: replicas},
+		{Name: natsDeadStream, Subjects: []string{deadLetterSubject}, Replicas: replicas},
 	} {
 		_, err := js.CreateStream(ctx, s)
 		switch {
@@ -135,6 +136,11 @@ func natsConsumer(ctx context.Context, nc *nats.Conn, logger *slog.Logger) (jets
 				logger.Warn("the stream keeps acknowledged commands, their Authorization headers included, for ever: "+
 					"recreate it once drained (nats stream rm), and paymentsd makes it a work queue (docs/queues.md)",
 					"stream", s.Name, "retention", cfg.Retention.String())
+			}
+			if cfg := old.CachedInfo().Config; cfg.Replicas != s.Replicas {
+				logger.Warn("the stream keeps another number of copies than --nats-replicas: "+
+					"change it with nats stream edit --replicas (docs/queues.md)",
+					"stream", s.Name, "replicas", cfg.Replicas, "nats_replicas", s.Replicas)
 			}
 		case err != nil:
 			return nil, nil, fmt.Errorf("create stream %s: %w", s.Name, err)
@@ -219,7 +225,9 @@ func startConsumers(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg 
 	for _, b := range []struct {
 		url     string
 		consume func(context.Context, string, *consumer.Consumer, int, *slog.Logger) (func(), error)
-	}{{f.natsURL, consumeNATS}, {f.amqpURL, consumeAMQP}} {
+	}{{f.natsURL, func(ctx context.Context, url string, c *consumer.Consumer, workers int, logger *slog.Logger) (func(), error) {
+		return consumeNATS(ctx, url, f.natsReplicas, c, workers, logger)
+	}}, {f.amqpURL, consumeAMQP}} {
 		if b.url == "" {
 			continue
 		}

@@ -49,6 +49,7 @@ type serveFlags struct {
 	bankKeySecret   string
 	completeEvery   time.Duration
 	natsURL         string
+	natsReplicas    int
 	amqpURL         string
 	queueWorkers    int
 	grpcAddr        string
@@ -90,6 +91,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.StringVar(&f.bankKeySecret, "bank-key-secret-file", "", "a file holding the secret (at least 16 bytes) the keys sent to the bank are derived with;\nrequired with --bank-url, the same on every replica (default $PAYMENTSD_BANK_KEY_SECRET)")
 	fs.DurationVar(&f.completeEvery, "complete-interval", completer.DefaultInterval, "with --bank-url, how often the completer looks for payouts their requests abandoned")
 	fs.StringVar(&f.natsURL, "nats-url", "", "also consume payment commands from NATS JetStream at this URL (nats://host:4222): stream PAYMENTS,\ndurable consumer paymentsd (docs/queues.md)")
+	fs.IntVar(&f.natsReplicas, "nats-replicas", 1, "with --nats-url, the replicas of the streams paymentsd makes (PAYMENTS, PAYMENTS_DEADLETTER):\n3 on a JetStream cluster of 3 or more servers, so that a server lost loses no command (docs/queues.md)")
 	fs.StringVar(&f.amqpURL, "amqp-url", "", "also consume payment commands from RabbitMQ at this URL (amqp://user:password@host:5672/) (docs/queues.md)")
 	fs.StringVar(&f.grpcAddr, "grpc-addr", "", "also serve payments.v1.Payments over gRPC on this address, e.g. 127.0.0.1:9090 (docs/grpc.md)")
 	fs.IntVar(&f.queueWorkers, "queue-workers", 8, "commands processed at once per broker")
@@ -112,6 +114,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		if d.v <= 0 {
 			return cli.Usagef("serve: --%s must be positive, got %v", d.name, d.v)
 		}
+	}
+	if f.natsReplicas < 1 || f.natsReplicas > 5 {
+		return cli.Usagef("serve: --nats-replicas must be 1 to 5 (JetStream's limit), got %d", f.natsReplicas)
 	}
 	if f.queueWorkers <= 0 {
 		return cli.Usagef("serve: --queue-workers must be positive, got %d", f.queueWorkers)

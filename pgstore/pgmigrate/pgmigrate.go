@@ -24,8 +24,9 @@ func tableSQL(table string) string {
 }
 
 // apply applies the migrations not yet recorded in table, each in
-// one transaction under an advisory lock, so replicas starting together
-// apply each migration once. It returns the versions it applied.
+// one transaction under an advisory lock of the schema and table, so
+// replicas starting together apply each migration once. It returns the
+// versions it applied.
 func apply(ctx context.Context, pool *pgxpool.Pool, table string, ms []migrate.Migration) ([]int, error) {
 	var applied []int
 	for _, m := range ms {
@@ -46,7 +47,9 @@ func applyOne(ctx context.Context, pool *pgxpool.Pool, table string, m migrate.M
 		return false, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, table); err != nil {
+	// The lock is the schema's: tenants (or tests) migrating their own
+	// schemas at once do not queue behind each other.
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext(current_schema()), hashtext($1))`, table); err != nil {
 		return false, err
 	}
 	if _, err := tx.Exec(ctx, tableSQL(table)); err != nil {

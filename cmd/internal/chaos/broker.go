@@ -1,90 +1,171 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
-	"sync"
+	"strings"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Broker is a NATS server with JetStream, embedded from its Go module, that
-// can be restarted mid-run: its streams live in files in a temp dir of its
-// own, and it comes back on the same loopback port, so the replicas'
-// clients reconnect to it as to a restarted production broker.
-type Broker struct {
-	dir  string
-	port int
+// natsReady matches a nats-server's line once it takes clients:
+// "[INF] Listening for client connections on 127.0.0.1:4222".
+var natsReady = regexp.MustCompile(`Listening for client connections on (\S+)`)
 
-	mu  sync.Mutex // guards srv
-	srv *server.Server
+// Broker is a JetStream cluster of nats-server processes on loopback, the
+// server built from its Go module at the version go.mod names: a node is
+// SIGKILLed and started again on the same files, ports and server name,
+// as a crashed production node is, and rejoins its cluster.
+type Broker struct {
+	dir   string
+	nodes []*natsNode
 }
 
-// StartBroker starts a broker on a free loopback port (never 4222, where a
-// developer's own NATS may run), its files in a new temp dir.
-func StartBroker() (*Broker, error) {
+// natsNode is one server of the cluster.
+type natsNode struct {
+	name                  string
+	client, route, health int // loopback ports, the same across restarts
+	proc                  *Replica
+}
+
+// StartBroker starts a cluster of n nats-server processes (the binary
+// bin) with JetStream, their files in a new temp dir and their logs in
+// logDir, on free loopback ports (never 4222, where a developer's own
+// NATS may run), and waits until every node is current with the
+// cluster's meta leader.
+func StartBroker(ctx context.Context, bin, logDir string, n int) (*Broker, error) {
 	dir, err := os.MkdirTemp("", "idem-chaos-nats-")
 	if err != nil {
 		return nil, err
 	}
 	b := &Broker{dir: dir}
-	for b.port == 0 || b.port == 4222 {
-		if b.port, err = freePort(); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
+	var routes []string
+	for i := range n {
+		nd := &natsNode{name: fmt.Sprintf("n%d", i+1)}
+		for _, p := range []*int{&nd.client, &nd.route, &nd.health} {
+			for *p == 0 || *p == 4222 {
+				if *p, err = freePort(); err != nil {
+					os.RemoveAll(dir)
+					return nil, err
+				}
+			}
+		}
+		routes = append(routes, "nats://127.0.0.1:"+strconv.Itoa(nd.route))
+		b.nodes = append(b.nodes, nd)
+	}
+	for _, nd := range b.nodes {
+		args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(nd.client), "-m", strconv.Itoa(nd.health),
+			"-n", nd.name, "-js", "-sd", filepath.Join(dir, nd.name),
+			"--cluster_name", "idem-chaos", "--cluster", "nats://127.0.0.1:" + strconv.Itoa(nd.route),
+			"--routes", strings.Join(routes, ",")}
+		nd.proc = &Replica{Slot: -1, bin: bin, args: args, log: filepath.Join(logDir, "nats-"+nd.name+".log"), ready: natsReady}
+	}
+	for _, nd := range b.nodes {
+		if err := nd.proc.StartRetrying(ctx, 30*time.Second); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("nats-server %s: %w\n%s", nd.name, err, nd.proc.LogTail(10))
 		}
 	}
-	if err := b.start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	for _, nd := range b.nodes {
+		if err := nd.waitHealthy(ctx, time.Minute); err != nil {
+			b.Close()
+			return nil, err
+		}
 	}
 	return b, nil
 }
 
-func (b *Broker) start() error {
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: b.port, JetStream: true, StoreDir: b.dir,
-		NoSigs: true, NoLog: true})
+// waitHealthy waits until the node's /healthz answers 200: JetStream is
+// up and current with the meta leader and with its streams' leaders.
+func (nd *natsNode) waitHealthy(ctx context.Context, d time.Duration) error {
+	url := "http://127.0.0.1:" + strconv.Itoa(nd.health) + "/healthz"
+	deadline := time.Now().Add(d)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return errors.Join(fmt.Errorf("nats-server %s: not healthy (%s) after %s\n%s", nd.name, url, d, nd.proc.LogTail(10)), ctx.Err())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// URL is the cluster's client URL, every node's address comma-separated
+// (as nats.Connect and paymentsd's --nats-url take it); it stays the same
+// across restarts.
+func (b *Broker) URL() string { return strings.Join(b.NodeURLs(), ",") }
+
+// NodeURLs are each node's client URL.
+func (b *Broker) NodeURLs() []string {
+	urls := make([]string, len(b.nodes))
+	for i, nd := range b.nodes {
+		urls[i] = "nats://127.0.0.1:" + strconv.Itoa(nd.client)
+	}
+	return urls
+}
+
+// Nodes is how many servers the cluster has.
+func (b *Broker) Nodes() int { return len(b.nodes) }
+
+// Names are the nodes' server names, as JetStream names a stream's leader.
+func (b *Broker) Names() []string {
+	names := make([]string, len(b.nodes))
+	for i, nd := range b.nodes {
+		names[i] = nd.name
+	}
+	return names
+}
+
+// Kill SIGKILLs the node named name.
+func (b *Broker) Kill(name string) error {
+	nd, err := b.node(name)
+	if err == nil && !nd.proc.Kill() {
+		err = fmt.Errorf("nats-server %s was not running", name)
+	}
+	return err
+}
+
+// Restart starts the node named name again on the same files and ports,
+// and waits until it is current with the cluster again, so that the next
+// kill never takes a second node of three.
+func (b *Broker) Restart(ctx context.Context, name string) error {
+	nd, err := b.node(name)
 	if err != nil {
-		return fmt.Errorf("nats server: %w", err)
+		return err
 	}
-	go srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
-		srv.Shutdown()
-		return errors.New("the embedded NATS server did not start on port " + strconv.Itoa(b.port))
+	if err := nd.proc.StartRetrying(ctx, 30*time.Second); err != nil {
+		return fmt.Errorf("nats-server %s: %w\n%s", name, err, nd.proc.LogTail(10))
 	}
-	b.mu.Lock()
-	b.srv = srv
-	b.mu.Unlock()
-	return nil
+	return nd.waitHealthy(ctx, time.Minute)
 }
 
-// URL is the broker's client URL; it stays the same across restarts.
-func (b *Broker) URL() string { return "nats://127.0.0.1:" + strconv.Itoa(b.port) }
-
-// Restart shuts the broker down, every client connection with it, and
-// starts it again on the same files and port after down.
-func (b *Broker) Restart(down time.Duration) error {
-	b.stop()
-	time.Sleep(down)
-	return b.start()
-}
-
-func (b *Broker) stop() {
-	b.mu.Lock()
-	srv := b.srv
-	b.srv = nil
-	b.mu.Unlock()
-	if srv != nil {
-		srv.Shutdown()
-		srv.WaitForShutdown()
+func (b *Broker) node(name string) (*natsNode, error) {
+	for _, nd := range b.nodes {
+		if nd.name == name {
+			return nd, nil
+		}
 	}
+	return nil, fmt.Errorf("no nats-server named %q", name)
 }
 
-// Close stops the broker and removes its files.
+// Close stops every node and removes their files.
 func (b *Broker) Close() {
-	b.stop()
+	for _, nd := range b.nodes {
+		nd.proc.Kill()
+	}
 	os.RemoveAll(b.dir)
 }

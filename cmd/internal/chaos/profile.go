@@ -64,13 +64,17 @@ type Profile struct {
 	// waits for an answer before publishing again; QueueQuiet, after the
 	// faults, bounds the wait for the last answers: past the broker's ack
 	// wait (30 s, paymentsd's), so that a fire-once command held by a
-	// killed replica is redelivered. BrokerRestarts restarts of the NATS
-	// server, spread over Duration, each down for BrokerDown: longer than
-	// QueueTimeout and a publish's wait for its acknowledgement (2 s)
-	// together, so that the producers' publishes again fail, are sent
-	// again, and may yet be stored twice.
+	// killed replica is redelivered. The broker is a JetStream cluster of
+	// BrokerNodes nats-server processes, every stream with as many
+	// replicas; BrokerRestarts SIGKILLs of a node, spread over Duration,
+	// the leader of PAYMENTS first, then of the durable consumer, in turn,
+	// each down for BrokerDown: longer than QueueTimeout and a publish's
+	// wait for its acknowledgement (2 s) together, so that a publish in
+	// flight to the killed leader is sent again and may yet be stored
+	// twice.
 	QueueProducers, QueueLanes int
 	QueueTimeout, QueueQuiet   time.Duration
+	BrokerNodes                int
 	BrokerRestarts             int
 	BrokerDown                 time.Duration
 	// Payouts is the money that leaves: a bank, its faults, its callers.
@@ -90,7 +94,7 @@ var Profiles = map[string]Profile{
 		FaultEvery: Span{500 * time.Millisecond, 1500 * time.Millisecond}, FaultFor: Span{300 * time.Millisecond, 2 * time.Second},
 		RaceEvery: 4 * time.Second, DBRestarts: 1, LateOps: 3, LateTTL: 3 * time.Second,
 		QueueProducers: 3, QueueLanes: 2, QueueTimeout: 3 * time.Second, QueueQuiet: 45 * time.Second,
-		BrokerRestarts: 1, BrokerDown: 5500 * time.Millisecond,
+		BrokerNodes: 3, BrokerRestarts: 1, BrokerDown: 5500 * time.Millisecond,
 		Payouts: PayoutProfile{Callers: 2, BankFaults: bankFaults, BankTimeout: time.Second, SlowDelay: 1500 * time.Millisecond,
 			CompleteInterval: 500 * time.Millisecond, BankRestarts: 2, BankDownFor: Span{200 * time.Millisecond, time.Second}, FinalOutage: 2 * time.Second,
 			Quiet: 30 * time.Second, Reject: 0.15, Refuse: 0.08},
@@ -127,7 +131,7 @@ var Profiles = map[string]Profile{
 		FaultEvery: Span{time.Second, 3 * time.Second}, FaultFor: Span{300 * time.Millisecond, 4 * time.Second},
 		RaceEvery: 30 * time.Second, DBRestarts: 5, LateOps: 10, LateTTL: 5 * time.Second,
 		QueueProducers: 4, QueueLanes: 2, QueueTimeout: 4 * time.Second, QueueQuiet: time.Minute,
-		BrokerRestarts: 5, BrokerDown: 6500 * time.Millisecond,
+		BrokerNodes: 3, BrokerRestarts: 5, BrokerDown: 6500 * time.Millisecond,
 		Payouts: PayoutProfile{Callers: 3, BankFaults: bankFaults, BankTimeout: 2 * time.Second, SlowDelay: 3 * time.Second,
 			CompleteInterval: time.Second, BankRestarts: 10, BankDownFor: Span{200 * time.Millisecond, 3 * time.Second}, FinalOutage: 5 * time.Second,
 			Quiet: time.Minute, Reject: 0.15, Refuse: 0.08},
@@ -155,6 +159,8 @@ func (p Profile) Validate() error {
 		return fmt.Errorf("profile %s: fault intervals must be positive spans (link faults: zero for none)", p.Name)
 	case p.FaultEvery.Min == 0 && p.RaceEvery > 0:
 		return fmt.Errorf("profile %s: the staged races slow a link: they need link faults", p.Name)
+	case p.QueueProducers > 0 && (p.BrokerNodes < 3 || p.BrokerNodes > 5):
+		return fmt.Errorf("profile %s: the queue phase's cluster needs 3 to 5 nodes (a kill must leave a quorum; JetStream keeps at most 5 replicas)", p.Name)
 	case p.Payouts.Callers < 1 || p.Payouts.BankTimeout <= 0 || p.Payouts.Quiet <= 0 || p.Payouts.BankDownFor.Max < p.Payouts.BankDownFor.Min ||
 		p.Payouts.FinalOutage < 0 || p.Payouts.FinalOutage >= p.Duration:
 		return fmt.Errorf("profile %s: payout callers, bank timeout, quiet period and bank downtimes must be set, the final outage shorter than the faults", p.Name)

@@ -27,6 +27,8 @@ const (
 	// names a reply subject of its own, replySubject.<producer>.<n>.
 	answersStream = "CHAOS_ANSWERS"
 	replySubject  = resultsSubject + ".chaos" // under paymentsd's reply prefix
+	natsStream    = "PAYMENTS"
+	natsDurable   = "paymentsd"
 )
 
 // The shares of the queue phase's commands.
@@ -58,24 +60,27 @@ func (c *Command) subject() string { return commandSubject + strings.TrimPrefix(
 
 func (c *Command) replyTo() string { return fmt.Sprintf("%s.%d.%d", replySubject, c.Producer, c.Seq) }
 
-// Queue is the queue phase of a mode: a broker of its own, producers each
-// its own user, the broker restarts, and the answers, read back at the end.
+// Queue is the queue phase of a mode: a JetStream cluster of its own,
+// producers each its own user, the kills of its nodes, and the answers,
+// read back at the end.
 type Queue struct {
 	Broker    *Broker
 	prof      Profile
 	stats     *Stats
 	logf      func(string, ...any)
 	nc        *nats.Conn
+	js        jetstream.JetStream
 	answers   jetstream.Stream
 	Producers []*Producer
+	heard     heard
 	results   []Attempt // answers on payments.results, read by Collect
 	resultKey []string  // their keys
 }
 
-// StartQueue starts the broker and the stream of answers; users are the
-// producers'.
-func StartQueue(ctx context.Context, p Profile, users []*User, stats *Stats, seed uint64, logf func(string, ...any)) (*Queue, error) {
-	b, err := StartBroker()
+// StartQueue starts the cluster (the nats-server binary natsServer, its
+// logs in logDir) and the stream of answers; users are the producers'.
+func StartQueue(ctx context.Context, p Profile, natsServer, logDir string, users []*User, stats *Stats, seed uint64, logf func(string, ...any)) (*Queue, error) {
+	b, err := StartBroker(ctx, natsServer, logDir, p.BrokerNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -84,14 +89,18 @@ func StartQueue(ctx context.Context, p Profile, users []*User, stats *Stats, see
 		q.Close()
 		return nil, err
 	}
-	js, err := jetstream.New(q.nc)
+	q.js, err = jetstream.New(q.nc)
 	if err == nil {
-		q.answers, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: answersStream,
-			Subjects: []string{replySubject + ".>", resultsSubject}, Storage: jetstream.FileStorage})
+		q.answers, err = q.js.CreateStream(ctx, jetstream.StreamConfig{Name: answersStream,
+			Subjects: []string{replySubject + ".>", resultsSubject}, Storage: jetstream.FileStorage, Replicas: b.Nodes()})
 	}
 	if err != nil {
 		q.Close()
 		return nil, fmt.Errorf("stream %s: %w", answersStream, err)
+	}
+	if err := q.listen(); err != nil {
+		q.Close()
+		return nil, err
 	}
 	for i, u := range users {
 		pr, err := newProducer(i, u, q, seed+uint64(i))
@@ -123,11 +132,12 @@ func (q *Queue) Close() {
 	if q.nc != nil {
 		q.nc.Close()
 	}
+	q.heard.close()
 	q.Broker.Close()
 }
 
-// Run publishes commands until stop, restarting the broker while faults
-// last, then lets every command still unanswered be published again (but
+// Run publishes commands until stop, killing nodes of the cluster while
+// faults last, then lets every command still unanswered be published again (but
 // the fire-once ones) until quiet, and returns once every command has its
 // final answer, or at quiet.
 func (q *Queue) Run(ctx, faults context.Context, stop, quiet time.Time) {
@@ -135,7 +145,7 @@ func (q *Queue) Run(ctx, faults context.Context, stop, quiet time.Time) {
 		return
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { q.restarts(faults) })
+	wg.Go(func() { q.kills(ctx, faults) })
 	for _, p := range q.Producers {
 		for range q.prof.QueueLanes {
 			wg.Go(func() { p.lane(ctx, stop, quiet) })
@@ -152,31 +162,83 @@ func (q *Queue) Run(ctx, faults context.Context, stop, quiet time.Time) {
 		time.Since(stop).Round(100*time.Millisecond), open, len(q.Commands()))
 }
 
-// restarts restarts the broker BrokerRestarts times while faults last,
-// evenly spaced and off the beat of the database restarts, each time down
-// for BrokerDown.
-func (q *Queue) restarts(ctx context.Context) {
+// kills SIGKILLs a node of the cluster BrokerRestarts times while faults
+// last, evenly spaced and off the beat of the database restarts, and
+// starts it again after BrokerDown: first the leader of PAYMENTS, then the
+// leader of paymentsd's durable consumer, in turn.
+func (q *Queue) kills(ctx, faults context.Context) {
 	n := q.prof.BrokerRestarts
 	if n <= 0 {
 		return
 	}
 	every := q.prof.Duration / time.Duration(n+1)
 	next := every * 7 / 10
-	for range n {
+	for i := range n {
 		select {
-		case <-ctx.Done():
+		case <-faults.Done():
 			return
 		case <-time.After(next):
 		}
 		next = every
-		start := time.Now()
-		if err := q.Broker.Restart(q.prof.BrokerDown); err != nil {
-			q.logf("restart the NATS server: %v", err)
-			continue
+		if err := q.killLeader(ctx, i%2 == 1); err != nil {
+			q.logf("queue: kill a NATS node: %v", err)
 		}
-		q.stats.BrokerRestarts.Add(1)
-		q.logf("NATS server restarted in %s", time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// killLeader SIGKILLs the leader of PAYMENTS (of the durable consumer
+// when consumer), logs how long until another node leads it, and starts
+// the killed node again after BrokerDown.
+func (q *Queue) killLeader(ctx context.Context, consumer bool) error {
+	what := natsStream
+	if consumer {
+		what = natsStream + "/" + natsDurable
+	}
+	leader := func() string {
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		s, err := q.js.Stream(lctx, natsStream)
+		if err != nil || s.CachedInfo().Cluster == nil {
+			return ""
+		}
+		if !consumer {
+			return s.CachedInfo().Cluster.Leader
+		}
+		c, err := s.Consumer(lctx, natsDurable)
+		if err != nil || c.CachedInfo().Cluster == nil {
+			return ""
+		}
+		return c.CachedInfo().Cluster.Leader
+	}
+	old := leader()
+	if old == "" {
+		return fmt.Errorf("%s has no leader to kill", what)
+	}
+	start := time.Now()
+	if err := q.Broker.Kill(old); err != nil {
+		return err
+	}
+	q.stats.BrokerRestarts.Add(1)
+	if !consumer {
+		q.stats.BrokerLeaderKills.Add(1)
+	}
+	// The node stays down at least BrokerDown, and until another leads.
+	for deadline := start.Add(time.Minute); ctx.Err() == nil; time.Sleep(50 * time.Millisecond) {
+		if now := leader(); now != "" && now != old {
+			q.logf("queue: NATS node %s, leader of %s, SIGKILLed; %s leads it after %s", old, what, now, time.Since(start).Round(10*time.Millisecond))
+			break
+		}
+		if time.Now().After(deadline) {
+			q.logf("queue: NATS node %s, leader of %s, SIGKILLed; no other node leads it after %s", old, what, time.Since(start).Round(10*time.Millisecond))
+			break
+		}
+	}
+	time.Sleep(time.Until(start.Add(q.prof.BrokerDown)))
+	if err := q.Broker.Restart(ctx, old); err != nil {
+		return err
+	}
+	q.logf("queue: NATS node %s back and current %s after its kill", old, time.Since(start).Round(10*time.Millisecond))
+	return nil
 }
 
 // Commands are every producer's commands.
@@ -222,6 +284,7 @@ func (q *Queue) Collect(ctx context.Context) error {
 			return fmt.Errorf("read %s: %d of %d answers: %v", answersStream, seen, last, err)
 		}
 	}
+	q.fillFromHeard()
 	return nil
 }
 
@@ -411,6 +474,10 @@ func (p *Producer) await(ctx context.Context, c *Command, until, quiet time.Time
 			c.record(answer(m.Header, m.Data))
 			return true
 		}
+		if a, ok := p.q.heard.final(c.replyTo()); ok {
+			c.record(a)
+			return true
+		}
 		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && ctx.Err() == nil {
 			time.Sleep(100 * time.Millisecond) // the broker is restarting
 		}
@@ -434,11 +501,11 @@ func (m *modeRun) startQueue(ctx context.Context, users []*User) (*Queue, error)
 	if m.Profile.QueueProducers == 0 {
 		return nil, nil
 	}
-	q, err := StartQueue(ctx, m.Profile, users, m.stats, m.seed+97, m.logf)
+	q, err := StartQueue(ctx, m.Profile, m.NATSServer, m.logDir, users, m.stats, m.seed+97, m.logf)
 	if err != nil {
 		return nil, err
 	}
-	m.logf("queue: NATS server at %s; %d producers", q.Broker.URL(), len(users))
+	m.logf("queue: a JetStream cluster of %d nodes at %s; %d producers", q.Broker.Nodes(), q.Broker.URL(), len(users))
 	return q, nil
 }
 
@@ -447,5 +514,5 @@ func (q *Queue) Args() []string {
 	if q == nil {
 		return nil
 	}
-	return []string{"--nats-url", q.Broker.URL()}
+	return []string{"--nats-url", q.Broker.URL(), "--nats-replicas", strconv.Itoa(q.Broker.Nodes())}
 }

@@ -27,6 +27,9 @@ type Replica struct {
 	bin  string
 	args []string
 	log  string // file the processes' stderr is appended to
+	// ready matches the line that says the process serves, its address
+	// the first group; nil: listening.
+	ready *regexp.Regexp
 
 	mu   sync.Mutex    // guards cmd, url, done
 	cmd  *exec.Cmd     // nil once killed
@@ -68,6 +71,10 @@ func (r *Replica) Start(ctx context.Context) error {
 		return fmt.Errorf("start replica %d: %w", r.Slot, err)
 	}
 	fmt.Fprintf(logf, "--- chaos: started pid %d at %s\n", cmd.Process.Pid, time.Now().Format(time.RFC3339Nano))
+	ready := r.ready
+	if ready == nil {
+		ready = listening
+	}
 	found := make(chan string, 1)
 	done := make(chan struct{})
 	go func() {
@@ -78,7 +85,7 @@ func (r *Replica) Start(ctx context.Context) error {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintln(logf, line)
-			if m := listening.FindStringSubmatch(line); m != nil {
+			if m := ready.FindStringSubmatch(line); m != nil {
 				select {
 				case found <- m[1]:
 				default:

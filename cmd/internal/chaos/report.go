@@ -40,7 +40,9 @@ type Stats struct {
 	QueueRepublishes   atomic.Int64 // publishes again after no answer came in time
 	QueueAnswers       atomic.Int64 // answers published to the commands' reply subjects
 	QueueReplays       atomic.Int64 // of which replays
-	BrokerRestarts     atomic.Int64
+	QueueHeardOnly     atomic.Int64 // of which a subscription heard, the answers stream missed
+	BrokerRestarts     atomic.Int64 // NATS nodes SIGKILLed and started again
+	BrokerLeaderKills  atomic.Int64 // of which the leader of PAYMENTS
 	Payouts            PayoutStats
 
 	outageMu sync.Mutex
@@ -256,7 +258,10 @@ func queueRows(row func(string, func(*Result) string), n func(func(*Stats) int64
 	row("  answers / of them replays", func(r *Result) string {
 		return fmt.Sprintf("%d / %d", r.Stats.QueueAnswers.Load(), r.Stats.QueueReplays.Load())
 	})
-	row("  NATS server restarts", n(func(s *Stats) int64 { return s.BrokerRestarts.Load() }))
+	row("  answers the answers stream missed, a subscription heard", n(func(s *Stats) int64 { return s.QueueHeardOnly.Load() }))
+	row("  NATS nodes SIGKILLed / PAYMENTS leaders", func(r *Result) string {
+		return fmt.Sprintf("%d / %d", r.Stats.BrokerRestarts.Load(), r.Stats.BrokerLeaderKills.Load())
+	})
 	row("queue: double effects (must be 0)", v(func(v *Verdict) int { return v.QueueDouble }))
 	row("queue: lost commands (must be 0)", v(func(v *Verdict) int { return v.QueueLost }))
 	row("queue: commands never answered (must be 0)", v(func(v *Verdict) int { return v.QueueUnanswered }))

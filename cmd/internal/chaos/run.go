@@ -25,9 +25,11 @@ type Config struct {
 	Modes     []string // idempotency modes, each run in turn on a database of its own
 	Paymentsd string   // the paymentsd binary
 	Bankd     string   // the bankd binary
-	Seed      uint64
-	Log       io.Writer // progress and failure details
-	WorkDir   string    // replica logs go here
+	// NATSServer is the nats-server binary of the queue phase's cluster.
+	NATSServer string
+	Seed       uint64
+	Log        io.Writer // progress and failure details
+	WorkDir    string    // replica logs go here
 	// Failover, when set, runs on a pg_auto_failover formation instead
 	// of a throwaway cluster.
 	Failover *FailoverConfig
