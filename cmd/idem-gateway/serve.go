@@ -415,6 +415,9 @@ func (g *gateway) logRequest(e idem.Event) {
 	case idem.OutcomeLeaseLost, idem.OutcomeAbandoned:
 		level = slog.LevelWarn
 	}
+	if !g.logger.Enabled(context.Background(), level) {
+		return
+	}
 	attrs := []slog.Attr{slog.String("route", e.Route), slog.String("outcome", string(e.Outcome)),
 		slog.Int("status", e.StatusCode), slog.String("key_hash", keyHash(e.Key)), slog.Duration("duration", e.Duration)}
 	if e.Err != nil {
