@@ -64,7 +64,7 @@ func TestRun(t *testing.T) {
 	doors(t, rep)
 	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased",
 		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling",
-		"gateway-fresh", "gateway-replay", "upstream",
+		"gateway-fresh go", "gateway-replay go", "upstream go", "gateway-fresh node", "gateway-replay node", "upstream node",
 		"trivial bare", "trivial fresh-atomic", "trivial replay-atomic", "trivial replay-atomic (no cache)",
 		"trivial fresh-claim-first", "trivial replay-claim-first", "trivial replay-claim-first (no cache)",
 		"trivial fresh-leased", "trivial replay-leased", "trivial replay-leased (no cache)",
@@ -72,7 +72,7 @@ func TestRun(t *testing.T) {
 		"queue deposit-fresh", "queue deposit-duplicate", "payout-fresh", "payout-replay"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 30)
+	require.Len(t, rep.Ratios, 33)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)
