@@ -37,6 +37,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/chaos"
 	"github.com/idem-dev/idem/cmd/internal/version"
 )
@@ -89,11 +90,12 @@ func run() int {
 	}
 	var ms []string
 	for m := range strings.SplitSeq(*modes, ",") {
-		if m = strings.TrimSpace(m); m != "atomic" && m != "leased" {
-			fmt.Fprintf(os.Stderr, "chaos: unknown mode %q (want atomic or leased)\n", m)
+		mode, err := idem.ParseMode(strings.TrimSpace(m))
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: -modes: %v\n", err)
 			return 2
 		}
-		ms = append(ms, m)
+		ms = append(ms, mode.String())
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -46,7 +46,7 @@ type entryRow struct {
 func loadState(ctx context.Context, db *pgxpool.Pool) (*dbState, error) {
 	s := &dbState{keys: map[userKey]keyRow{}, rows: map[string]businessRow{}, entries: map[string][]entryRow{},
 		balances: map[userCur]int64{}, sums: map[userCur]int64{}}
-	err := each(ctx, db, `SELECT user_id, idempotency_key, status, response_code, response_body FROM idempotency_keys`,
+	err := each(ctx, db, `SELECT scope, idempotency_key, status, response_code, response_body FROM idempotency_keys`,
 		func(r pgx.Rows) error {
 			var k userKey
 			var row keyRow
