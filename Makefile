@@ -29,6 +29,7 @@
 #                                          (docs/model.md; installs spin with apt-get when missing)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
 #   make bench-growth                      the benchmark with 10 million keys against an empty table
+#   make bench-gateway                     only idem-gateway on PostgreSQL in front of upstreams in Go and Node (results/bench/gateway.md)
 #   make bench-memory                      paymentsd's peak memory under hostile uploads (results/bench/memory.md)
 #   make bench-sweep                       paymentsd's latency while 'paymentsd keys sweep' deletes 1 million of
 #                                          10 million keys (results/bench-sweep; about 10 minutes, up to 16 GB of disk)
@@ -68,7 +69,7 @@ PARTITIONED_PKGS  ?= ./payments/pgledger/... ./cmd/paymentsd/...
 .DEFAULT_GOAL := test
 .PHONY: test-console
 .PHONY: check-modules release release-tags
-.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-memory bench-sweep model lint-openapi
+.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -164,6 +165,12 @@ bench:
 
 bench-growth:
 	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -growth $(BENCHFLAGS)
+
+# idem-gateway alone (docs/benchmarks.md): fresh and replay through it in
+# front of an upstream in Go and one in Node (npm installs pg for it), and
+# each upstream called directly. Profiles: BENCHFLAGS='-pprof DIR'.
+bench-gateway:
+	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -gateway $(BENCHFLAGS)
 
 # paymentsd's peak resident memory (VmHWM) under hostile uploads: 1 MiB
 # bodies, stalled bodies, idle keep-alive connections (results/bench/memory.md).

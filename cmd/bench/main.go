@@ -8,6 +8,7 @@
 //
 //	make bench                       # a throwaway durable cluster, the default run (about 40 minutes)
 //	make bench-growth                # fresh and replay with 10 million keys against an empty table
+//	make bench-gateway               # only idem-gateway, in front of upstreams in Go and Node
 //	make bench-sweep                 # paymentsd's latency while 'paymentsd keys sweep' deletes 1M of 10M keys
 //	DATABASE_URL=postgres://… go run ./cmd/bench [flags]
 //
@@ -56,9 +57,10 @@ func main() {
 	flag.StringVar(&variants, "variants", "", "comma-separated variants to run (default all)")
 	flag.StringVar(&cfg.Baseline, "baseline", "", "an earlier build whose fresh and replay variants run beside this one's: a source tree (e.g. a git worktree of an earlier commit; its paymentsd and the trivial handler are built against it) or a paymentsd binary")
 	flag.BoolVar(&cfg.SelfServer, "self-server", false, "serve the idempotent variants with the bench's own wiring of paymentsd (for -pprof)")
-	flag.StringVar(&cfg.PprofDir, "pprof", "", "save a CPU profile of each bench-wired server over the last round's windows here")
+	flag.StringVar(&cfg.PprofDir, "pprof", "", "save a CPU profile of each bench-wired server and of idem-gateway over the last round's windows here")
 	flag.BoolVar(&cfg.Keep, "keep", false, "keep the schema")
 	flag.BoolVar(&cfg.Memory, "memory", false, "the memory run: paymentsd's peak resident memory (VmHWM) under hostile uploads (results/bench/memory.md)")
+	flag.BoolVar(&cfg.GatewayOnly, "gateway", false, "the gateway run: only idem-gateway on PostgreSQL in front of an upstream in Go and one in Node, against each called directly (results/bench/gateway.md; a few minutes)")
 	flag.StringVar(&cfg.MemoryOnly, "memory-only", "", "with -memory, only the loads whose name contains this text (e.g. idem-gateway)")
 	flag.BoolVar(&cfg.Growth, "growth", false, "the growth run: fresh and replay with -growth-rows keys against an empty table")
 	rewrite := flag.String("rewrite", "", "write the Markdown and charts of an earlier run again from its JSON (results/bench/results.json, growth.json, results/bench-sweep/sweep.json), without running")

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -158,12 +159,22 @@ func (g *gateway) newProxy(up *upstream, transport http.RoundTripper, dedups boo
 				pr.Out.Header.Set("Idempotency-Key", derivedKey(idem.ScopeFromContext(pr.In.Context()), key))
 			}
 		},
-		Transport: transport,
+		Transport:  transport,
+		BufferPool: proxyBuffers,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			g.upstreamFailed(w, r, err, dedups)
 		},
 	}
 }
+
+// proxyBuffers lends the proxies the buffers they copy responses through:
+// without a pool, httputil.ReverseProxy allocates 32 KiB per response.
+var proxyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}}
+
+type bufferPool struct{ p sync.Pool }
+
+func (bp *bufferPool) Get() []byte  { return *bp.p.Get().(*[]byte) }
+func (bp *bufferPool) Put(b []byte) { bp.p.Put(&b) }
 
 // newTransport is the connection pool to the upstreams of the routes with
 // one upstream timeout.

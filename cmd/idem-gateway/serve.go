@@ -262,6 +262,12 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if ks.trips != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "idem_gateway_postgres_round_trips_total",
+			Help: "Round trips to PostgreSQL: each statement sent alone, and each pipelined batch, is one.",
+		}, func() float64 { return float64(ks.trips.Count()) }))
+	}
 	m := idemprom.New(reg)
 	obs := observers{observe: m.Observe, trace: m.Trace, sweep: m.ObserveSweep}
 	if f.otlpEndpoint != "" {
@@ -408,6 +414,9 @@ func (g *gateway) logRequest(e idem.Event) {
 		level = slog.LevelError
 	case idem.OutcomeLeaseLost, idem.OutcomeAbandoned:
 		level = slog.LevelWarn
+	}
+	if !g.logger.Enabled(context.Background(), level) {
+		return
 	}
 	attrs := []slog.Attr{slog.String("route", e.Route), slog.String("outcome", string(e.Outcome)),
 		slog.Int("status", e.StatusCode), slog.String("key_hash", keyHash(e.Key)), slog.Duration("duration", e.Duration)}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/idem-dev/idem/cmd/internal/dbconn"
 	"github.com/idem-dev/idem/cmd/internal/dburl"
+	"github.com/idem-dev/idem/cmd/internal/roundtrip"
 	"github.com/idem-dev/idem/mysqlstore"
 	"github.com/idem-dev/idem/pgstore"
 	"github.com/idem-dev/idem/sqlitestore"
@@ -26,18 +27,22 @@ type keyStore struct {
 	// durability reads whether a committed key could be lost on a crash or
 	// a failover (pgstore.CheckDurability); nil where not checked.
 	durability func(ctx context.Context) (pgstore.Durability, error)
-	close      func()
+	// trips counts the round trips to PostgreSQL (nil for the other
+	// stores): the cost per request make bench reports, on /metrics.
+	trips *roundtrip.Counter
+	close func()
 }
 
 // openStore opens the key store db names, not migrated.
 func openStore(ctx context.Context, db dburl.DB) (*keyStore, error) {
 	switch db.Kind {
 	case dburl.Postgres:
-		pool, err := dbconn.Postgres(ctx, db, nil)
+		trips := &roundtrip.Counter{}
+		pool, err := dbconn.Postgres(ctx, db, trips)
 		if err != nil {
 			return nil, err
 		}
-		return &keyStore{db: db, store: pgstore.New(pool), close: pool.Close, ping: pool.Ping,
+		return &keyStore{db: db, store: pgstore.New(pool), close: pool.Close, ping: pool.Ping, trips: trips,
 			migrate:    func(ctx context.Context) ([]int, error) { return pgstore.Migrate(ctx, pool) },
 			durability: func(ctx context.Context) (pgstore.Durability, error) { return pgstore.CheckDurability(ctx, pool) }}, nil
 	case dburl.MySQL:

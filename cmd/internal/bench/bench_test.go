@@ -64,7 +64,7 @@ func TestRun(t *testing.T) {
 	doors(t, rep)
 	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased",
 		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling",
-		"gateway-fresh", "gateway-replay", "upstream",
+		"gateway-fresh go", "gateway-replay go", "upstream go", "gateway-fresh node", "gateway-replay node", "upstream node",
 		"trivial bare", "trivial fresh-atomic", "trivial replay-atomic", "trivial replay-atomic (no cache)",
 		"trivial fresh-claim-first", "trivial replay-claim-first", "trivial replay-claim-first (no cache)",
 		"trivial fresh-leased", "trivial replay-leased", "trivial replay-leased (no cache)",
@@ -72,7 +72,7 @@ func TestRun(t *testing.T) {
 		"queue deposit-fresh", "queue deposit-duplicate", "payout-fresh", "payout-replay"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 30)
+	require.Len(t, rep.Ratios, 33)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)
@@ -115,6 +115,46 @@ func doors(t *testing.T, rep *bench.Report) {
 			require.Positive(t, r.CPU.Peer, r.Variant)
 		}
 	}
+}
+
+// TestGateway runs the gateway run end to end with tiny durations:
+// idem-gateway in front of the Go and the Node upstream, and each
+// upstream called directly. Every key takes effect once (one row of the
+// upstream's INSERT), a fresh request costs the gateway its claim and its
+// completion and the upstream its INSERT, a replay costs neither.
+func TestGateway(t *testing.T) {
+	t.Parallel()
+	cfg := tiny(t)
+	cfg.GatewayOnly = true
+	rep, err := bench.Run(context.Background(), cfg)
+	require.NoError(t, err)
+	require.Len(t, rep.Rows, 6)
+	for _, r := range rep.Rows {
+		require.Positive(t, r.Requests, r.Variant)
+		require.Zero(t, r.Bad, "%s answered unexpectedly: %v", r.Variant, r.Outcomes)
+		e := r.Effects
+		require.NotNil(t, e, "%s: no effect check", r.Variant)
+		require.Zero(t, e.DoubleEffects, r.Variant)
+		require.Zero(t, e.LostEffects, r.Variant)
+		require.Zero(t, e.BodyMismatch, r.Variant)
+		require.Positive(t, r.CPU.Server, r.Variant)
+		switch {
+		case strings.HasPrefix(r.Variant, "gateway-fresh"):
+			require.Equal(t, e.Keys, e.Executed, r.Variant)
+			require.InDelta(t, 2.0, r.TripsPerReq, 0.2, "%s: the claim and the completion", r.Variant)
+			require.InDelta(t, 1.0, r.PeerTripsPerReq, 0.2, "%s: the upstream's INSERT", r.Variant)
+			require.Positive(t, r.CPU.Peer, r.Variant)
+		case strings.HasPrefix(r.Variant, "gateway-replay"):
+			require.Zero(t, e.Executed, r.Variant)
+			require.Less(t, r.TripsPerReq, 0.5, "%s: replays come from the cache", r.Variant)
+			require.Less(t, r.PeerTripsPerReq, 0.1, "%s: the upstream is not called", r.Variant)
+		default:
+			require.InDelta(t, 1.0, r.TripsPerReq, 0.2, "%s: its INSERT", r.Variant)
+		}
+	}
+	require.Len(t, rep.Ratios, 6)
+	_, err = os.Stat(filepath.Join(cfg.Out, "gateway.md"))
+	require.NoError(t, err)
 }
 
 // TestGrowth runs the growth comparison with a small preload.

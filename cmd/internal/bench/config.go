@@ -95,6 +95,10 @@ type Config struct {
 	// Memory runs the memory table instead of the main run (memory.go):
 	// paymentsd's peak resident memory under hostile uploads.
 	Memory bool
+	// GatewayOnly runs only idem-gateway's variants (gateway.go), in
+	// front of its upstreams in Go and Node and against them called
+	// directly, into gateway.md.
+	GatewayOnly bool
 	// MemoryOnly runs only the memory loads whose name contains it.
 	MemoryOnly    string
 	SweepRows     int
@@ -154,8 +158,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Rounds < 1 || c.Duration < 0 || c.Warmup < 0 || c.Users < 1 || c.ReplayKeys < 1 {
 		return c, errors.New("bench: rounds, users and replay keys must be positive")
 	}
-	if c.Growth && c.Sweep {
-		return c, errors.New("bench: -growth and -sweep are two runs: choose one")
+	runs := 0
+	for _, on := range []bool{c.Growth, c.Sweep, c.Memory, c.GatewayOnly} {
+		if on {
+			runs++
+		}
+	}
+	if runs > 1 {
+		return c, errors.New("bench: -growth, -sweep, -memory and -gateway are runs of their own: choose one")
 	}
 	if c.Sweep && (c.SweepExpired < 0 || c.SweepExpired >= c.SweepRows || c.SweepRate < 1 || c.SweepWindow < 0 || c.SweepBaseline < 0) {
 		return c, fmt.Errorf("bench: the sweep run needs 0 ≤ expired (%d) < rows (%d), a positive rate and positive durations",

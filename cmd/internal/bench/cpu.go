@@ -63,6 +63,12 @@ func (m *cpuMeter) read(serverPID, peerPID int) cpuTimes {
 			if cpu, ppid := procCPU(pid); pid == m.postmaster || ppid == m.postmaster {
 				t.Postgres += cpu
 			}
+			if pid == m.postmaster {
+				// The backends and workers that have ended: their CPU
+				// is the postmaster's children's, or the sum would drop
+				// when one ends inside a window (an autovacuum worker).
+				t.Postgres += reapedCPU(pid)
+			}
 		}
 	}
 	var ru syscall.Rusage
@@ -78,17 +84,7 @@ func tv(t syscall.Timeval) float64 {
 
 // procCPU returns a process's CPU seconds (user and system) and its parent.
 func procCPU(pid int) (cpu float64, ppid int) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, 0
-	}
-	// The command name is in parentheses and may hold spaces.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0
-	}
-	f := strings.Fields(s[i+1:])
+	f := statFields(pid)
 	if len(f) < 13 {
 		return 0, 0
 	}
@@ -96,6 +92,34 @@ func procCPU(pid int) (cpu float64, ppid int) {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / clockTicks, ppid
+}
+
+// reapedCPU returns the CPU seconds of a process's children that ended
+// and were waited for (cutime and cstime).
+func reapedCPU(pid int) float64 {
+	f := statFields(pid)
+	if len(f) < 15 {
+		return 0
+	}
+	cutime, _ := strconv.ParseFloat(f[13], 64)
+	cstime, _ := strconv.ParseFloat(f[14], 64)
+	return (cutime + cstime) / clockTicks
+}
+
+// statFields are the fields of /proc/PID/stat after the command name
+// (the state first); nil when unreadable.
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	// The command name is in parentheses and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
 }
 
 func (a cpuTimes) sub(b cpuTimes) cpuTimes {

@@ -21,5 +21,8 @@
 // (Config.Sweep, sweep.go) measures paymentsd's latency under an
 // open-loop load while `paymentsd keys sweep` deletes the expired million
 // of 10 million records, in windows alternating with windows where the
-// sweep process is stopped.
+// sweep process is stopped. The gateway run (Config.GatewayOnly,
+// gateway.go) measures idem-gateway alone, in front of an upstream in Go
+// and one in Node that each make one durable INSERT per request, against
+// each upstream called directly; the main run has the same variants.
 package bench

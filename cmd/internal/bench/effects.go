@@ -37,7 +37,7 @@ type sentKey struct {
 // effectTables are where each op's effect is a row, found by user and
 // amount (each key has an amount of its own), so the count does not rest
 // on the key the row keeps.
-var effectTables = map[op]string{opTransaction: "transactions", opDeposit: "deposits", opPayout: "payouts"}
+var effectTables = map[op]string{opTransaction: "transactions", opDeposit: "deposits", opPayout: "payouts", opTrivial: "bench_trivial"}
 
 // verifyEffects counts the effects of the keys sent: each key's rows in
 // its op's table and, for payouts, its transfers at the bank (v.peer).

@@ -15,6 +15,7 @@ type Report struct {
 	Machine  Machine
 	Settings string // the run's parameters, one line
 	Growth   bool
+	Gateway  bool         // the gateway run's (Config.GatewayOnly)
 	Sweep    *SweepResult `json:",omitempty"` // the sweep run's, instead of the three below
 	Rows     []Row        `json:",omitempty"`
 	Ratios   []Ratio      `json:",omitempty"`
@@ -30,11 +31,14 @@ type Row struct {
 	Requests, Bad  int     // measured, all rounds
 	StmtsPerReq    float64 // medians; -1 when unknown
 	TripsPerReq    float64 // round trips to PostgreSQL; -1 when unknown
-	WALPerReq      float64
-	SyncsPerReq    float64
-	CPU            cpuTimes // CPU ms per request, medians
-	Peer           string   `json:",omitempty"` // the process CPU.Peer is of: bankd, nats-server
-	Outcomes       map[string]int
+	// PeerTripsPerReq are the peer's (the gateway's upstream's); -1 when
+	// unknown, 0 in reports from before it.
+	PeerTripsPerReq float64 `json:",omitempty"`
+	WALPerReq       float64
+	SyncsPerReq     float64
+	CPU             cpuTimes // CPU ms per request, medians
+	Peer            string   `json:",omitempty"` // the process CPU.Peer is of: bankd, nats-server
+	Outcomes        map[string]int
 	// Effects is summed over the rounds; "Storm" in the JSON, as in the
 	// reports from before the doors, so that Rewrite reads those.
 	Effects *effectCheck `json:"Storm"`
@@ -60,21 +64,21 @@ func (r Ratio) verdict() string {
 }
 
 func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report {
-	rep := &Report{Machine: m, Samples: samples, Growth: cfg.Growth,
+	rep := &Report{Machine: m, Samples: samples, Growth: cfg.Growth, Gateway: cfg.GatewayOnly,
 		Settings: fmt.Sprintf("%d rounds; per variant and round %v warm-up, then %v measured; %d closed-loop clients "+
 			"(keep-alive HTTP/1.1; storms: %d clients per key); %d users; %d replay keys; GOMAXPROCS server %d, generator %d",
 			cfg.Rounds, cfg.Warmup, cfg.Duration, cfg.Concurrency, cfg.StormClients, cfg.Users, cfg.ReplayKeys,
 			cfg.ServerProcs, cfg.ClientProcs)}
 	for _, v := range vs {
 		row := Row{Variant: v.name, Outcomes: map[string]int{}}
-		var rps, p50, p99, stmts, trips, wal, syncs, cs, cp, cg, co []float64
+		var rps, p50, p99, stmts, trips, ptrips, wal, syncs, cs, cp, cg, co []float64
 		for _, s := range samples {
 			if s.Variant != v.name {
 				continue
 			}
 			rps, p50, p99 = append(rps, s.RPS), append(p50, ms(s.P50)), append(p99, ms(s.P99))
 			stmts, wal, syncs = append(stmts, s.StmtsPerReq), append(wal, s.WALPerReq), append(syncs, s.SyncsPerReq)
-			trips = append(trips, s.TripsPerReq)
+			trips, ptrips = append(trips, s.TripsPerReq), append(ptrips, s.PeerTripsPerReq)
 			cs, cp, cg, co = append(cs, s.CPU.Server), append(cp, s.CPU.Postgres), append(cg, s.CPU.Generator), append(co, s.CPU.Peer)
 			row.Requests += s.Measured
 			row.Bad += s.Bad
@@ -94,16 +98,19 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 		row.RPS, row.P50, row.P99 = median(rps), median(p50), median(p99)
 		row.RPSMin, row.RPSMax = slices.Min(rps), slices.Max(rps)
 		row.StmtsPerReq, row.WALPerReq, row.SyncsPerReq = median(stmts), median(wal), median(syncs)
-		row.TripsPerReq = median(trips)
+		row.TripsPerReq, row.PeerTripsPerReq = median(trips), median(ptrips)
 		row.CPU = cpuTimes{Server: median(cs), Postgres: median(cp), Generator: median(cg), Peer: median(co)}
 		if v.peer != nil {
 			row.Peer = v.peer.name
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
-	if cfg.Growth {
+	switch {
+	case cfg.Growth:
 		rep.growthRatios()
-	} else {
+	case cfg.GatewayOnly:
+		rep.gatewayRatios()
+	default:
 		rep.mainRatios()
 	}
 	return rep
@@ -161,9 +168,7 @@ func (rep *Report) mainRatios() {
 	rep.ratio("fresh/bare, atomic, no replay cache", "fresh-atomic (no cache)", "bare", "", 0)
 	rep.ratio("replay/fresh, atomic, no replay cache", "replay-atomic (no cache)", "fresh-atomic (no cache)", "", 0)
 	rep.ratio("replay/fresh, leased, no replay cache", "replay-leased (no cache)", "fresh-leased (no cache)", "", 0)
-	rep.ratio("gateway fresh/upstream direct", "gateway-fresh", "upstream", "", 0)
-	rep.ratio("gateway replay/upstream direct", "gateway-replay", "upstream", "", 0)
-	rep.ratio("gateway replay/fresh", "gateway-replay", "gateway-fresh", "", 0)
+	rep.gatewayRatios()
 	rep.doorRatios()
 	rep.trivialRatios()
 	rep.baselineRatios()
@@ -193,6 +198,8 @@ func (rep *Report) names() (name, title string) {
 	switch {
 	case rep.Growth:
 		return "growth", "Growth benchmark"
+	case rep.Gateway:
+		return "gateway", "Gateway benchmark"
 	case rep.Sweep != nil:
 		return "sweep", "Sweep benchmark"
 	}
@@ -249,7 +256,7 @@ func (rep *Report) Markdown(prefix string) string {
 		rep.Sweep.markdown(&b)
 		return b.String()
 	}
-	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | round trips/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator (, bank or broker) |\n")
+	b.WriteString("| variant | req/s (median) | req/s range | p50 ms | p99 ms | measured | unexpected | SQL stmts/req | round trips/req | WAL bytes/req | WAL flushes/req | CPU ms/req: server, PostgreSQL, generator (, bank, broker or upstream) |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	known := func(x float64) string {
 		if x < 0 {
@@ -262,8 +269,12 @@ func (rep *Report) Markdown(prefix string) string {
 		if r.Peer != "" {
 			peer = fmt.Sprintf(", %s %.2f", r.Peer, r.CPU.Peer)
 		}
+		trips := known(r.TripsPerReq)
+		if r.Peer != "" && r.PeerTripsPerReq > 0 {
+			trips += fmt.Sprintf(" + %s %.1f", r.Peer, r.PeerTripsPerReq)
+		}
 		fmt.Fprintf(&b, "| %s | %.0f | %.0f–%.0f | %.2f | %.2f | %d | %d | %s | %s | %.0f | %.2f | %.2f, %.2f, %.2f%s |\n",
-			r.Variant, r.RPS, r.RPSMin, r.RPSMax, r.P50, r.P99, r.Requests, r.Bad, known(r.StmtsPerReq), known(r.TripsPerReq),
+			r.Variant, r.RPS, r.RPSMin, r.RPSMax, r.P50, r.P99, r.Requests, r.Bad, known(r.StmtsPerReq), trips,
 			r.WALPerReq, r.SyncsPerReq, r.CPU.Server, r.CPU.Postgres, r.CPU.Generator, peer)
 	}
 	b.WriteString("\n| ratio (of the medians) | value | round by round | target | |\n| --- | ---: | ---: | --- | --- |\n")

@@ -23,8 +23,9 @@ type runner struct {
 	cpu     *cpuMeter
 	servers []*server
 	// trivial and baseTrivial are the trivial server's binaries: this
-	// build's, and the baseline tree's ("" without one).
-	trivial, baseTrivial string
+	// build's, and the baseline tree's ("" without one); baseGateway is
+	// the baseline tree's idem-gateway.
+	trivial, baseTrivial, baseGateway string
 }
 
 // Run runs the benchmark and writes its report into cfg.Out. A sweep run
@@ -57,7 +58,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	_, _ = rand.Read(id[:])
 	r := &runner{cfg: cfg, work: work, wl: &workload{run: hex.EncodeToString(id[:])}}
 	defer r.stopServers()
-	if cfg.Paymentsd == "" {
+	if cfg.Paymentsd == "" && !cfg.GatewayOnly {
 		cfg.Logf("building paymentsd")
 		if r.cfg.Paymentsd, err = buildPaymentsd(ctx, work, ""); err != nil {
 			return nil, err
@@ -65,7 +66,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Gateway == "" && !cfg.Growth && !cfg.Sweep {
 		cfg.Logf("building idem-gateway")
-		if r.cfg.Gateway, err = buildCommand(ctx, work, "idem-gateway"); err != nil {
+		if r.cfg.Gateway, err = r.buildGateway(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -88,6 +89,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Memory {
 		return r.memory(ctx)
 	}
+	if cfg.GatewayOnly {
+		return r.gateway(ctx)
+	}
 	return r.main(ctx)
 }
 
@@ -109,8 +113,14 @@ func (r *runner) buildBaseline(ctx context.Context) error {
 	if r.cfg.Baseline, err = buildPaymentsd(ctx, r.work, tree); err != nil {
 		return err
 	}
-	r.baseTrivial, err = buildTrivial(ctx, r.work, tree)
-	return err
+	if r.baseTrivial, err = buildTrivial(ctx, r.work, tree); err != nil {
+		return err
+	}
+	if r.cfg.Growth || r.cfg.Sweep || r.cfg.Memory {
+		return nil
+	}
+	r.baseGateway = filepath.Join(r.work, "idem-gateway-baseline")
+	return goBuild(ctx, tree, r.baseGateway, "./cmd/idem-gateway")
 }
 
 // dispose drops db's schema at the end of a run, or keeps it (Keep).
@@ -168,15 +178,37 @@ func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *data
 	return s, nil
 }
 
-// startGateway starts idem-gateway in front of up, its keys in db.
-func (r *runner) startGateway(ctx context.Context, up *server, db *database) (*server, error) {
-	s, err := startServer(ctx, "idem-gateway", r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
-		return []string{r.cfg.Gateway, "--listen", addr, "--upstream", up.base, "--db", db.url}
-	})
-	if err == nil {
-		r.servers = append(r.servers, s)
+// startGateway starts idem-gateway in front of up, its keys in db, with
+// extra serve flags. Its /metrics tells its round trips to PostgreSQL;
+// with PprofDir, it serves net/http/pprof (buildGateway).
+func (r *runner) startGateway(ctx context.Context, up *server, db *database, extra ...string) (*server, error) {
+	return r.startGatewayBin(ctx, r.cfg.Gateway, up, db, extra...)
+}
+
+// startGatewayBin is startGateway for the idem-gateway binary bin.
+func (r *runner) startGatewayBin(ctx context.Context, bin string, up *server, db *database, extra ...string) (*server, error) {
+	metrics, err := freeAddr()
+	if err != nil {
+		return nil, err
 	}
-	return s, err
+	var env []string
+	pprofAddr := ""
+	if r.cfg.PprofDir != "" && bin == r.cfg.Gateway { // a baseline has no pprof
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		env = append(env, "IDEM_BENCH_PPROF="+pprofAddr)
+	}
+	s, err := startServer(ctx, filepath.Base(bin), r.work, r.cfg.ServerProcs, env, func(addr string) []string {
+		return append([]string{bin, "--listen", addr, "--upstream", up.base, "--db", db.url, "--metrics-addr", metrics}, extra...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.trips = countAt("http://"+metrics+"/metrics", gatewayTripsMetric)
+	s.pprof = pprofAddr
+	r.servers = append(r.servers, s)
+	return s, nil
 }
 
 func (r *runner) startSelf(ctx context.Context, name, wiring string, db *database) (*server, error) {
@@ -204,9 +236,9 @@ func (r *runner) startSelf(ctx context.Context, name, wiring string, db *databas
 }
 
 // main is the default run: fresh, replay and storm in both modes, bare and
-// ceiling; idem-gateway, fresh and replay, against its upstream; the
-// trivial handler; and deposits over HTTP, gRPC and the queue, and payouts
-// through bankd (doors.go).
+// ceiling; the trivial handler; idem-gateway, fresh and replay, in front
+// of its upstreams (gateway.go); and deposits over HTTP, gRPC and the
+// queue, and payouts through bankd (doors.go).
 func (r *runner) main(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
 	machine := describeMachine()
@@ -235,12 +267,6 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	if srv["bare"], err = r.startSelf(ctx, "bare", "bare", db); err != nil {
 		return nil, err
 	}
-	if srv["upstream"], err = r.startSelf(ctx, "upstream", "upstream", db); err != nil {
-		return nil, err
-	}
-	if srv["gateway"], err = r.startGateway(ctx, srv["upstream"], db); err != nil {
-		return nil, err
-	}
 	r.cfg.Logf("building the trivial server")
 	if r.trivial, err = buildTrivial(ctx, r.work, ""); err != nil {
 		return nil, err
@@ -255,10 +281,6 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	pick := func(rnd *mrand.Rand) request { return seeds[rnd.IntN(len(seeds))] }
-	gwSeeds, err := seed(ctx, &variant{srv: srv["gateway"], db: db}, r.wl, cfg.ReplayKeys, cfg.Concurrency)
-	if err != nil {
-		return nil, err
-	}
 	var vs []*variant
 	for _, mode := range []string{"atomic", "leased"} {
 		vs = append(vs,
@@ -274,18 +296,19 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	}
 	defer ceiling.Close()
 	vs = append(vs, &variant{name: "bare", kind: kindBare, srv: srv["bare"], db: db},
-		&variant{name: "ceiling", kind: kindCeiling, db: db, pool: ceiling},
-		// idem-gateway in front of a trivial upstream, and that upstream
-		// called directly.
-		&variant{name: "gateway-fresh", kind: kindFresh, mode: "leased", srv: srv["gateway"], db: db},
-		&variant{name: "gateway-replay", kind: kindReplay, mode: "leased", srv: srv["gateway"], db: db,
-			replay: func(rnd *mrand.Rand) request { return gwSeeds[rnd.IntN(len(gwSeeds))] }},
-		&variant{name: "upstream", kind: kindBare, srv: srv["upstream"], db: db})
+		&variant{name: "ceiling", kind: kindCeiling, db: db, pool: ceiling})
 	tvs, err := r.trivialVariants(ctx, trivial, db, "")
 	if err != nil {
 		return nil, err
 	}
 	vs = append(vs, tvs...)
+	// idem-gateway in front of an upstream in Go (the trivial server's
+	// bare wiring) and one in Node, and each called directly.
+	gvs, err := r.gatewayVariants(ctx, db, trivial["bare"])
+	if err != nil {
+		return nil, err
+	}
+	vs = append(vs, gvs...)
 	dvs, err := r.doorVariants(ctx, db)
 	if err != nil {
 		return nil, err
@@ -395,7 +418,7 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if err != nil {
 		return nil, err
 	}
-	if before.RoundTrips, err = roundTrips(ctx, v); err != nil {
+	if before.RoundTrips, before.PeerTrips, err = roundTrips(ctx, v); err != nil {
 		return nil, err
 	}
 	serverPID, peerPID := 0, 0
@@ -439,7 +462,7 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if err != nil {
 		return nil, err
 	}
-	if after.RoundTrips, err = roundTrips(ctx, v); err != nil {
+	if after.RoundTrips, after.PeerTrips, err = roundTrips(ctx, v); err != nil {
 		return nil, err
 	}
 	s := newSample(v.name, round, t, r.cfg.Duration)

@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,22 +42,21 @@ func (passThrough) Config() idem.Config                    { return idem.Config{
 // Serve is the benchmark's own server, run by cmd/bench's hidden "serve"
 // command in a process of its own:
 //
-//	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic|leased|upstream [-pprof 127.0.0.1:PORT]
+//	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic|leased [-pprof 127.0.0.1:PORT]
 //	bench serve -wiring nats -addr 127.0.0.1:PORT -nats 127.0.0.1:PORT -store DIR
 //
 // bare is the payments API's handlers and PostgreSQL ledger without
 // idempotency; atomic and leased are paymentsd's own wiring of them behind
 // the idem middleware on pgstore (what cmd/paymentsd's serve builds, less
-// logging), for profiling with -pprof; upstream is the trivial service
-// idem-gateway is measured in front of, with no database; nats is a NATS
-// server with JetStream (nats-server's Go module) listening on -nats, its
-// messages in -store, its monitoring (GET /healthz) on -addr.
+// logging), for profiling with -pprof; nats is a NATS server with
+// JetStream (nats-server's Go module) listening on -nats, its messages in
+// -store, its monitoring (GET /healthz) on -addr.
 func Serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	db := fs.String("db", "", "PostgreSQL URL")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	wiring := fs.String("wiring", "bare", "bare, atomic, leased, upstream or nats")
+	wiring := fs.String("wiring", "bare", "bare, atomic, leased or nats")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address too")
 	natsAddr := fs.String("nats", "", "the nats wiring's client address")
 	storeDir := fs.String("store", "", "the nats wiring's JetStream directory")
@@ -68,18 +66,14 @@ func Serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if *wiring == "nats" {
 		return serveNATS(ctx, *addr, *natsAddr, *storeDir)
 	}
-	var h http.Handler
-	if *wiring == "upstream" {
-		h = upstream()
-	} else {
-		pool, err := newServerPool(ctx, *db)
-		if err != nil {
-			return err
-		}
-		defer pool.Close()
-		if h, err = paymentsHandler(pool, *wiring, stderr); err != nil {
-			return err
-		}
+	pool, err := newServerPool(ctx, *db)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	h, err := paymentsHandler(pool, *wiring, stderr)
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -146,23 +140,6 @@ func paymentsHandler(pool *pgxpool.Pool, wiring string, stderr io.Writer) (http.
 	}
 	quiet := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	return api.New(api.Config{Service: svc, Idempotency: mw, Logger: quiet})
-}
-
-// upstream is the trivial service idem-gateway is measured in front of,
-// and without: a GET (the health check) gets 200; any other request, its
-// body read, gets 201 and a small JSON document.
-func upstream() http.Handler {
-	var n atomic.Int64
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.Method == http.MethodGet {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, "{\"id\":\"tx_%d\",\"status\":\"completed\"}\n", n.Add(1))
-	})
 }
 
 // serveNATS runs a NATS server with JetStream, clients on clientAddr, its

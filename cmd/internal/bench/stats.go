@@ -20,7 +20,8 @@ type pgCounters struct {
 	Statements int64 // pg_stat_statements calls since the segment's reset; -1 without it
 	// RoundTrips is the server's count of round trips to PostgreSQL (the
 	// trivial server's); -1 for a server that does not count them.
-	RoundTrips int64
+	// PeerTrips is its peer's (the gateway's upstream's), or -1.
+	RoundTrips, PeerTrips int64
 }
 
 func readCounters(ctx context.Context, pool *pgxpool.Pool, pgss bool) (pgCounters, error) {
@@ -29,7 +30,7 @@ func readCounters(ctx context.Context, pool *pgxpool.Pool, pgss bool) (pgCounter
 		Scan(&c.WALBytes, &c.WALSyncs); err != nil {
 		return c, err
 	}
-	c.Statements, c.RoundTrips = -1, -1
+	c.Statements, c.RoundTrips, c.PeerTrips = -1, -1, -1
 	if pgss {
 		// Only statements that ran in this segment's database, less the
 		// generator's own bookkeeping.
@@ -106,6 +107,7 @@ type sample struct {
 	// Per request of the segment:
 	StmtsPerReq, WALPerReq, SyncsPerReq float64
 	TripsPerReq                         float64 // -1 when unknown
+	PeerTripsPerReq                     float64 // the peer's; -1 when unknown
 	// CPU is the CPU milliseconds per measured request of the server,
 	// the PostgreSQL cluster and the generator, over the measured window.
 	CPU     cpuTimes
@@ -115,7 +117,7 @@ type sample struct {
 
 func newSample(name string, round int, t *tally, d time.Duration) *sample {
 	s := &sample{Variant: name, Round: round, Measured: len(t.lat), Total: t.total, Bad: t.bad, Outcomes: t.outcomes,
-		StmtsPerReq: -1, TripsPerReq: -1}
+		StmtsPerReq: -1, TripsPerReq: -1, PeerTripsPerReq: -1}
 	s.RPS = float64(len(t.lat)) / d.Seconds()
 	s.P50, s.P99 = percentile(t.lat, 0.50), percentile(t.lat, 0.99)
 	return s
@@ -133,6 +135,9 @@ func (s *sample) counters(before, after pgCounters) {
 	}
 	if before.RoundTrips >= 0 && after.RoundTrips >= 0 {
 		s.TripsPerReq = float64(after.RoundTrips-before.RoundTrips) / n
+	}
+	if before.PeerTrips >= 0 && after.PeerTrips >= 0 {
+		s.PeerTripsPerReq = float64(after.PeerTrips-before.PeerTrips) / n
 	}
 }
 

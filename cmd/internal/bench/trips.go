@@ -15,13 +15,21 @@ import (
 // /metrics (package roundtrip's counter).
 const tripsMetric = "paymentsd_postgres_round_trips_total"
 
-// roundTrips reads how many round trips to PostgreSQL v's server has made;
-// -1 for a server that does not count them.
-func roundTrips(ctx context.Context, v *variant) (int64, error) {
-	if v.srv == nil || v.srv.trips == nil {
+// roundTrips reads how many round trips to PostgreSQL v's server and its
+// peer have made; -1 for one that does not count them, or is not there.
+func roundTrips(ctx context.Context, v *variant) (server, peer int64, err error) {
+	if server, err = tripsOf(ctx, v.srv); err != nil {
+		return 0, 0, err
+	}
+	peer, err = tripsOf(ctx, v.peer)
+	return server, peer, err
+}
+
+func tripsOf(ctx context.Context, s *server) (int64, error) {
+	if s == nil || s.trips == nil {
 		return -1, nil
 	}
-	return v.srv.trips(ctx)
+	return s.trips(ctx)
 }
 
 // countAt reads a count from url: the whole body (metric ""), or the value
