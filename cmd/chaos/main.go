@@ -17,8 +17,12 @@
 // replicas over NATS JetStream (an embedded server, restarted mid-run) with
 // duplicates and retries. Then the faults stop, every caller finishes its
 // retries, the completers finish every pending payout, and the invariants
-// are checked, the payouts' against the bank's own record. It prints one
-// table and exits 1 when a must-be-0 figure is not 0. See docs/chaos.md.
+// are checked, the payouts' against the bank's own record. A last phase
+// runs idem-gateway replicas in front of two upstreams, one that
+// deduplicates on the forwarded key and one that does not, under the same
+// faults, and resolves the unknown outcomes with the gateway's keys
+// commands. It prints one table and exits 1 when a must-be-0 figure is
+// not 0. See docs/chaos.md.
 //
 //	go run ./cmd/chaos -profile short   # CI: both modes in about 2 minutes
 //	go run ./cmd/chaos -profile long    # the soak: 10 minutes per mode
@@ -33,6 +37,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -57,9 +62,10 @@ func isSet(name string) bool {
 
 func run() int {
 	profile := flag.String("profile", "short", "short (CI, about 2 minutes) or long (the soak)")
-	modes := flag.String("modes", "atomic-deferred,leased", "idempotency modes to run, comma-separated")
+	modes := flag.String("modes", "atomic-deferred,leased,gateway", "idempotency modes to run, comma-separated,\nand gateway, the gateway phase (idem-gateway replicas; not with -failover)")
 	bin := flag.String("paymentsd", "", "a paymentsd binary to use instead of building ./cmd/paymentsd")
 	bankd := flag.String("bankd", "", "a bankd binary to use instead of building ./cmd/bankd")
+	gateway := flag.String("idem-gateway", "", "an idem-gateway binary to use instead of building ./cmd/idem-gateway")
 	seed := flag.Uint64("seed", uint64(time.Now().UnixNano()), "seed of every random choice")
 	duration := flag.Duration("duration", 0, "traffic under faults per mode (default: the profile's)")
 	workers := flag.Int("workers", 0, "callers (default: the profile's)")
@@ -89,11 +95,31 @@ func run() int {
 	}
 	var ms []string
 	for m := range strings.SplitSeq(*modes, ",") {
-		if m = strings.TrimSpace(m); m != "atomic" && m != "leased" {
-			fmt.Fprintf(os.Stderr, "chaos: unknown mode %q (want atomic or leased)\n", m)
+		switch m = strings.TrimSpace(m); {
+		case m == chaos.GatewayPhase && p.Gateway.Callers == 0 && isSet("modes"):
+			fmt.Fprintf(os.Stderr, "chaos: profile %s has no gateway phase\n", p.Name)
+			return 2
+		case m == chaos.GatewayPhase && p.Gateway.Callers == 0:
+			continue
+		case m != "atomic" && m != "atomic-deferred" && m != "leased" && m != chaos.GatewayPhase:
+			fmt.Fprintf(os.Stderr, "chaos: unknown mode %q (want atomic, atomic-deferred, leased or gateway)\n", m)
 			return 2
 		}
 		ms = append(ms, m)
+	}
+	// The binaries the phases run, built unless given.
+	type binary struct {
+		path *string
+		pkg  string
+	}
+	var bins []binary
+	gw := slices.Contains(ms, chaos.GatewayPhase)
+	if len(ms) > 0 && (!gw || len(ms) > 1) {
+		bins = append(bins, binary{bin, "./cmd/paymentsd"}, binary{bankd, "./cmd/bankd"})
+	}
+	upstream := ""
+	if gw {
+		bins = append(bins, binary{gateway, "./cmd/idem-gateway"}, binary{&upstream, "./cmd/internal/chaos/upstream"})
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -118,13 +144,10 @@ func run() int {
 		defer os.RemoveAll(work)
 	}
 	var pkgs []string
-	for _, b := range []struct {
-		path *string
-		name string
-	}{{bin, "paymentsd"}, {bankd, "bankd"}} {
+	for _, b := range bins {
 		if *b.path == "" {
-			*b.path = filepath.Join(work, b.name)
-			pkgs = append(pkgs, "./cmd/"+b.name)
+			*b.path = filepath.Join(work, filepath.Base(b.pkg))
+			pkgs = append(pkgs, b.pkg)
 		}
 	}
 	if len(pkgs) > 0 {
@@ -138,7 +161,8 @@ func run() int {
 		fmt.Fprintf(os.Stderr, "chaos: built %s in %s; seed %d\n", strings.Join(pkgs, " "), time.Since(start).Round(time.Millisecond), *seed)
 	}
 
-	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd, Seed: *seed, Log: os.Stderr, WorkDir: work, Failover: fo})
+	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd,
+		Gateway: *gateway, Upstream: upstream, Seed: *seed, Log: os.Stderr, WorkDir: work, Failover: fo})
 	if err != nil && len(results) == 0 {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1
