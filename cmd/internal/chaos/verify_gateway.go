@@ -54,18 +54,9 @@ type upstreamArrival struct {
 }
 
 func loadGatewayState(ctx context.Context, db *pgxpool.Pool, ups map[string]*upstreamProc) (*gatewayState, error) {
-	st := &gatewayState{records: map[userKey]keyRow{}, effects: map[userKey][]effectAnswer{}}
-	err := each(ctx, db, `SELECT user_id, idempotency_key, status, response_code, response_body FROM idempotency_keys`,
-		func(r pgx.Rows) error {
-			var k userKey
-			var row keyRow
-			if err := r.Scan(&k.user, &k.key, &row.status, &row.code, &row.body); err != nil {
-				return err
-			}
-			st.records[k] = row
-			return nil
-		})
-	if err != nil {
+	st := &gatewayState{effects: map[userKey][]effectAnswer{}}
+	var err error
+	if st.records, err = loadKeys(ctx, db); err != nil {
 		return nil, err
 	}
 	err = each(ctx, db, `SELECT upstream, idempotency_key, 'eff_' || id, ref, amount FROM upstream_effects ORDER BY id`,
