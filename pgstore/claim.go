@@ -21,13 +21,13 @@ import (
 const insertCompletedOrAbort = `
 WITH claimed AS (
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, $3, $4, $5, $6,
         'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
         $9, $10::text::jsonb, $11, nullif($12, ''), nullif($13, ''))
-ON CONFLICT (user_id, idempotency_key) DO NOTHING
+ON CONFLICT (scope, idempotency_key) DO NOTHING
 RETURNING 1)
 SELECT 1 / count(*) FROM claimed`
 

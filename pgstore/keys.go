@@ -42,7 +42,7 @@ const recordColumns = `request_method, request_path, request_hash, fingerprint_v
 const selectRecord = `
 SELECT ` + recordColumns + `
   FROM idempotency_keys
- WHERE user_id = $1 AND idempotency_key = $2`
+ WHERE scope = $1 AND idempotency_key = $2`
 
 // finished is true of a row that is not unfinished (keytable.Finished).
 const finished = keytable.Finished

@@ -35,7 +35,7 @@ type MigrateConfig struct {
 	Table string
 
 	// Partitions, when positive, makes migration 005 hash-partition the key
-	// table by user_id into that many partitions (at most
+	// table by scope into that many partitions (at most
 	// pgmigrate.MaxPartitions); the sweeper then sweeps them in parallel.
 	// It is read when 005 runs: a schema already past it keeps its layout.
 	// Default 0: one table.

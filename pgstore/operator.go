@@ -26,7 +26,7 @@ var dialect = keytable.Dialect{
 // ListKeys searches the key table for an operator (see store.KeyLister).
 func (s *Store) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
 	sql, args := keytable.Search(keytable.Query{Scope: q.Scope, Key: q.Key, Status: string(q.Status), Unfinished: q.Unfinished,
-		ResponseCode: q.ResponseCode, PathPrefix: q.PathPrefix, CreatedBefore: q.CreatedBefore, Limit: q.MaxRecords()}, recordColumns+", user_id, idempotency_key", dialect)
+		ResponseCode: q.ResponseCode, PathPrefix: q.PathPrefix, CreatedBefore: q.CreatedBefore, Limit: q.MaxRecords()}, recordColumns+", scope, idempotency_key", dialect)
 	rows, err := s.pool.Query(ctx, keytable.Rewrite(sql, s.sql.table), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", translate(err))
@@ -148,7 +148,7 @@ func (s *Store) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 }
 
 const selectProviderKeys = `
-SELECT provider_keys::text FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`
+SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`
 
 // ProviderKeys reads the downstream keys recorded on a record (see
 // store.KeyLister).
@@ -165,7 +165,7 @@ func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string
 }
 
 const appendAudit = `
-INSERT INTO idempotency_keys_audit (actor, action, reason, user_id, idempotency_key, before, after)
+INSERT INTO idempotency_keys_audit (actor, action, reason, scope, idempotency_key, before, after)
 VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
 // AppendAudit records an operator's action (see store.AuditLog).
@@ -178,9 +178,9 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 }
 
 const listAudit = `
-SELECT at, actor, action, reason, user_id, idempotency_key, before, after
+SELECT at, actor, action, reason, scope, idempotency_key, before, after
   FROM idempotency_keys_audit
- WHERE $1 = '' OR (user_id = $1 AND idempotency_key = $2)
+ WHERE $1 = '' OR (scope = $1 AND idempotency_key = $2)
  ORDER BY id DESC LIMIT $3`
 
 // ListAudit returns the latest operator actions (see store.AuditLog).

@@ -84,7 +84,7 @@ func TestSweepPartitioned(t *testing.T) {
 		// Another replica is sweeping the partition of user-0.
 		var partition string
 		require.NoError(t, s.Pool().QueryRow(ctx,
-			`SELECT tableoid::regclass::text FROM idempotency_keys WHERE user_id = 'user-0' LIMIT 1`).Scan(&partition))
+			`SELECT tableoid::regclass::text FROM idempotency_keys WHERE scope = 'user-0' LIMIT 1`).Scan(&partition))
 		other, err := s.Pool().Begin(ctx)
 		require.NoError(t, err)
 		defer func() { _ = other.Rollback(ctx) }()
@@ -96,7 +96,7 @@ func TestSweepPartitioned(t *testing.T) {
 		deleted, err := s.DeleteExpired(ctx, 1000)
 		require.NoError(t, err)
 		var left []string
-		rows, err := s.Pool().Query(ctx, `SELECT DISTINCT user_id FROM idempotency_keys WHERE expires_at <= now()`)
+		rows, err := s.Pool().Query(ctx, `SELECT DISTINCT scope FROM idempotency_keys WHERE expires_at <= now()`)
 		require.NoError(t, err)
 		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)

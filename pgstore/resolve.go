@@ -13,10 +13,10 @@ var _ store.KeyResolver = (*Store)(nil)
 // listCompleted walks the primary key in order from after, filtering: an
 // operator's scan, stopped at the limit.
 const listCompleted = `
-SELECT user_id, idempotency_key FROM idempotency_keys
+SELECT scope, idempotency_key FROM idempotency_keys
  WHERE status = 'COMPLETED' AND response_code = $1
-   AND (user_id, idempotency_key) > ($2, $3)
- ORDER BY user_id, idempotency_key
+   AND (scope, idempotency_key) > ($2, $3)
+ ORDER BY scope, idempotency_key
  LIMIT $4`
 
 // ListCompleted lists the keys of COMPLETED records whose response has
@@ -45,7 +45,7 @@ UPDATE idempotency_keys
    SET status = 'FAILED',
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
 // Release marks the COMPLETED record a's token holds FAILED, so that the
 // next retry runs afresh (see store.KeyResolver).
@@ -57,7 +57,7 @@ const replaceResponse = `
 UPDATE idempotency_keys
    SET response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
        resource_type = nullif($7, ''), resource_id = nullif($8, '')
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
 // token holds (see store.KeyResolver).

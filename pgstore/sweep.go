@@ -55,7 +55,7 @@ DELETE FROM idempotency_keys
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))
-RETURNING user_id, idempotency_key, expires_at`
+RETURNING scope, idempotency_key, expires_at`
 
 // sweepLeaves lists the tables that hold the key table's rows: the table
 // itself, or its partitions (MigrateConfig.Partitions).

@@ -24,7 +24,7 @@ func TestSweep(t *testing.T) {
 		require.NoError(t, err)
 		// 20,000 records, the oldest 1% expired, as a steady state looks.
 		_, err = pool.Exec(ctx, `
-INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
+INSERT INTO idempotency_keys (scope, idempotency_key, request_method, request_path, request_hash,
        fingerprint_version, status, fencing_token, claimed_at, lease_expires_at, response_code, created_at, expires_at)
 SELECT 'user-' || i % 100, md5(i::text), 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'COMPLETED',
        gen_random_uuid(), t, t, 201, t, t + interval '48 hours'

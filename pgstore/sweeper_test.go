@@ -29,7 +29,7 @@ func addRecords(t *testing.T, s *pgstore.Store, user string, n int, expired bool
 		expiry = "now() - interval '1 minute'"
 	}
 	_, err := s.Pool().Exec(context.Background(), `
-INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
+INSERT INTO idempotency_keys (scope, idempotency_key, request_method, request_path, request_hash,
        fingerprint_version, status, fencing_token, claimed_at, lease_expires_at, response_code, created_at, expires_at)
 SELECT $1, md5(random()::text), 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'COMPLETED',
        gen_random_uuid(), now(), now(), 201, now(), `+expiry+`

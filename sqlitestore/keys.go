@@ -51,7 +51,7 @@ const recordColumns = `request_method, request_path, request_hash, fingerprint_v
 const selectRecord = `
 SELECT ` + recordColumns + `
   FROM idempotency_keys
- WHERE user_id = :scope AND idempotency_key = :key`
+ WHERE scope = :scope AND idempotency_key = :key`
 
 // finished is true of a row that is not unfinished (keytable.Finished).
 const finished = keytable.Finished
@@ -119,11 +119,11 @@ func scanRecord(row interface{ Scan(...any) error }, rec *store.Record, more ...
 
 const insertClaim = `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES (:scope, :key, :method, :path, :hash, :version,
         'PROCESSING', 1, :token, :now, :now + :lock_for, :now, :now + :ttl)
-ON CONFLICT (user_id, idempotency_key) DO NOTHING`
+ON CONFLICT (scope, idempotency_key) DO NOTHING`
 
 // Insert claims the key with one INSERT … ON CONFLICT DO NOTHING. On
 // conflict it reads the record in the same transaction: it holds the write
@@ -182,7 +182,7 @@ UPDATE idempotency_keys
        fencing_token = :token, claimed_at = :now, lease_expires_at = :now + :lock_for,
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :prev_token
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :prev_token
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= :now)
         OR (status = 'COMPLETED' AND expires_at <= :now))`
@@ -223,7 +223,7 @@ UPDATE idempotency_keys
    SET status = 'COMPLETED', lease_expires_at = :now,
        response_code = :code, response_headers = :headers, response_body = :body,
        resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
 	args, err := responseArgs(resp)
@@ -251,7 +251,7 @@ func responseArgs(resp store.Response) ([]any, error) {
 const fail = `
 UPDATE idempotency_keys
    SET status = 'FAILED', lease_expires_at = :now
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 	return k.fenced(ctx, "fail", k.sql.fail, l)
@@ -260,7 +260,7 @@ func (k keys) Fail(ctx context.Context, l store.Attempt) error {
 const renew = `
 UPDATE idempotency_keys
    SET lease_expires_at = :now + :lock_for
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Renew(ctx context.Context, l store.Attempt, d time.Duration) error {
 	return k.fenced(ctx, "renew", k.sql.renew, l, sql.Named("lock_for", d.Microseconds()))

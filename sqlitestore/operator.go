@@ -27,7 +27,7 @@ var dialect = keytable.Dialect{
 // It reads without the write lock.
 func (s *Store) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
 	// The store's clock is the first argument.
-	cols := strings.ReplaceAll(recordColumns, ":now", "?1") + ", user_id, idempotency_key"
+	cols := strings.ReplaceAll(recordColumns, ":now", "?1") + ", scope, idempotency_key"
 	query, args := keytable.Search(keytable.Query{Scope: q.Scope, Key: q.Key, Status: string(q.Status), Unfinished: q.Unfinished,
 		ResponseCode: q.ResponseCode, PathPrefix: q.PathPrefix, CreatedBefore: q.CreatedBefore, Limit: q.MaxRecords()}, cols, dialect, micros(time.Now()))
 	rows, err := s.db.QueryContext(ctx, keytable.Rewrite(query, s.sql.table), args...)
@@ -106,7 +106,7 @@ func (s *Store) each(ctx context.Context, query string, fn func(group string, n,
 }
 
 const selectProviderKeys = `
-SELECT provider_keys FROM idempotency_keys WHERE user_id = ?1 AND idempotency_key = ?2`
+SELECT provider_keys FROM idempotency_keys WHERE scope = ?1 AND idempotency_key = ?2`
 
 // ProviderKeys reads the downstream keys recorded on a record (see
 // store.KeyLister).
@@ -123,7 +123,7 @@ func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string
 }
 
 const appendAudit = `
-INSERT INTO idempotency_keys_audit (at, actor, action, reason, user_id, idempotency_key, before, after)
+INSERT INTO idempotency_keys_audit (at, actor, action, reason, scope, idempotency_key, before, after)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
 
 // AppendAudit records an operator's action (see store.AuditLog).
@@ -140,9 +140,9 @@ func (s *Store) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 }
 
 const listAudit = `
-SELECT at, actor, action, reason, user_id, idempotency_key, before, after
+SELECT at, actor, action, reason, scope, idempotency_key, before, after
   FROM idempotency_keys_audit
- WHERE ?1 = '' OR (user_id = ?1 AND idempotency_key = ?2)
+ WHERE ?1 = '' OR (scope = ?1 AND idempotency_key = ?2)
  ORDER BY id DESC LIMIT ?3`
 
 // ListAudit returns the latest operator actions (see store.AuditLog).

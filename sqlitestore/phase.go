@@ -22,7 +22,7 @@ var (
 const selectPhase = `
 SELECT coalesce(recovery_point, ''), created_at, provider_keys
   FROM idempotency_keys
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 // Progress reads the record's recovery point and life in one statement fenced
 // by a's token.
@@ -56,7 +56,7 @@ UPDATE idempotency_keys
    SET recovery_point = :point,
        provider_keys = CASE WHEN :provider_keys IS NULL THEN provider_keys
                             ELSE json_patch(:provider_keys, coalesce(provider_keys, '{}')) END
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 // Advance sets the recovery point and records provider keys, fenced by a's
 // token.
@@ -70,7 +70,7 @@ func (k keys) Advance(ctx context.Context, a store.Attempt, point string, provid
 
 // findUnfinished reads the partial index idempotency_keys_unfinished_idx.
 const findUnfinished = `
-SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+SELECT scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
        recovery_point, fencing_token
   FROM idempotency_keys
  WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'
@@ -111,7 +111,7 @@ UPDATE idempotency_keys
    SET status = 'PROCESSING', attempts = attempts + 1,
        expires_at = MAX(expires_at, :now + :ttl),
        fencing_token = :token, claimed_at = :now, lease_expires_at = :now + :lock_for
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :prev_token
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :prev_token
    AND recovery_point IS NOT NULL
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= :now))`
 

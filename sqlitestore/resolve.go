@@ -13,10 +13,10 @@ var _ store.KeyResolver = (*Store)(nil)
 // listCompleted walks the primary key in order from after, filtering: an
 // operator's scan, stopped at the limit.
 const listCompleted = `
-SELECT user_id, idempotency_key FROM idempotency_keys
+SELECT scope, idempotency_key FROM idempotency_keys
  WHERE status = 'COMPLETED' AND response_code = :code
-   AND (user_id, idempotency_key) > (:scope, :key)
- ORDER BY user_id, idempotency_key
+   AND (scope, idempotency_key) > (:scope, :key)
+ ORDER BY scope, idempotency_key
  LIMIT :limit`
 
 // ListCompleted lists the keys of COMPLETED records whose response has
@@ -51,7 +51,7 @@ UPDATE idempotency_keys
    SET status = 'FAILED',
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
 
 // Release marks the COMPLETED record a's token holds FAILED, so that the
 // next retry runs afresh (see store.KeyResolver).
@@ -63,7 +63,7 @@ const replaceResponse = `
 UPDATE idempotency_keys
    SET response_code = :code, response_headers = :headers, response_body = :body,
        resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
- WHERE user_id = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
+ WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
 // token holds (see store.KeyResolver).

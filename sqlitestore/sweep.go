@@ -29,7 +29,7 @@ DELETE FROM idempotency_keys
                     AND ` + finished + `
                   ORDER BY expires_at
                   LIMIT :limit)
-RETURNING user_id, idempotency_key`
+RETURNING scope, idempotency_key`
 
 // DeleteExpired deletes at most limit records past their expiry, but no
 // live claim, in one transaction under the database's write lock (see

@@ -20,7 +20,7 @@ DELETE FROM idempotency_keys
                     AND (status <> 'PROCESSING' OR lease_expires_at <= 0)
                   ORDER BY expires_at
                   LIMIT 1000)
-RETURNING user_id, idempotency_key`)
+RETURNING scope, idempotency_key`)
 	require.NoError(t, err)
 	defer rows.Close()
 	var plan []string

@@ -15,20 +15,20 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
        created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + `,
        COALESCE(recovery_point, '')
   FROM idempotency_keys
- WHERE user_id = ? AND idempotency_key = ?`
+ WHERE scope = ? AND idempotency_key = ?`
 	// The claim is one insert; on a recorded key the no-op update changes
 	// nothing, so the driver reports 0 rows (1 for an insert). Unlike
 	// INSERT IGNORE it turns no other error into a warning.
 	const insert = `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES (?, ?, ?, ?, ?, ?,
         'PROCESSING', 1, ?, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE user_id = user_id`
+ON DUPLICATE KEY UPDATE scope = scope`
 	const insertCompleted = `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES (?, ?, ?, ?, ?, ?,
@@ -49,7 +49,7 @@ UPDATE idempotency_keys
        fencing_token = ?, claimed_at = ` + now + `, lease_expires_at = ` + now + ` + INTERVAL ? MICROSECOND,
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ?
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ?
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= ` + now + `)
         OR (status = 'COMPLETED' AND expires_at <= ` + now + `))`
@@ -58,23 +58,23 @@ UPDATE idempotency_keys
    SET status = 'COMPLETED', lease_expires_at = ` + now + `,
        response_code = ?, response_headers = ?, response_body = ?,
        resource_type = NULLIF(?, ''), resource_id = NULLIF(?, '')
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	const fail = `
 UPDATE idempotency_keys
    SET status = 'FAILED', lease_expires_at = ` + now + `
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	const renew = `
 UPDATE idempotency_keys
    SET lease_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	const holds = `
 SELECT COUNT(*) FROM idempotency_keys
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	// A named lock per database and key table; names are at most 64
 	// characters, hence the hash.
 	const lockName = `CONCAT('idem.sweep.', SHA1(CONCAT(DATABASE(), '.idempotency_keys')))`
 	const sweepSelect = `
-SELECT user_id, idempotency_key FROM idempotency_keys
+SELECT scope, idempotency_key FROM idempotency_keys
  WHERE expires_at <= ` + now + `
    AND (status <> 'PROCESSING' OR lease_expires_at <= ` + now + `)
    AND ` + finished + `
@@ -84,18 +84,18 @@ SELECT user_id, idempotency_key FROM idempotency_keys
 	const phase = `
 SELECT COALESCE(recovery_point, ''), created_at, provider_keys
   FROM idempotency_keys
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	// JSON_MERGE_PATCH keeps its second argument's value of a key both
 	// have: a recorded provider key is never replaced.
 	const advance = `
 UPDATE idempotency_keys
    SET recovery_point = ?,
        provider_keys = IF(? IS NULL, provider_keys, JSON_MERGE_PATCH(?, COALESCE(provider_keys, '{}')))
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
 	// unfinished_at is claimed_at on an unfinished row, else NULL: an index
 	// of the rows the completer looks for, where InnoDB has no partial one.
 	const findUnfinished = `
-SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+SELECT scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
        recovery_point, fencing_token
   FROM idempotency_keys
  WHERE unfinished_at IS NOT NULL
@@ -110,7 +110,7 @@ UPDATE idempotency_keys
    SET status = 'PROCESSING', attempts = attempts + 1,
        expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL ? MICROSECOND),
        fencing_token = ?, claimed_at = ` + now + `, lease_expires_at = ` + now + ` + INTERVAL ? MICROSECOND
- WHERE user_id = ? AND idempotency_key = ? AND fencing_token = ?
+ WHERE scope = ? AND idempotency_key = ? AND fencing_token = ?
    AND recovery_point IS NOT NULL
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= ` + now + `))`
 	return statements{

@@ -12,12 +12,12 @@ SELECT request_method, request_path, request_hash, fingerprint_version,
        created_at, expires_at, expires_at <= now() AND ` + finished + `,
        coalesce(recovery_point, '')
   FROM idempotency_keys
- WHERE user_id = $1 AND idempotency_key = $2`
+ WHERE scope = $1 AND idempotency_key = $2`
 	// A plain INSERT: on a recorded key it fails, which aborts the
 	// transaction with everything the handler wrote.
 	const insertCompleted = `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, $3, $4, $5, $6,
@@ -30,7 +30,7 @@ VALUES ($1, $2, $3, $4, $5, $6,
 SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_keys'::regclass::oid::text))
   FROM set_config('lock_timeout', '2s', true)`
 	const sweepSelect = `
-SELECT user_id, idempotency_key FROM idempotency_keys
+SELECT scope, idempotency_key FROM idempotency_keys
  WHERE expires_at <= now()
    AND (status <> 'PROCESSING' OR lease_expires_at <= now())
    AND ` + finished + `

@@ -48,7 +48,7 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 	}
 	if len(refs) > 0 {
 		// Key by key, so that the delete locks these rows alone: MySQL
-		// scans the whole table for a (user_id, idempotency_key) IN list,
+		// scans the whole table for a (scope, idempotency_key) IN list,
 		// and would wait on rows other transactions hold.
 		var b strings.Builder
 		b.WriteString(s.sql.sweepDelete)
@@ -57,7 +57,7 @@ func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, e
 			if i > 0 {
 				b.WriteString(" OR ")
 			}
-			fmt.Fprintf(&b, "(user_id = %s AND idempotency_key = %s)", s.dialect.placeholder(2*i+1), s.dialect.placeholder(2*i+2))
+			fmt.Fprintf(&b, "(scope = %s AND idempotency_key = %s)", s.dialect.placeholder(2*i+1), s.dialect.placeholder(2*i+2))
 			args = append(args, r.Scope, r.Key)
 		}
 		if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {

@@ -50,13 +50,13 @@ func TestMigrate(t *testing.T) {
 			db := newDB(t, store)
 			out, errOut, code := runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
-			keys, wallet := "[1 2 3 4 6]", "[1 2 3 4 6]"
+			keys, wallet := "[1 2 3 4 6 7]", "[1 2 3 4 6]"
 			switch store {
 			case "mysql":
-				keys = "[1 2 3 4]" // no operator's search nor audit log yet
-				wallet = "[1 6]"   // its first: the schema the others reach at their fourth
+				keys = "[1 2 3 4 7]" // no operator's search nor audit log yet
+				wallet = "[1 6]"     // its first: the schema the others reach at their fourth
 			case "postgres":
-				keys, wallet = "[1 2 3 4 5 6]", "[1 2 3 4 5 6]" // 5: partitions, the user as text
+				keys, wallet = "[1 2 3 4 5 6 7]", "[1 2 3 4 5 6]" // 5: partitions, the user as text
 			}
 			applied := "applied migrations: idempotency keys " + keys + ", wallet " + wallet
 			if store == "postgres" && pgtest.Partitions(t) > 0 {

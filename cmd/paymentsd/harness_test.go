@@ -437,7 +437,7 @@ func (s *server) sqlite(t *testing.T) *sql.DB {
 // storedKeys counts the user's idempotency records.
 func (u *user) storedKeys(t *testing.T) int64 {
 	t.Helper()
-	return u.s.sqlInt(t, fmt.Sprintf(`SELECT count(*) FROM idempotency_keys WHERE user_id = '%s'`, u.id))
+	return u.s.sqlInt(t, fmt.Sprintf(`SELECT count(*) FROM idempotency_keys WHERE scope = '%s'`, u.id))
 }
 
 // entrySums checks that every balance equals the sum of its ledger entries

@@ -53,7 +53,7 @@ func init() {
 		lockWaiters: func(t *testing.T, db *sql.DB) int {
 			var n int
 			require.NoError(t, db.QueryRow(`SELECT COUNT(*) FROM information_schema.processlist
-			   WHERE db = DATABASE() AND id <> CONNECTION_ID() AND info LIKE 'SELECT amount FROM balances%FOR UPDATE'`).Scan(&n))
+			   WHERE db = DATABASE() AND id <> CONNECTION_ID() AND info LIKE 'SELECT %FROM balances WHERE %FOR UPDATE'`).Scan(&n))
 			return n
 		},
 	}

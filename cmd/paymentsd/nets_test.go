@@ -29,7 +29,7 @@ func TestKeyAfterRetention(t *testing.T) {
 		waitExpired(t, s, swept.u, swept.txKey, swept.depKey)
 		for _, key := range []string{swept.txKey, swept.depKey} {
 			require.Equal(t, int64(1), s.sqlInt(t, fmt.Sprintf(
-				`DELETE FROM idempotency_keys WHERE user_id = '%s' AND idempotency_key = '%s' RETURNING 1`, swept.u.id, key)))
+				`DELETE FROM idempotency_keys WHERE scope = '%s' AND idempotency_key = '%s' RETURNING 1`, swept.u.id, key)))
 		}
 
 		for _, m := range []movements{expired, swept} {

@@ -44,7 +44,7 @@ func Search(q Query, cols string, d Dialect, args ...any) (string, []any) {
 		where = append(where, strings.ReplaceAll(cond, "?", d.Arg(len(args))))
 	}
 	if q.Scope != "" {
-		add("user_id = ?", q.Scope)
+		add("scope = ?", q.Scope)
 	}
 	if q.Key != "" {
 		add("idempotency_key = ?", q.Key)

@@ -205,7 +205,7 @@ func TestMetrics(t *testing.T) {
 		m := idemprom.New(reg)
 		st := newStore(t)
 		_, err := st.Pool().Exec(context.Background(), `
-INSERT INTO idempotency_keys (user_id, idempotency_key, request_method, request_path, request_hash,
+INSERT INTO idempotency_keys (scope, idempotency_key, request_method, request_path, request_hash,
        fingerprint_version, status, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 SELECT 'alice', 'k' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1, 'PROCESSING',
        gen_random_uuid(), now(), now(), now(), now() - interval '1 second'

@@ -20,7 +20,7 @@ import (
 // column: the key table's and the wallet's. A table not listed is a
 // reference table (copied to every node) or bookkeeping.
 var Distributed = map[string]string{
-	"idempotency_keys": "user_id",
+	"idempotency_keys": "scope",
 	"users":            "id",
 	"balances":         "user_id",
 	"deposits":         "user_id",
@@ -88,7 +88,7 @@ SELECT format('foreign key %s of %s to %s does not hold the distribution column 
 var (
 	space       = regexp.MustCompile(`\s+`)
 	tableRef    = regexp.MustCompile(`\b(?:from|into|update|join)\s+([a-z_][a-z0-9_]*)`)
-	userFilter  = regexp.MustCompile(`\b(?:user_id|id)\s*=\s*\$\d+`)
+	userFilter  = regexp.MustCompile(`\b(?:user_id|scope|id)\s*=\s*\$\d+`)
 	insertUser  = regexp.MustCompile(`\binsert into ([a-z_][a-z0-9_]*)\s*\(([^)]*)\)`)
 	control     = regexp.MustCompile(`^(?:begin|commit|rollback|savepoint|release|set local|select 1$)`)
 	unsupported = regexp.MustCompile(`\bset_config\s*\(`)

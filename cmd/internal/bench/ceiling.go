@@ -31,12 +31,12 @@ INSERT INTO ledger_entries (user_id, currency, amount, transaction_id)
 VALUES ($1, 'USD', $2, $4), ($1, 'EUR', $3, $4)`
 	ceilingKey = `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, 'POST', '/v1/transactions', $3, 1, 'COMPLETED', 1, $4, now(), now(), now(), now() + interval '48 hours',
         201, $5, $6, 'transactions', $7)
-ON CONFLICT (user_id, idempotency_key) DO NOTHING`
+ON CONFLICT (scope, idempotency_key) DO NOTHING`
 )
 
 // newCeilingPool opens the ceiling's conc connections to db up front, so

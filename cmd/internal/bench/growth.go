@@ -31,7 +31,7 @@ var preloadBody = transferBody(1000)
 // live for 48 hours. No record crosses its expiry during a run.
 const preload = `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at,
         response_code, response_headers, response_body, resource_type, resource_id, created_at, expires_at)
 SELECT ($1::text[])[1 + i % $2], 'pre-' || i, 'POST', '/v1/transactions', $3, $4,
@@ -222,14 +222,14 @@ func explainKeys(ctx context.Context, db *database, key string, userID string) (
 		return nil
 	}
 	if err := plan("The read of a record (a replay's only key-table statement)",
-		`SELECT status, response_body FROM idempotency_keys WHERE user_id = $1 AND idempotency_key = $2`, userID, key); err != nil {
+		`SELECT status, response_body FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`, userID, key); err != nil {
 		return "", err
 	}
 	err := plan("The claim of a new key (rolled back)", `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES ($1, $2, 'POST', '/v1/transactions', $3, 1, 'PROCESSING', 1, gen_random_uuid(), now(), now(), now(), now() + interval '48 hours')
-ON CONFLICT (user_id, idempotency_key) DO NOTHING`, userID, "explain-"+key, make([]byte, 32))
+ON CONFLICT (scope, idempotency_key) DO NOTHING`, userID, "explain-"+key, make([]byte, 32))
 	return out.String(), err
 }

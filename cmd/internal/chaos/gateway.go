@@ -306,7 +306,7 @@ func awaitFinalRecords(ctx context.Context, db *pgxpool.Pool, d time.Duration) (
 	end := time.Now().Add(d)
 	for {
 		open := map[userKey]string{}
-		err := each(ctx, db, `SELECT user_id, idempotency_key, status FROM idempotency_keys WHERE status <> 'COMPLETED'`,
+		err := each(ctx, db, `SELECT scope, idempotency_key, status FROM idempotency_keys WHERE status <> 'COMPLETED'`,
 			func(r pgx.Rows) error {
 				var k userKey
 				var s string

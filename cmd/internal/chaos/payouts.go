@@ -305,7 +305,7 @@ func (r *payoutRun) settle(ctx context.Context, db *pgxpool.Pool) error {
 func unfinishedPayouts(ctx context.Context, db *pgxpool.Pool) (map[string]bool, []userKey, error) {
 	stuck, unfinished := map[string]bool{}, []userKey(nil)
 	err := each(ctx, db, `SELECT 'payout', user_id::text, id::text FROM payouts WHERE status = 'pending'
-		UNION ALL SELECT 'record', user_id, idempotency_key FROM idempotency_keys
+		UNION ALL SELECT 'record', scope, idempotency_key FROM idempotency_keys
 		WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'`,
 		func(row pgx.Rows) error {
 			var kind, user, id string

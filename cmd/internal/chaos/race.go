@@ -69,7 +69,7 @@ func (r *Racer) awaitExpiry(ctx context.Context, op *Op, fallback time.Duration)
 	for time.Now().Before(end) && ctx.Err() == nil {
 		var expired bool
 		err := r.db.QueryRow(ctx, `SELECT status = 'PROCESSING' AND lease_expires_at <= now() FROM idempotency_keys
-			WHERE user_id = $1 AND idempotency_key = $2`, op.User.ID, op.Key).Scan(&expired)
+			WHERE scope = $1 AND idempotency_key = $2`, op.User.ID, op.Key).Scan(&expired)
 		if err == nil && expired {
 			time.Sleep(100 * time.Millisecond)
 			return

@@ -104,7 +104,7 @@ func loadState(ctx context.Context, db *pgxpool.Pool) (*dbState, error) {
 // loadKeys reads every record of the key table, by user (scope) and key.
 func loadKeys(ctx context.Context, db *pgxpool.Pool) (map[userKey]keyRow, error) {
 	keys := map[userKey]keyRow{}
-	err := each(ctx, db, `SELECT user_id, idempotency_key, status, response_code, response_body FROM idempotency_keys`,
+	err := each(ctx, db, `SELECT scope, idempotency_key, status, response_code, response_body FROM idempotency_keys`,
 		func(r pgx.Rows) error {
 			var k userKey
 			var row keyRow

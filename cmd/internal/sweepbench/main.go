@@ -159,7 +159,7 @@ func run(ctx context.Context) error {
 func fillSQL(lo, hi int) string {
 	return fmt.Sprintf(`
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at,
         response_code, response_headers, response_body, resource_type, resource_id, created_at, expires_at)
 SELECT 'user-' || (i %% %[3]d), md5(i::text), 'POST', '/v1/transactions', sha256(i::text::bytea), 1,
@@ -195,7 +195,7 @@ DROP INDEX idempotency_keys_expires_at_idx`); err != nil {
 	}
 	t := time.Now()
 	if _, err := pool.Exec(ctx, `SET maintenance_work_mem = '512MB';
-ALTER TABLE idempotency_keys ADD PRIMARY KEY (user_id, idempotency_key);
+ALTER TABLE idempotency_keys ADD PRIMARY KEY (scope, idempotency_key);
 CREATE INDEX idempotency_keys_expires_at_idx ON idempotency_keys (expires_at);
 RESET maintenance_work_mem`); err != nil {
 		return err
@@ -247,7 +247,7 @@ DELETE FROM idempotency_keys
           ORDER BY expires_at
           LIMIT 1000
             FOR UPDATE SKIP LOCKED))
-RETURNING user_id, idempotency_key`)
+RETURNING scope, idempotency_key`)
 	if err != nil {
 		return err
 	}

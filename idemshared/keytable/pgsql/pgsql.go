@@ -9,11 +9,11 @@ import "github.com/idem-dev/idem/idemshared/keytable"
 // InsertClaim claims a key in one insert; a recorded key inserts nothing.
 const InsertClaim = `
 INSERT INTO idempotency_keys
-       (user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
         status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at)
 VALUES ($1, $2, $3, $4, $5, $6,
         'PROCESSING', 1, $7, now(), now() + $8 * interval '1 microsecond', now(), now() + $9 * interval '1 microsecond')
-ON CONFLICT (user_id, idempotency_key) DO NOTHING`
+ON CONFLICT (scope, idempotency_key) DO NOTHING`
 
 // Reacquire takes over a re-acquirable row that prevToken still holds. The
 // token in the WHERE clause makes it a compare-and-swap: once one contender
@@ -34,7 +34,7 @@ UPDATE idempotency_keys
        fencing_token = $7, claimed_at = now(), lease_expires_at = now() + $8 * interval '1 microsecond',
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $10
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $10
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= now())
         OR (status = 'COMPLETED' AND expires_at <= now()))`
@@ -45,26 +45,26 @@ UPDATE idempotency_keys
    SET status = 'COMPLETED', lease_expires_at = now(),
        response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
        resource_type = nullif($7, ''), resource_id = nullif($8, '')
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // Fail is pgstore's and sqlstore's PostgreSQL statement.
 const Fail = `
 UPDATE idempotency_keys
    SET status = 'FAILED', lease_expires_at = now()
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // Renew is pgstore's and sqlstore's PostgreSQL statement.
 const Renew = `
 UPDATE idempotency_keys
    SET lease_expires_at = now() + $4 * interval '1 microsecond'
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // SelectPhase reads the recovery point and the life together, fenced by
 // the token: model/payout.pml's fenced read (rule 5 of docs/model.md).
 const SelectPhase = `
 SELECT coalesce(recovery_point, ''), created_at, provider_keys::text
   FROM idempotency_keys
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // Advance merges the new provider keys under the recorded ones: jsonb's
 // || keeps its right operand's value of a key both have.
@@ -73,11 +73,11 @@ UPDATE idempotency_keys
    SET recovery_point = $4,
        provider_keys = CASE WHEN $5::text IS NULL THEN provider_keys
                             ELSE $5::text::jsonb || coalesce(provider_keys, '{}'::jsonb) END
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
 
 // FindUnfinished reads the partial index idempotency_keys_unfinished_idx.
 const FindUnfinished = `
-SELECT user_id, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+SELECT scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
        recovery_point, fencing_token::text
   FROM idempotency_keys
  WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED'
@@ -93,6 +93,6 @@ UPDATE idempotency_keys
    SET status = 'PROCESSING', attempts = attempts + 1,
        expires_at = GREATEST(expires_at, now() + $5 * interval '1 microsecond'),
        fencing_token = $3, claimed_at = now(), lease_expires_at = now() + $4 * interval '1 microsecond'
- WHERE user_id = $1 AND idempotency_key = $2 AND fencing_token = $6
+ WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $6
    AND recovery_point IS NOT NULL
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= now()))`
