@@ -83,6 +83,8 @@ routes:
 // taps, dropped connections).
 type gatewayWorker struct{ *Worker }
 
+// Run makes requests until stop, then lets the last one finish its
+// retries until deadline.
 func (w *gatewayWorker) Run(ctx context.Context, stop, deadline time.Time) {
 	for seq := 0; seq < w.prof.MaxOps && time.Now().Before(stop) && ctx.Err() == nil; seq++ {
 		r := gatewayRoutes[w.rng.IntN(len(gatewayRoutes))]
@@ -341,7 +343,6 @@ func forwardedKey(scope, key string) string {
 type resolutions struct {
 	listed   []userKey          // keys list --state unknown, by scope
 	of       map[userKey][]byte // by scope and key: the answer recorded, nil when released
-	location map[userKey]string // the answers' Location
 	answered int
 }
 
@@ -354,7 +355,7 @@ func (m *modeRun) resolveUnknown(ctx context.Context, db string, plain *upstream
 	if err != nil {
 		return nil, err
 	}
-	res := &resolutions{of: map[userKey][]byte{}, location: map[userKey]string{}}
+	res := &resolutions{of: map[userKey][]byte{}}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		var k struct{ Scope, Key string }
@@ -380,9 +381,9 @@ func (m *modeRun) resolveUnknown(ctx context.Context, db string, plain *upstream
 			if err := os.WriteFile(file, body, 0o644); err != nil {
 				return nil, err
 			}
-			res.of[k], res.location[k] = body, "/plain/effects/"+got.ID
+			res.of[k] = body
 			res.answered++
-			args = append(args, "--status", "201", "--body-file", file, "--location", res.location[k])
+			args = append(args, "--status", "201", "--body-file", file, "--location", "/plain/effects/"+got.ID)
 		}
 		if _, err := m.command(ctx, m.Gateway, args...); err != nil {
 			return nil, err

@@ -79,7 +79,6 @@ func healthyGateway() *gwTrace {
 	res := &resolutions{
 		listed:   []userKey{{gatewayScope(bob), "op-1"}, {gatewayScope(carol), "op-1"}},
 		of:       map[userKey][]byte{{gatewayScope(bob), "op-1"}: bAnswer, {gatewayScope(carol), "op-1"}: nil},
-		location: map[userKey]string{{gatewayScope(bob), "op-1"}: "/plain/effects/eff_2"},
 		answered: 1,
 	}
 	return &gwTrace{ops: []*Op{a, b, c}, before: before, final: final, res: res,
