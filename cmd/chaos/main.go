@@ -42,6 +42,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/chaos"
 	"github.com/idem-dev/idem/cmd/internal/version"
 )
@@ -95,17 +96,23 @@ func run() int {
 	}
 	var ms []string
 	for m := range strings.SplitSeq(*modes, ",") {
-		switch m = strings.TrimSpace(m); {
+		m = strings.TrimSpace(m)
+		switch {
 		case m == chaos.GatewayPhase && p.Gateway.Callers == 0 && isSet("modes"):
 			fmt.Fprintf(os.Stderr, "chaos: profile %s has no gateway phase\n", p.Name)
 			return 2
 		case m == chaos.GatewayPhase && p.Gateway.Callers == 0:
 			continue
-		case m != "atomic" && m != "atomic-deferred" && m != "leased" && m != chaos.GatewayPhase:
-			fmt.Fprintf(os.Stderr, "chaos: unknown mode %q (want atomic, atomic-deferred, leased or gateway)\n", m)
+		case m == chaos.GatewayPhase:
+			ms = append(ms, m)
+			continue
+		}
+		mode, err := idem.ParseMode(m)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: -modes: %v (or gateway)\n", err)
 			return 2
 		}
-		ms = append(ms, m)
+		ms = append(ms, mode.String())
 	}
 	// The binaries the phases run, built unless given.
 	type binary struct {

@@ -144,8 +144,16 @@ func StartFormation(ctx context.Context, cfg FailoverConfig) (*Formation, error)
 	}
 	for _, n := range f.nodes {
 		for _, s := range keeperSettings {
-			if out, err := f.pg(ctx, f.autoctl, "config", "set", "--pgdata", n.data, s[0], s[1]); err != nil {
-				return nil, fmt.Errorf("pg_autoctl config set %s: %v: %s", s[0], err, out)
+			// The running keeper rewrites its configuration file as it
+			// changes state, and a config set that reads it meanwhile
+			// finds it incomplete: try again until the file parses.
+			if err := f.settle(ctx, n, time.Minute, func(ctx context.Context) error {
+				if out, err := f.pg(ctx, f.autoctl, "config", "set", "--pgdata", n.data, s[0], s[1]); err != nil {
+					return fmt.Errorf("pg_autoctl config set %s: %v: %s", s[0], err, out)
+				}
+				return nil
+			}); err != nil {
+				return nil, err
 			}
 		}
 		// The keeper reads its configuration again on SIGHUP.

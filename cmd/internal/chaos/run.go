@@ -110,7 +110,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if err := os.MkdirAll(m.logDir, 0o755); err != nil {
 		return nil, err
 	}
-	m.db = "chaos_" + strings.ReplaceAll(m.mode, "-", "_") // a database name without quotes
+	m.db = "chaos_" + strings.ReplaceAll(m.mode, "-", "_")
 	direct := m.pg.DSN(m.db)
 	if err := m.createDatabase(ctx); err != nil {
 		return nil, err
