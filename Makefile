@@ -114,7 +114,8 @@ test-partitioned: check-cc
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments
-# flow, payouts through a faulty, restarted bankd, then the invariants
+# flow, payouts through a faulty, restarted bankd, idem-gateway replicas
+# in front of two upstreams under the same faults, then the invariants
 # (docs/chaos.md). It starts its own throwaway
 # PostgreSQL from the local server binaries. Extra flags: CHAOSFLAGS.
 CHAOSFLAGS ?=

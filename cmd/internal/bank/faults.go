@@ -93,19 +93,21 @@ func (fs Faults) String() string {
 	return strings.Join(parts, ",")
 }
 
-// dice draws one fault per request from a seeded source: the same seed
+// Dice draws one fault per request from a seeded source: the same seed
 // and the same sequence of requests give the same faults.
-type dice struct {
+type Dice struct {
 	faults Faults
 	mu     sync.Mutex // guards rng
 	rng    *rand.Rand
 }
 
-func newDice(faults Faults, seed uint64) *dice {
-	return &dice{faults: faults, rng: rand.New(rand.NewPCG(seed, seed))}
+// NewDice draws faults with their probabilities from seed.
+func NewDice(faults Faults, seed uint64) *Dice {
+	return &Dice{faults: faults, rng: rand.New(rand.NewPCG(seed, seed))}
 }
 
-func (d *dice) roll() Fault {
+// Roll draws the next request's fault.
+func (d *Dice) Roll() Fault {
 	if d.faults == (Faults{}) {
 		return NoFault
 	}

@@ -16,7 +16,7 @@ func TestParseFaultsReadsItsOwnString(t *testing.T) {
 	none, err := ParseFaults(" ")
 	require.NoError(t, err)
 	require.Equal(t, Faults{}, none)
-	require.Equal(t, NoFault, newDice(none, 1).roll())
+	require.Equal(t, NoFault, NewDice(none, 1).Roll())
 }
 
 // The draws follow the probabilities.
@@ -24,11 +24,11 @@ func TestDiceFollowsTheProbabilities(t *testing.T) {
 	t.Parallel()
 	fs, err := ParseFaults("error-before=0.1,error-after=0.2,slow-after=0.05,reset-after=0.15,hang=0.3")
 	require.NoError(t, err)
-	d := newDice(fs, 7)
+	d := NewDice(fs, 7)
 	const n = 100_000
 	var counts [len(faultNames)]int
 	for range n {
-		counts[d.roll()]++
+		counts[d.Roll()]++
 	}
 	want := fs
 	want[NoFault] = 0.2

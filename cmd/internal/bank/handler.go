@@ -36,7 +36,7 @@ type Config struct {
 // Handler serves the bank's HTTP API (docs/bankd.md).
 type Handler struct {
 	store     *Store
-	dice      *dice
+	dice      *Dice
 	slowDelay time.Duration
 	logger    *slog.Logger
 	mux       *http.ServeMux
@@ -54,7 +54,7 @@ func NewHandler(store *Store, cfg Config) *Handler {
 	}
 	h := &Handler{
 		store:     store,
-		dice:      newDice(cfg.Faults, cfg.Seed),
+		dice:      NewDice(cfg.Faults, cfg.Seed),
 		slowDelay: cfg.SlowDelay,
 		logger:    cfg.Logger,
 		mux:       http.NewServeMux(),
@@ -91,7 +91,7 @@ func (h *Handler) createTransfer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	fault := h.dice.roll()
+	fault := h.dice.Roll()
 	if fault != NoFault {
 		h.logger.Info("fault injected", "fault", fault.String(), "idempotency_key", key)
 	}
@@ -125,7 +125,7 @@ func (h *Handler) createTransfer(w http.ResponseWriter, r *http.Request) {
 			panic(http.ErrAbortHandler) // the client left; nobody to answer
 		}
 	case ResetAfter:
-		resetConn(w)
+		ResetConn(w)
 		return
 	}
 	if ans.Replayed {
@@ -146,9 +146,9 @@ func (h *Handler) hold(ctx context.Context, done <-chan time.Time) bool {
 	return true
 }
 
-// resetConn closes the request's connection with an RST, so the client
+// ResetConn closes the request's connection with an RST, so the client
 // reads "connection reset by peer" where it waited for the answer.
-func resetConn(w http.ResponseWriter) {
+func ResetConn(w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		panic(http.ErrAbortHandler) // not hijackable (HTTP/2): drop the stream instead

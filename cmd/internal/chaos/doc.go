@@ -22,9 +22,11 @@
 //	payouts.go   the payout callers, the bank's faults and the quiet period
 //	broker.go    the embedded NATS server with JetStream, restarted mid-run
 //	queue.go     the queue phase: producers of commands over JetStream
+//	gateway.go   the gateway phase: idem-gateway replicas before two upstreams (upstream/), the operator's resolve
 //	verify.go    the invariants
 //	verify_payouts.go  the payouts' invariants, against the bank
 //	verify_queue.go  the queue phase's invariants
+//	verify_gateway.go  the gateway phase's invariants, against the upstreams' own record
 //	report.go    the counters and the table
 //	run.go       one mode from start to verdict
 package chaos

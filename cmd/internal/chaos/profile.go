@@ -79,6 +79,9 @@ type Profile struct {
 	BrokerDown                 time.Duration
 	// Payouts is the money that leaves: a bank, its faults, its callers.
 	Payouts PayoutProfile
+	// Gateway sizes the gateway phase (-modes gateway; gateway.go), which
+	// runs idem-gateway replicas, Replicas of them, under the same faults.
+	Gateway GatewayProfile
 }
 
 // Profiles are the built-in profiles.
@@ -98,6 +101,8 @@ var Profiles = map[string]Profile{
 		Payouts: PayoutProfile{Callers: 2, BankFaults: bankFaults, BankTimeout: time.Second, SlowDelay: 1500 * time.Millisecond,
 			CompleteInterval: 500 * time.Millisecond, BankRestarts: 2, BankDownFor: Span{200 * time.Millisecond, time.Second}, FinalOutage: 2 * time.Second,
 			Quiet: 30 * time.Second, Reject: 0.15, Refuse: 0.08},
+		Gateway: GatewayProfile{Callers: 6, UpstreamTimeout: time.Second, SlowDelay: 1500 * time.Millisecond,
+			DedupFaults: dedupFaults, PlainFaults: plainFaults, Quiet: 30 * time.Second},
 	},
 	// failover runs on a pg_auto_failover formation (make test-failover):
 	// the primary is SIGKILLed three times, 35 s apart, each time after
@@ -135,6 +140,8 @@ var Profiles = map[string]Profile{
 		Payouts: PayoutProfile{Callers: 3, BankFaults: bankFaults, BankTimeout: 2 * time.Second, SlowDelay: 3 * time.Second,
 			CompleteInterval: time.Second, BankRestarts: 10, BankDownFor: Span{200 * time.Millisecond, 3 * time.Second}, FinalOutage: 5 * time.Second,
 			Quiet: time.Minute, Reject: 0.15, Refuse: 0.08},
+		Gateway: GatewayProfile{Callers: 8, UpstreamTimeout: 1500 * time.Millisecond, SlowDelay: 2500 * time.Millisecond,
+			DedupFaults: dedupFaults, PlainFaults: plainFaults, Quiet: time.Minute},
 	},
 }
 

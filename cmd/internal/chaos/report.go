@@ -96,11 +96,17 @@ type Verdict struct {
 	QueueDisagree   int // must be 0: an answer that differs from another, the stored record, the ledger, or the request
 	QueueOtherBody  int // must be 0: a key used again with another body that moved money or was not refused 422
 	Payouts         PayoutVerdict
-	Details         []string
+	// Gateway is the gateway phase's verdict, nil in a mode's; the other
+	// figures but DBFaults are the modes'.
+	Gateway *GatewayVerdict
+	Details []string
 }
 
 // Invariants are the must-be-0 figures, in the order the table lists them.
 func (v *Verdict) Invariants() []int {
+	if v.Gateway != nil {
+		return append(v.Gateway.invariants(), v.DBFaults)
+	}
 	return append([]int{v.DoubleEffects, v.LostWrites, v.NoFinal, v.UnackedEffects, v.WrongAnswers, v.Foreign, v.BalanceErrors, v.LiveLocks, v.DBFaults,
 		v.QueueDouble, v.QueueLost, v.QueueUnanswered, v.QueueDisagree, v.QueueOtherBody},
 		v.Payouts.invariants()...)
@@ -121,7 +127,11 @@ func (v *Verdict) Failed() bool {
 func Tally(results []*Result) (passed, failed int) {
 	for _, r := range results {
 		if r.Err != nil || r.Verdict == nil {
-			failed += len((&Verdict{}).Invariants())
+			empty := &Verdict{}
+			if r.Mode == GatewayPhase {
+				empty.Gateway = &GatewayVerdict{}
+			}
+			failed += len(empty.Invariants())
 			continue
 		}
 		for _, n := range r.Verdict.Invariants() {
@@ -179,8 +189,17 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 			return fmt.Sprint(f(r.Verdict))
 		}
 	}
-	fmt.Fprintf(out, "chaos: profile %s: %d replicas behind a retrying front proxy, %d callers, %s of faults per mode\n\n",
-		p.Name, p.Replicas, p.Workers, p.Duration)
+	// The rows of paymentsd's checks say nothing of the gateway phase.
+	modeRow := func(name string, f func(*Result) string) {
+		row(name, func(r *Result) string {
+			if r.Mode == GatewayPhase {
+				return "-"
+			}
+			return f(r)
+		})
+	}
+	fmt.Fprintf(out, "chaos: profile %s: %d replicas behind a retrying front proxy, %d callers (%d through idem-gateway), %s of faults per mode\n\n",
+		p.Name, p.Replicas, p.Workers, p.Gateway.Callers, p.Duration)
 	fmt.Fprintln(tw, strings.Join(head, "\t")+"\t")
 	row("requests", n(func(s *Stats) int64 { return s.Requests.Load() }))
 	row("retries", n(func(s *Stats) int64 { return s.Retries.Load() }))
@@ -193,7 +212,7 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 	row("replays received", n(func(s *Stats) int64 { return s.Replays.Load() }))
 	row("409 in flight (Retry-After)", n(func(s *Stats) int64 { return s.InFlight.Load() }))
 	row("409 lock lost, fenced (Retry-After)", n(func(s *Stats) int64 { return s.LockLost.Load() }))
-	row("409 business net (final)", n(func(s *Stats) int64 { return s.NetRefusals.Load() }))
+	modeRow("409 business net (final)", n(func(s *Stats) int64 { return s.NetRefusals.Load() }))
 	row("5xx / no response", func(r *Result) string {
 		return fmt.Sprintf("%d / %d", r.Stats.ServerErrors.Load(), r.Stats.NoResponse.Load())
 	})
@@ -205,7 +224,7 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 		c := &r.Stats.ConnFaults
 		return fmt.Sprintf("%d / %d / %d / %d", c[0].Load(), c[1].Load(), c[2].Load(), c[3].Load())
 	})
-	row("lease races staged", n(func(s *Stats) int64 { return s.Races.Load() }))
+	modeRow("lease races staged", n(func(s *Stats) int64 { return s.Races.Load() }))
 	row("database restarts / primary kills", func(r *Result) string { return fmt.Sprint(len(r.Stats.Outages())) })
 	row("  time to the first accepted write", func(r *Result) string {
 		var ds []string
@@ -215,24 +234,25 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 		return strings.Join(ds, " ")
 	})
 	row("  disruptions not completed (must be 0)", v(func(v *Verdict) int { return v.DBFaults }))
-	row("operations (a key and its body)", v(func(v *Verdict) int { return v.Keys }))
-	row("operations that moved money", v(func(v *Verdict) int { return v.Executed }))
-	row("retries after the TTL: ran again / refused (refused must be 0)", func(r *Result) string {
+	modeRow("operations (a key and its body)", v(func(v *Verdict) int { return v.Keys }))
+	modeRow("operations that moved money", v(func(v *Verdict) int { return v.Executed }))
+	modeRow("retries after the TTL: ran again / refused (refused must be 0)", func(r *Result) string {
 		if r.Verdict == nil {
 			return "-"
 		}
 		return fmt.Sprintf("%d / %d", r.Verdict.LateReexecuted, r.Verdict.LateRefused)
 	})
-	row("double effects (must be 0)", v(func(v *Verdict) int { return v.DoubleEffects }))
-	row("lost acknowledged writes (must be 0)", v(func(v *Verdict) int { return v.LostWrites }))
-	row("keys without a final answer (must be 0)", v(func(v *Verdict) int { return v.NoFinal }))
-	row("effects behind a refusal (must be 0)", v(func(v *Verdict) int { return v.UnackedEffects }))
-	row("inconsistent answers (must be 0)", v(func(v *Verdict) int { return v.WrongAnswers }))
-	row("another user's response (must be 0)", v(func(v *Verdict) int { return v.Foreign }))
-	row("balance mismatches (must be 0)", v(func(v *Verdict) int { return v.BalanceErrors }))
-	row("live locks after lock timeout (must be 0)", v(func(v *Verdict) int { return v.LiveLocks }))
-	queueRows(row, n, v)
-	payoutRows(row)
+	modeRow("double effects (must be 0)", v(func(v *Verdict) int { return v.DoubleEffects }))
+	modeRow("lost acknowledged writes (must be 0)", v(func(v *Verdict) int { return v.LostWrites }))
+	modeRow("keys without a final answer (must be 0)", v(func(v *Verdict) int { return v.NoFinal }))
+	modeRow("effects behind a refusal (must be 0)", v(func(v *Verdict) int { return v.UnackedEffects }))
+	modeRow("inconsistent answers (must be 0)", v(func(v *Verdict) int { return v.WrongAnswers }))
+	modeRow("another user's response (must be 0)", v(func(v *Verdict) int { return v.Foreign }))
+	modeRow("balance mismatches (must be 0)", v(func(v *Verdict) int { return v.BalanceErrors }))
+	modeRow("live locks after lock timeout (must be 0)", v(func(v *Verdict) int { return v.LiveLocks }))
+	queueRows(modeRow, n, v)
+	payoutRows(modeRow)
+	gatewayRows(row)
 	row("elapsed", func(r *Result) string { return r.Elapsed.Round(time.Second).String() })
 	row("result", func(r *Result) string {
 		switch {

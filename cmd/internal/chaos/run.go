@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,6 +26,8 @@ type Config struct {
 	Bankd     string   // the bankd binary
 	// NATSServer is the nats-server binary of the queue phase's cluster.
 	NATSServer string
+	Gateway    string // the idem-gateway binary, for the gateway phase
+	Upstream   string // the gateway phase's upstream binary (cmd/internal/chaos/upstream)
 	Seed       uint64
 	Log        io.Writer // progress and failure details
 	WorkDir    string    // replica logs go here
@@ -88,7 +89,11 @@ func (m *modeRun) logf(format string, args ...any) {
 func (m *modeRun) run(ctx context.Context) *Result {
 	start := time.Now()
 	res := &Result{Mode: m.mode, Stats: m.stats}
-	res.Verdict, res.Err = m.exercise(ctx)
+	if m.mode == GatewayPhase {
+		res.Verdict, res.Err = m.exerciseGateway(ctx)
+	} else {
+		res.Verdict, res.Err = m.exercise(ctx)
+	}
 	res.Elapsed = time.Since(start)
 	if res.Err != nil {
 		m.logf("error: %v", res.Err)
@@ -359,16 +364,7 @@ func (m *modeRun) createDatabase(ctx context.Context) error {
 
 // paymentsd runs a one-shot paymentsd command and returns its stdout.
 func (m *modeRun) paymentsd(ctx context.Context, args ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, m.Paymentsd, args...)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return nil, fmt.Errorf("paymentsd %s: %v\n%s", strings.Join(args[:min(2, len(args))], " "), err, stderr.String())
-	}
-	return out, nil
+	return m.command(ctx, m.Paymentsd, args...)
 }
 
 // serveBalancer serves b on a loopback port.

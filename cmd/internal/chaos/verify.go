@@ -44,19 +44,10 @@ type entryRow struct {
 }
 
 func loadState(ctx context.Context, db *pgxpool.Pool) (*dbState, error) {
-	s := &dbState{keys: map[userKey]keyRow{}, rows: map[string]businessRow{}, entries: map[string][]entryRow{},
+	s := &dbState{rows: map[string]businessRow{}, entries: map[string][]entryRow{},
 		balances: map[userCur]int64{}, sums: map[userCur]int64{}}
-	err := each(ctx, db, `SELECT scope, idempotency_key, status, response_code, response_body FROM idempotency_keys`,
-		func(r pgx.Rows) error {
-			var k userKey
-			var row keyRow
-			if err := r.Scan(&k.user, &k.key, &row.status, &row.code, &row.body); err != nil {
-				return err
-			}
-			s.keys[k] = row
-			return nil
-		})
-	if err != nil {
+	var err error
+	if s.keys, err = loadKeys(ctx, db); err != nil {
 		return nil, err
 	}
 	err = each(ctx, db, `SELECT user_id::text, id::text, idempotency_key, currency, amount FROM deposits`,
@@ -108,6 +99,22 @@ func loadState(ctx context.Context, db *pgxpool.Pool) (*dbState, error) {
 		return nil
 	})
 	return s, err
+}
+
+// loadKeys reads every record of the key table, by user (scope) and key.
+func loadKeys(ctx context.Context, db *pgxpool.Pool) (map[userKey]keyRow, error) {
+	keys := map[userKey]keyRow{}
+	err := each(ctx, db, `SELECT scope, idempotency_key, status, response_code, response_body FROM idempotency_keys`,
+		func(r pgx.Rows) error {
+			var k userKey
+			var row keyRow
+			if err := r.Scan(&k.user, &k.key, &row.status, &row.code, &row.body); err != nil {
+				return err
+			}
+			keys[k] = row
+			return nil
+		})
+	return keys, err
 }
 
 func each(ctx context.Context, db *pgxpool.Pool, sql string, f func(pgx.Rows) error) error {
