@@ -221,7 +221,7 @@ func keyFlags(fs *flag.FlagSet) *store.KeyRef {
 func withResolver(ks *keyStore, fn func(store.KeyResolver) error) error {
 	r, ok := ks.store.(store.KeyResolver)
 	if !ok {
-		return fmt.Errorf("the %s key store cannot list or resolve keys: use PostgreSQL or SQLite", ks.db.Kind)
+		return fmt.Errorf("the %s key store cannot list or resolve keys: use PostgreSQL, MySQL or SQLite", ks.db.Kind)
 	}
 	return fn(r)
 }
