@@ -255,20 +255,18 @@ func stateOf(rec *store.Record) keyState {
 }
 
 // outcomeUnknown reports whether rec holds the gateway's stored
-// outcome-unknown answer.
+// outcome-unknown answer: store.AwaitsOperator, the test the stores' sweep
+// and re-acquire make, so that every record they keep for an operator is
+// one keys list shows and keys resolve settles.
 func outcomeUnknown(rec *store.Record) bool {
-	return rec.Status == store.StatusCompleted && rec.Response != nil && isOutcomeUnknown(*rec.Response)
+	return store.AwaitsOperator(rec.Status, rec.Response)
 }
 
 // isOutcomeUnknown reports whether resp is the outcome-unknown answer:
 // the one answer an operator may still change (keys resolve), so the one
 // the replay cache never keeps.
 func isOutcomeUnknown(resp store.Response) bool {
-	if resp.StatusCode != http.StatusConflict {
-		return false
-	}
-	var p struct{ Type string }
-	return json.Unmarshal(resp.Body, &p) == nil && p.Type == idem.DefaultProblemTypeBase+problemOutcomeUnknown
+	return store.AwaitsOperator(store.StatusCompleted, &resp)
 }
 
 // The states keys list selects, as the console names them: an unknown
