@@ -155,15 +155,11 @@ func (r *runner) buildGateway(ctx context.Context) (string, error) {
 // their own.
 func (r *runner) gateway(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	machine := describeMachine()
-	db, err := newDatabase(ctx, cfg.DatabaseURL, "bench", cfg.Users, 4)
+	db, machine, err := r.open(ctx, "bench")
 	if err != nil {
 		return nil, err
 	}
 	defer r.dispose(ctx, db)
-	if err := machine.fromDatabase(ctx, db.pool); err != nil {
-		return nil, err
-	}
 	r.pgss = enablePgss(ctx, db.pool)
 	r.cpu = newCPUMeter(ctx, db.pool)
 	cfg.Logf("building the trivial server")

@@ -123,6 +123,22 @@ func (r *runner) buildBaseline(ctx context.Context) error {
 	return goBuild(ctx, tree, r.baseGateway, "./cmd/idem-gateway")
 }
 
+// open makes a run's database, on a schema named after prefix, and
+// describes the machine with what the database says of itself. The
+// caller disposes of db.
+func (r *runner) open(ctx context.Context, prefix string) (*database, Machine, error) {
+	machine := describeMachine()
+	db, err := newDatabase(ctx, r.cfg.DatabaseURL, prefix, r.cfg.Users, 4)
+	if err != nil {
+		return nil, machine, err
+	}
+	if err := machine.fromDatabase(ctx, db.pool); err != nil {
+		r.dispose(ctx, db)
+		return nil, machine, err
+	}
+	return db, machine, nil
+}
+
 // dispose drops db's schema at the end of a run, or keeps it (Keep).
 func (r *runner) dispose(ctx context.Context, db *database) {
 	if r.cfg.Keep {
@@ -241,15 +257,11 @@ func (r *runner) startSelf(ctx context.Context, name, wiring string, db *databas
 // queue, and payouts through bankd (doors.go).
 func (r *runner) main(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	machine := describeMachine()
-	db, err := newDatabase(ctx, cfg.DatabaseURL, "bench", cfg.Users, 4)
+	db, machine, err := r.open(ctx, "bench")
 	if err != nil {
 		return nil, err
 	}
 	defer r.dispose(ctx, db)
-	if err := machine.fromDatabase(ctx, db.pool); err != nil {
-		return nil, err
-	}
 	r.pgss = enablePgss(ctx, db.pool)
 	r.cpu = newCPUMeter(ctx, db.pool)
 	srv := map[string]*server{}

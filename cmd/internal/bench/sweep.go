@@ -22,15 +22,11 @@ import (
 // count other than SweepExpired.
 func (r *runner) sweep(ctx context.Context) (*Report, error) {
 	cfg := r.cfg
-	machine := describeMachine()
-	db, err := newDatabase(ctx, cfg.DatabaseURL, "bench_sweep", cfg.Users, 4)
+	db, machine, err := r.open(ctx, "bench_sweep")
 	if err != nil {
 		return nil, err
 	}
 	defer r.dispose(ctx, db)
-	if err := machine.fromDatabase(ctx, db.pool); err != nil {
-		return nil, err
-	}
 	cfg.Logf("preloading %d keys, %d of them expired", cfg.SweepRows, cfg.SweepExpired)
 	took, err := preloadKeys(ctx, db, cfg.SweepRows, cfg.SweepExpired, cfg.Logf)
 	if err != nil {
