@@ -107,7 +107,7 @@ func (r *runner) growth(ctx context.Context) (*Report, error) {
 	machine := describeMachine()
 	dbs := map[string]*database{}
 	for _, name := range []string{"empty", "10M"} {
-		db, err := newDatabase(ctx, cfg.DatabaseURL, "bench_growth", cfg.Users, 4)
+		db, err := newDatabase(ctx, cfg.DatabaseURL, "bench_growth", "", cfg.Users, 4)
 		if err != nil {
 			return nil, err
 		}

@@ -47,7 +47,7 @@ var memoryLoads = []memoryLoad{
 }
 
 func (r *runner) memory(ctx context.Context) (*Report, error) {
-	db, err := newDatabase(ctx, r.cfg.DatabaseURL, "idem_bench_mem", 64, 8)
+	db, err := newDatabase(ctx, r.cfg.DatabaseURL, "idem_bench_mem", "", 64, 8)
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,7 @@ func (r *runner) buildBaseline(ctx context.Context) error {
 // caller disposes of db.
 func (r *runner) open(ctx context.Context, prefix string) (*database, Machine, error) {
 	machine := describeMachine()
-	db, err := newDatabase(ctx, r.cfg.DatabaseURL, prefix, r.cfg.Users, 4)
+	db, err := newDatabase(ctx, r.cfg.DatabaseURL, prefix, "", r.cfg.Users, 4)
 	if err != nil {
 		return nil, machine, err
 	}
@@ -316,36 +316,29 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	vs = append(vs, tvs...)
 	// idem-gateway in front of an upstream in Go (the trivial server's
 	// bare wiring) and one in Node, and each called directly.
-	gvs, err := r.gatewayVariants(ctx, db, trivial["bare"])
-	if err != nil {
-		return nil, err
-	}
-	vs = append(vs, gvs...)
-	dvs, err := r.doorVariants(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	vs = append(vs, dvs...)
-	if cfg.Baseline != "" {
-		for _, mode := range []string{"atomic", "leased"} {
-			s, err := startServer(ctx, "baseline-"+mode, r.work, cfg.ServerProcs, nil, func(addr string) []string {
-				return []string{cfg.Baseline, "serve", "--addr", addr, "--db", db.url, "--idempotency-mode", mode, "--log-level", "warn"}
-			})
-			if err != nil {
-				return nil, err
-			}
-			r.servers = append(r.servers, s)
-			vs = append(vs,
-				&variant{name: "fresh-" + mode + " (baseline)", kind: kindFresh, mode: mode, srv: s, db: db},
-				&variant{name: "replay-" + mode + " (baseline)", kind: kindReplay, mode: mode, srv: s, db: db, replay: pick})
-		}
-	}
-	if r.baseTrivial != "" {
-		base, err := r.startTrivial(ctx, "trivial-baseline", r.baseTrivial, db, trivialWirings(false))
+	if r.selects("gateway-", "upstream ") {
+		gvs, err := r.gatewayVariants(ctx, db, trivial["bare"])
 		if err != nil {
 			return nil, err
 		}
-		bvs, err := r.trivialVariants(ctx, base, db, " (baseline)")
+		vs = append(vs, gvs...)
+	}
+	if r.selects("deposit-", "grpc deposit-", "queue deposit-", "payout-") {
+		dvs, err := r.doorVariants(ctx, db)
+		if err != nil {
+			return nil, err
+		}
+		vs = append(vs, dvs...)
+	}
+	if cfg.Baseline != "" {
+		// The baseline's tables are its own, on a schema of their own: an
+		// earlier build may name their columns differently.
+		bdb, err := newDatabase(ctx, cfg.DatabaseURL, "bench_base", cfg.Baseline, cfg.Users, 4)
+		if err != nil {
+			return nil, err
+		}
+		defer r.dispose(ctx, bdb)
+		bvs, err := r.baselineVariants(ctx, bdb)
 		if err != nil {
 			return nil, err
 		}
@@ -382,6 +375,55 @@ func pairBaselines(vs []*variant) []*variant {
 		out = slices.Insert(out, i+1, b) // i = -1 (no counterpart): first
 	}
 	return out
+}
+
+// baselineVariants starts the baseline's paymentsd in each mode and its
+// trivial server on db, seeds their replay keys, and returns their fresh
+// and replay variants.
+func (r *runner) baselineVariants(ctx context.Context, db *database) ([]*variant, error) {
+	var vs []*variant
+	for _, mode := range []string{"atomic", "leased"} {
+		metrics, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		s, err := startServer(ctx, "baseline-"+mode, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
+			return []string{r.cfg.Baseline, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
+				"--idempotency-mode", mode, "--log-level", "warn"}
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.trips = countAt("http://"+metrics+"/metrics", tripsMetric)
+		r.servers = append(r.servers, s)
+		seeds, err := seed(ctx, &variant{srv: s, db: db}, r.wl, r.cfg.ReplayKeys, r.cfg.Concurrency)
+		if err != nil {
+			return nil, fmt.Errorf("baseline %s: %w", mode, err)
+		}
+		vs = append(vs,
+			&variant{name: "fresh-" + mode + " (baseline)", kind: kindFresh, mode: mode, srv: s, db: db},
+			&variant{name: "replay-" + mode + " (baseline)", kind: kindReplay, mode: mode, srv: s, db: db,
+				replay: func(rnd *mrand.Rand) request { return seeds[rnd.IntN(len(seeds))] }})
+	}
+	if r.baseTrivial == "" {
+		return vs, nil
+	}
+	base, err := r.startTrivial(ctx, "trivial-baseline", r.baseTrivial, db, trivialWirings(false))
+	if err != nil {
+		return nil, err
+	}
+	tvs, err := r.trivialVariants(ctx, base, db, " (baseline)")
+	return append(vs, tvs...), err
+}
+
+// selects reports whether the run has a variant whose name begins with
+// one of prefixes: every run without Config.Variants. The servers only
+// those variants use are not started otherwise (a baseline's gateway may
+// not know this build's flags).
+func (r *runner) selects(prefixes ...string) bool {
+	return len(r.cfg.Variants) == 0 || slices.ContainsFunc(r.cfg.Variants, func(name string) bool {
+		return slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+	})
 }
 
 // only keeps the variants Config.Variants names.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"os/exec"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -37,7 +38,9 @@ type database struct {
 
 // newDatabase creates a schema with the key table and the wallet, and
 // users with an API key each, a large USD balance and an empty EUR one.
-func newDatabase(ctx context.Context, baseURL, prefix string, users, conns int) (*database, error) {
+// The tables are this build's, or, when migrator names a paymentsd binary
+// (a baseline's), that build's, made by its migrate command.
+func newDatabase(ctx context.Context, baseURL, prefix, migrator string, users, conns int) (*database, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := prefix + "_" + hex.EncodeToString(b[:])
@@ -65,10 +68,7 @@ func newDatabase(ctx context.Context, baseURL, prefix string, users, conns int) 
 	if db.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if _, err := pgstore.Migrate(ctx, db.pool); err != nil {
-		return nil, err
-	}
-	if _, err := pgledger.Migrate(ctx, db.pool); err != nil {
+	if err := migrate(ctx, db, migrator); err != nil {
 		return nil, err
 	}
 	if _, err := db.pool.Exec(ctx, createTrivial); err != nil {
@@ -106,6 +106,23 @@ func newDatabase(ctx context.Context, baseURL, prefix string, users, conns int) 
 		return nil, err
 	}
 	return db, nil
+}
+
+// migrate makes db's key table and wallet: this build's, or those of the
+// paymentsd binary migrator.
+func migrate(ctx context.Context, db *database, migrator string) error {
+	if migrator != "" {
+		out, err := exec.CommandContext(ctx, migrator, "migrate", "--db", db.url).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s migrate: %w: %s", migrator, err, tail(string(out), 5))
+		}
+		return nil
+	}
+	if _, err := pgstore.Migrate(ctx, db.pool); err != nil {
+		return err
+	}
+	_, err := pgledger.Migrate(ctx, db.pool)
+	return err
 }
 
 // drop closes the pool and drops the schema.

@@ -44,10 +44,10 @@ const (
 	roundTripSource = "cmd/internal/roundtrip/roundtrip.go"
 )
 
-// buildTrivial builds the trivial server into dir: from the repository,
-// or, for a baseline tree, the repository's source compiled against that
-// tree's core and store, placed in it by an overlay (the tree is not
-// written to). Its cmd directory belongs to a module requiring the core
+// buildTrivial builds the trivial server into dir: from the repository;
+// for a baseline tree, from the tree's own source when it has one, else
+// the repository's source compiled against that tree's core and store,
+// placed in it by an overlay (the tree is not written to). Its cmd directory belongs to a module requiring the core
 // and pgstore both before and after the split into modules.
 func buildTrivial(ctx context.Context, dir, tree string) (string, error) {
 	out := filepath.Join(dir, "trivial")
@@ -62,6 +62,12 @@ func buildTrivial(ctx context.Context, dir, tree string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	out += "-baseline"
+	if _, err := os.Stat(filepath.Join(abs, trivialSource)); err == nil {
+		// The tree has the trivial server: its own source is the build
+		// before, wired with that build's names.
+		return out, goBuild(ctx, abs, out, "./"+filepath.Dir(trivialSource))
+	}
 	b, err := json.Marshal(map[string]map[string]string{"Replace": {
 		filepath.Join(abs, trivialOverlay):  filepath.Join(root, trivialSource),
 		filepath.Join(abs, roundTripSource): filepath.Join(root, roundTripSource),
@@ -73,7 +79,6 @@ func buildTrivial(ctx context.Context, dir, tree string) (string, error) {
 	if err := os.WriteFile(overlay, b, 0o644); err != nil {
 		return "", err
 	}
-	out += "-baseline"
 	return out, goBuild(ctx, abs, out, "-overlay", overlay, "./"+filepath.Dir(trivialOverlay))
 }
 
