@@ -86,6 +86,20 @@ type Config struct {
 	// after it and a retry re-acquires the key. Default 30s.
 	LeaseDuration time.Duration
 
+	// ExternalEffects says that a leased-mode handler acts outside the
+	// store's transaction: it forwards the request to another service (as
+	// idem-gateway does) or calls a provider without recovery points. An
+	// attempt whose handler may have acted but whose answer is not stored
+	// (the completion failed, the lease was lost or passed its maximum
+	// life, the handler panicked) then does not free its key: the key stays
+	// held until its lease runs out, and the attempt that takes it over
+	// runs with [PriorAttemptLapsed] set, so the handler can answer that the
+	// outcome is unknown instead of acting again. Only the handler's own
+	// retriable answer (5xx, 408, 429) frees the key. Needs ModeLeased.
+	// Default false: every effect is a write in the transaction, which a
+	// failed completion rolls back, so the key is freed for a retry at once.
+	ExternalEffects bool
+
 	// MaxLeaseLife bounds how long a leased-mode handler may hold its key,
 	// renewals included. Past it the handler's context is cancelled with
 	// [ErrLeaseMaxLife], renewal stops, and whatever the handler answers is
@@ -252,6 +266,9 @@ var neverReplayed = map[string]bool{
 func (c Config) withDefaults() (Config, error) {
 	if !c.Mode.valid() {
 		return c, fmt.Errorf("idem: unknown mode %d", int(c.Mode))
+	}
+	if c.ExternalEffects && c.Mode != ModeLeased {
+		return c, fmt.Errorf("idem: ExternalEffects needs ModeLeased, not %s: an atomic claim commits with the handler's writes, so nothing outside them is guarded", c.Mode)
 	}
 	if c.Header == "" {
 		c.Header = DefaultHeader

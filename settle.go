@@ -24,8 +24,9 @@ const (
 
 // settle turns an ending into the key's new state and the client's
 // answer: a final response is completed and committed before anyone sees
-// it; anything else is rolled back and the key freed for a retry. A
-// panic is re-raised after that.
+// it; anything else is rolled back and the key freed for a retry (or, with
+// Config.ExternalEffects, left to its lease: letGo). A panic is re-raised
+// after that.
 //
 // model/key.pml models what each ending does to the key; keep them in step.
 func (m *Middleware) settle(ctx context.Context, q *request, h holder, out ending) (result, then) {
@@ -40,8 +41,7 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 		_, err := h.free(ctx, q)
 		return result{outcome: OutcomeAbandoned, err: errors.Join(fmt.Errorf("client gone before commit: %w", out.cause), err)}, thenAnswer
 	case endedHoldLost:
-		_, err := h.free(ctx, q)
-		return leaseLost(errors.Join(out.cause, err)), thenAnswer
+		return leaseLost(errors.Join(out.cause, m.letGo(ctx, q, h))), thenAnswer
 	case endedRetriable:
 		found, err := h.free(ctx, q)
 		res := result{outcome: OutcomeFailed, captured: out.captured, err: err}
@@ -63,18 +63,30 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 	case errors.Is(err, store.ErrWaitTimeout):
 		return inFlight(), thenAnswer
 	}
-	_, ferr := h.free(ctx, q)
-	return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), ferr)), thenAnswer
+	return storeFailed(errors.Join(fmt.Errorf("complete key: %w", err), m.letGo(ctx, q, h))), thenAnswer
 }
 
-// abandon rolls back and frees the key of a handler that did not
+// letGo ends an attempt whose handler may have acted but whose answer is
+// not stored: it rolls back and frees the key for a retry, or, when the
+// handler acts outside the transaction (Config.ExternalEffects), rolls
+// back and leaves the key to its lease, so that the attempt that takes it
+// over knows it lapsed (PriorAttemptLapsed) and does not act blindly.
+func (m *Middleware) letGo(ctx context.Context, q *request, h holder) error {
+	if l, ok := h.(*leased); ok && m.cfg.ExternalEffects {
+		_ = l.tx.Rollback(ctx)
+		return nil
+	}
+	_, err := h.free(ctx, q)
+	return err
+}
+
+// abandon rolls back and lets go of the key of a handler that did not
 // return (a panic, runtime.Goexit), recording why on the Event: respond
 // never runs for it.
 func (m *Middleware) abandon(q *request, h holder, cause error) {
 	ctx, cancel := m.detached(q.ctx)
 	defer cancel()
-	_, err := h.free(ctx, q)
-	q.event.Outcome, q.event.Err = OutcomeAbandoned, errors.Join(cause, err)
+	q.event.Outcome, q.event.Err = OutcomeAbandoned, errors.Join(cause, m.letGo(ctx, q, h))
 }
 
 // remember caches the response of a completion that committed. The

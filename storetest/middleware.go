@@ -250,6 +250,41 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.Equal(t, int32(2), s.runs.Load())
 	})
 
+	if mode == idem.ModeLeased {
+		// A handler that acts outside the transaction (a proxy, a provider
+		// call) and panics may have acted: its key is not freed but left
+		// to its lease, and the attempt that takes it over is told.
+		t.Run("ExternalEffectsLeaveKeyToLease", func(t *testing.T) {
+			t.Parallel()
+			c := cfg
+			c.ExternalEffects, c.LeaseDuration = true, time.Second
+			s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
+				if n == 1 {
+					panic("boom after acting")
+				}
+				lapsedThenCreated(w, r, n)
+			})
+			key := newKey()
+			_, err := s.send(ctx, call{keys: []string{key}, body: `{}`})
+			require.Error(t, err, "net/http drops the connection of a panicking handler")
+			rec, err := s.store.Get(ctx, "alice", key)
+			require.NoError(t, err)
+			require.Equal(t, store.StatusProcessing, rec.Status, "the key is not freed")
+			busy := s.do(t, call{keys: []string{key}, body: `{}`})
+			require.Equal(t, http.StatusConflict, busy.status)
+			require.Equal(t, "in-flight", problemType(t, busy))
+			waitUntil(t, func() bool {
+				rec, err := s.store.Get(ctx, "alice", key)
+				require.NoError(t, err)
+				return !rec.LeaseLive
+			})
+			r := s.do(t, call{keys: []string{key}, body: `{}`})
+			require.Equal(t, http.StatusCreated, r.status)
+			require.Equal(t, "true", r.header.Get("X-Prior-Attempt-Lapsed"), "the next attempt knows the first may have acted")
+			require.Equal(t, int32(2), s.runs.Load())
+		})
+	}
+
 	t.Run("InFlightIs409WithRetryAfter", func(t *testing.T) {
 		t.Parallel()
 		release := make(chan struct{})

@@ -201,6 +201,11 @@ func (r routeSettings) spec(field string) (routeSpec, error) {
 	if r.UpstreamDedups != nil {
 		s.dedups = *r.UpstreamDedups
 	}
+	// The upstream's effects are outside the gateway's transaction: unless
+	// it deduplicates, an attempt that forwarded and stored no answer (its
+	// completion failed, it panicked on a cut response, its lease ran out)
+	// leaves its key to lapse, and the next one answers outcome-unknown.
+	s.cfg.ExternalEffects = !s.dedups
 	switch sc := r.Scope; {
 	case sc.Header != "" && sc.TrustedHeader != "":
 		return bad("scope", "give header or trusted_header, not both")

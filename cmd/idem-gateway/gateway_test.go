@@ -19,6 +19,7 @@ import (
 
 	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/sqlitestore"
 )
 
 var binary string
@@ -277,4 +278,58 @@ func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 		counts[e.Path]++
 	}
 	require.Equal(t, map[string]int{"/ok": 1, "/die": 3}, counts, "k-answer ran once; k-release twice, once released")
+}
+
+// TestUpstreamActedAnswerLost: the upstream acted, but the gateway stored
+// no answer: the upstream cut its response short after the headers, or
+// the completion's write failed. A non-deduplicating upstream must never
+// get the key again: the retry finds the key held until its lease runs
+// out, then the stored outcome-unknown answer.
+func TestUpstreamActedAnswerLost(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	path := filepath.Join(t.TempDir(), "keys.db")
+	gw := startGateway(t, up, "--db", path, "--lease-duration", "1s")
+	db, err := sqlitestore.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ctx := t.Context()
+
+	// Every completion of k-complete-fails fails, as a broken link to
+	// the database would make it.
+	_, err = db.ExecContext(ctx, `CREATE TRIGGER completion_fails BEFORE UPDATE OF status ON idempotency_keys
+		WHEN NEW.status = 'COMPLETED' AND NEW.idempotency_key = 'k-complete-fails'
+		BEGIN SELECT RAISE(ABORT, 'the test fails this completion'); END`)
+	require.NoError(t, err)
+	r := post(t, gw, "/ok", "Bearer alice", "k-complete-fails")
+	require.Equal(t, 503, r.status, r.body)
+	_, err = db.ExecContext(ctx, `DROP TRIGGER completion_fails`)
+	require.NoError(t, err)
+
+	req, err := http.NewRequest(http.MethodPost, gw+"/cut", strings.NewReader(`{"amount":100}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer alice")
+	req.Header.Set("Idempotency-Key", "k-cut")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NotEqual(t, 201, resp.StatusCode, "a cut response is not an answer: %s", b)
+	}
+
+	for _, c := range []struct{ path, key string }{{"/ok", "k-complete-fails"}, {"/cut", "k-cut"}} {
+		var last reply
+		require.Eventually(t, func() bool {
+			last = post(t, gw, c.path, "Bearer alice", c.key)
+			require.Equal(t, 409, last.status, last.body)
+			return strings.Contains(last.body, "#outcome-unknown")
+		}, time.Minute, 20*time.Millisecond, "the retry is in flight until the lease runs out, then outcome-unknown")
+		again := post(t, gw, c.path, "Bearer alice", c.key)
+		require.Equal(t, reply{409, last.body, true}, again, "the outcome-unknown answer is stored")
+	}
+	counts := map[string]int{}
+	for _, e := range up.log(t) {
+		counts[e.Path]++
+	}
+	require.Equal(t, map[string]int{"/ok": 1, "/cut": 1}, counts, "each request reached the upstream once")
 }

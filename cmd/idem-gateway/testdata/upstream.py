@@ -9,6 +9,8 @@ and answers by path:
           holds it past the gateway's upstream timeout)
   /die    closes the connection without an answer the first time it gets a
           key, then answers 201
+  /cut    the first time it gets a key, sends 201's headers and a part of
+          its body, then closes the connection; then answers 201
   /pay/…  runs at once (the effect), then takes 0 to 200 ms to answer 201
   GET /log  the recorded requests, as JSON
 
@@ -76,6 +78,17 @@ class Handler(BaseHTTPRequestHandler):
 
     def run(self, key, runs):
         if self.path == "/die" and runs == 1:
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
+        if self.path == "/cut" and runs == 1:
+            # Acts, then cuts its answer short after the headers.
+            self.send_response(201)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            self.wfile.write(b'{"runs"')
+            self.wfile.flush()
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
