@@ -159,11 +159,15 @@ func (s *Store) Release(ctx context.Context, a store.Attempt) error {
 }
 
 // ReplaceResponse replaces the response of the COMPLETED record a's token
-// holds (store.KeyResolver).
+// holds (store.KeyResolver), and binds its key for the record's retention
+// again, from now.
 func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
 	return s.auto(ctx, func(t *Tx) error {
-		return t.fenced(ctx, "replace response", a, store.StatusCompleted, func(r *record, _ time.Time) {
+		return t.fenced(ctx, "replace response", a, store.StatusCompleted, func(r *record, now time.Time) {
 			r.Response = copyResponse(resp)
+			if again := now.Add(r.ExpiresAt.Sub(r.ClaimedAt)); again.After(r.ExpiresAt) {
+				r.ExpiresAt = again
+			}
 		})
 	})
 }

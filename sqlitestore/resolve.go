@@ -63,7 +63,8 @@ func (k keys) Release(ctx context.Context, a store.Attempt) error {
 const replaceResponse = `
 UPDATE idempotency_keys
    SET response_code = :code, response_headers = :headers, response_body = :body,
-       resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
+       resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, ''),
+       expires_at = MAX(expires_at, :now + (expires_at - claimed_at))
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's

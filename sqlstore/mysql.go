@@ -142,7 +142,8 @@ UPDATE idempotency_keys
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'COMPLETED'`
 	const replaceResponse = `
 UPDATE idempotency_keys
-   SET response_code = ?, response_headers = ?, response_body = ?,
+   SET expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL TIMESTAMPDIFF(MICROSECOND, claimed_at, expires_at) MICROSECOND),
+       response_code = ?, response_headers = ?, response_body = ?,
        resource_type = NULLIF(?, ''), resource_id = NULLIF(?, '')
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'COMPLETED'`
 	const holdsCompleted = `

@@ -103,7 +103,10 @@ type KeyResolver interface {
 	// next retry of its key re-acquires it and runs afresh.
 	Release(ctx context.Context, a Attempt) error
 	// ReplaceResponse stores resp as the record's final response in place
-	// of the one it has; every later retry gets resp.
+	// of the one it has; every later retry gets resp. It binds the key for
+	// the record's retention (its expiry less its last claim) again, counted
+	// from now: an answer recorded past the record's expiry is replayed, not
+	// run again.
 	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
 }
 

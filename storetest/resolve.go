@@ -96,6 +96,27 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, &real, rec.Response)
 	})
 
+	t.Run("ReplacedPastRetentionIsReplayed", func(t *testing.T) {
+		t.Parallel()
+		s, r := resolver(t)
+		const retention = 2 * time.Second
+		c := putRecord(t, s, "alice", store.StatusProcessing, long, retention)
+		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 409, Body: []byte("unknown")}))
+		waitExpired(t, s, ref(c))
+		real := store.Response{StatusCode: 201, Body: []byte(`{"id":"p_1"}`)}
+		require.NoError(t, r.ReplaceResponse(ctx, c.Attempt(), real))
+		rec, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.True(t, rec.ExpiresAt.After(time.Now().Add(retention/2)), "bound again for its retention: expires %v", rec.ExpiresAt)
+		retry := claim(c.Scope, c.Key, "body", long, ttl)
+		won, err := s.Reacquire(ctx, retry, c.Token)
+		require.NoError(t, err)
+		require.False(t, won, "a retry gets the recorded answer; it does not run again")
+		rec, err = s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, &real, rec.Response)
+	})
+
 	t.Run("FencedOnTokenAndStatus", func(t *testing.T) {
 		t.Parallel()
 		s, r := resolver(t)

@@ -118,11 +118,13 @@ UPDATE idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
 // ReplaceResponse replaces the response of the COMPLETED record the
-// token $3 holds (store.KeyResolver).
+// token $3 holds (store.KeyResolver), and binds its key for the record's
+// retention again, from now: an answer recorded past it is still replayed.
 const ReplaceResponse = `
 UPDATE idempotency_keys
    SET response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
-       resource_type = nullif($7, ''), resource_id = nullif($8, '')
+       resource_type = nullif($7, ''), resource_id = nullif($8, ''),
+       expires_at = GREATEST(expires_at, now() + (expires_at - claimed_at))
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
 // AppendAudit records an operator's action (store.AuditLog).
