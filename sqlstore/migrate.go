@@ -27,8 +27,11 @@ type migrateSQL struct {
 }
 
 var postgresMigrate = migrateSQL{
-	lock:   `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext($1))) AS locked`,
-	unlock: `SELECT pg_advisory_unlock(hashtext($1))`,
+	// The schema's and table's, the key pgstore's migrations take in
+	// their transactions: the two stores sharing a schema exclude each
+	// other, and schemas migrating at once do not queue behind each other.
+	lock:   `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext(current_schema()), hashtext($1))) AS locked`,
+	unlock: `SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext($1))`,
 	tableSQL: `CREATE TABLE IF NOT EXISTS %s (
     version    integer     PRIMARY KEY,
     name       text        NOT NULL,
@@ -71,7 +74,8 @@ func migrations(opts Config) (Dialect, string, []migrate.Migration, error) {
 // Migrate creates or upgrades the key table opts name, with opts' dialect.
 // Processes starting together apply each migration once: they take a lock
 // on the database first. It returns the versions it applied. In MySQL a
-// migration's DDL commits on its own; each is written to be rerun safely.
+// migration's DDL commits on its own: each is one statement that creates
+// only what is missing, or says how to tell that it ran (madeWhen).
 func Migrate(ctx context.Context, db *sql.DB, opts Config) ([]int, error) {
 	d, table, ms, err := migrations(opts)
 	if err != nil {
@@ -122,6 +126,10 @@ func applyOne(ctx context.Context, c *sql.Conn, d Dialect, mt string, m migrate.
 	if n > 0 {
 		return false, nil
 	}
+	made, err := alreadyMade(ctx, c, m.SQL)
+	if err != nil {
+		return false, err
+	}
 	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return false, err
@@ -129,7 +137,7 @@ func applyOne(ctx context.Context, c *sql.Conn, d Dialect, mt string, m migrate.
 	defer func() { _ = tx.Rollback() }()
 	// One statement at a time: not every driver runs several in one call.
 	for _, s := range splitStatements(m.SQL) {
-		if strings.TrimSpace(stripComments(s)) == "" {
+		if made || strings.TrimSpace(stripComments(s)) == "" {
 			continue
 		}
 		if _, err := tx.ExecContext(ctx, s); err != nil {
@@ -141,6 +149,31 @@ func applyOne(ctx context.Context, c *sql.Conn, d Dialect, mt string, m migrate.
 		return false, err
 	}
 	return true, tx.Commit()
+}
+
+// madeWhen begins a migration's line whose query answers more than 0 when
+// the migration's change is already made. MySQL commits each DDL statement
+// on its own: a process that dies between a migration's ALTER and the
+// record of its version leaves the change made and the version missing,
+// and the ALTER would fail when run again (an unknown column, a duplicate
+// index). Such a migration is one statement, and says how to tell.
+const madeWhen = "-- made when: "
+
+// alreadyMade runs the madeWhen query of the migration sql, if it has one,
+// and reports whether its change is already made.
+func alreadyMade(ctx context.Context, c *sql.Conn, sql string) (bool, error) {
+	for l := range strings.Lines(sql) {
+		q, ok := strings.CutPrefix(strings.TrimSpace(l), madeWhen)
+		if !ok {
+			continue
+		}
+		var n int
+		if err := c.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			return false, fmt.Errorf("made when: %w", err)
+		}
+		return n > 0, nil
+	}
+	return false, nil
 }
 
 // splitStatements splits a migration at the ";" that end its lines, but

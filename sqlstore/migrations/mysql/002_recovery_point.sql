@@ -7,6 +7,7 @@
 -- row and NULL on every other, and its index is the completer's search,
 -- abandoned unfinished records, oldest hold first. One statement, so the
 -- migration is applied whole or not at all.
+-- made when: SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'idempotency_keys' AND column_name = 'recovery_point'
 ALTER TABLE idempotency_keys
     ADD COLUMN recovery_point VARCHAR(255) NULL,
     ADD COLUMN unfinished_at DATETIME(6)

@@ -3,6 +3,7 @@
 -- claimed_at; leased mode's hold ends at lease_expires_at. RENAME COLUMN (MariaDB 10.5, MySQL
 -- 8.0) changes no row, and rewrites unfinished_at's expression to the new
 -- name. One statement, so the migration is applied whole or not at all.
+-- made when: SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'idempotency_keys' AND column_name = 'fencing_token'
 ALTER TABLE idempotency_keys
     RENAME COLUMN lock_token TO fencing_token,
     RENAME COLUMN locked_at TO claimed_at,

@@ -5,6 +5,7 @@
 -- primary key serves the search by scope, idempotency_keys_unfinished_idx
 -- the unfinished records. One statement, so the migration is applied
 -- whole or not at all.
+-- made when: SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND table_name = 'idempotency_keys' AND index_name = 'idempotency_keys_key_idx'
 ALTER TABLE idempotency_keys
     ADD KEY idempotency_keys_key_idx (idempotency_key),
     ADD KEY idempotency_keys_status_created_idx (status, created_at),
