@@ -25,7 +25,7 @@
 // commands. It prints one table and exits 1 when a must-be-0 figure is
 // not 0. See docs/chaos.md.
 //
-//	go run ./cmd/chaos -profile short   # CI: both modes in about 2 minutes
+//	go run ./cmd/chaos -profile short   # CI: both modes and the gateway phase
 //	go run ./cmd/chaos -profile long    # the soak: 10 minutes per mode
 //	go run ./cmd/chaos -failover        # on a pg_auto_failover formation, its primary killed (make test-failover)
 package main
@@ -65,7 +65,7 @@ func isSet(name string) bool {
 
 func run() int {
 	profile := flag.String("profile", "short", "short (CI, about 2 minutes) or long (the soak)")
-	modes := flag.String("modes", "atomic-deferred,leased", "idempotency modes to run, comma-separated,\nand gateway, the gateway phase (idem-gateway replicas; not with -failover;\nnot in the default while its re-send after a failed completion is open, docs/chaos.md)")
+	modes := flag.String("modes", "atomic-deferred,leased,gateway", "idempotency modes to run, comma-separated,\nand gateway, the gateway phase (idem-gateway replicas; not with -failover)")
 	bin := flag.String("paymentsd", "", "a paymentsd binary to use instead of building ./cmd/paymentsd")
 	bankd := flag.String("bankd", "", "a bankd binary to use instead of building ./cmd/bankd")
 	natsServer := flag.String("nats-server", "", "a nats-server binary to use instead of building the one go.mod names")
