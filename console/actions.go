@@ -24,15 +24,7 @@ func (c *Console) describe(rec *store.Record) string {
 	if rec == nil {
 		return "no record"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s (%s) attempts=%d token=%s", rec.Status, c.state(rec), rec.Attempts, rec.Token)
-	if rec.RecoveryPoint != "" {
-		fmt.Fprintf(&b, " point=%s", rec.RecoveryPoint)
-	}
-	if r := rec.Response; r != nil {
-		fmt.Fprintf(&b, " response=%d %s (%d bytes)", r.StatusCode, r.Header.Get("Content-Type"), len(r.Body))
-	}
-	return b.String()
+	return fmt.Sprintf("%s (%s) %s", rec.Status, c.state(rec), store.DescribeRecord(rec))
 }
 
 // action serves one of the actions. The form names the record and the
@@ -128,7 +120,7 @@ func (c *Console) action(kind string) authedHandler {
 			after.Response = &resp
 			change = func(tx store.AuditTx) error { return tx.ReplaceResponse(ctx, a, resp) }
 		}
-		err = c.audited(ctx, change, entry(what, &after))
+		err = store.Audited(ctx, c.audit, change, entry(what, &after))
 		switch {
 		case errors.Is(err, store.ErrNotHeld):
 			notHeld()
@@ -139,23 +131,6 @@ func (c *Console) action(kind string) authedHandler {
 			done(what)
 		}
 	}
-}
-
-// audited makes an operator's change and writes its audit entry in one
-// transaction: both commit, or neither does.
-func (c *Console) audited(ctx context.Context, change func(store.AuditTx) error, e store.AuditEntry) error {
-	tx, err := c.audit.BeginAudit(ctx)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
-	if err := change(tx); err != nil {
-		return err
-	}
-	if err := tx.AppendAudit(ctx, e); err != nil {
-		return err
-	}
-	return tx.Commit(ctx)
 }
 
 // retry asks the completer to make one attempt at u now, and returns what

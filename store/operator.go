@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -114,4 +116,36 @@ type AuditTx interface {
 	Commit(ctx context.Context) error
 	// Rollback undoes the action and the entry; after Commit, a no-op.
 	Rollback(ctx context.Context) error
+}
+
+// Audited makes an operator's change and appends its audit entry e in one
+// transaction of l: both commit, or neither does.
+func Audited(ctx context.Context, l AuditLog, change func(AuditTx) error, e AuditEntry) error {
+	tx, err := l.BeginAudit(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // after Commit, a no-op
+	if err := change(tx); err != nil {
+		return err
+	}
+	if err := tx.AppendAudit(ctx, e); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+// DescribeRecord is what an audit entry says of rec beside its status:
+// attempts, fencing token, recovery point, and the answer's status, type
+// and size, never its body.
+func DescribeRecord(rec *Record) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "attempts=%d token=%s", rec.Attempts, rec.Token)
+	if rec.RecoveryPoint != "" {
+		fmt.Fprintf(&b, " point=%s", rec.RecoveryPoint)
+	}
+	if r := rec.Response; r != nil {
+		fmt.Fprintf(&b, " response=%d %s (%d bytes)", r.StatusCode, r.Header.Get("Content-Type"), len(r.Body))
+	}
+	return b.String()
 }

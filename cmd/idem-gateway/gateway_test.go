@@ -20,6 +20,7 @@ import (
 	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/store"
 )
 
 var binary string
@@ -256,7 +257,8 @@ func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"response_code":409`)
 
-	_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-release", "--release")
+	_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-release", "--release",
+		"--reason", "upstream log: no request under this key")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, reply{201, `{"runs": 2}`, false}, post(t, gw, "/die", "Bearer alice", "k-release"), "released: the retry runs")
 
@@ -272,6 +274,25 @@ func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 	out, _, code = gatewayCmd(t, "", "keys", "list", "--db", db)
 	require.Equal(t, 0, code)
 	require.Empty(t, out)
+
+	// Each resolve wrote its audit entry, as the console's actions do;
+	// the refused ones wrote none.
+	ks, err := sqlitestore.Open(db)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ks.Close() })
+	entries, err := sqlitestore.New(ks).ListAudit(t.Context(), store.KeyRef{}, 10)
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	answered, released := entries[0], entries[1] // newest first
+	require.Equal(t, "resolve: released", released.Action)
+	require.Equal(t, "upstream log: no request under this key", released.Reason)
+	require.Equal(t, "k-release", released.Key)
+	require.Contains(t, released.Actor, "idem-gateway keys resolve, ")
+	require.Contains(t, released.Before, "COMPLETED (outcome unknown) ")
+	require.Contains(t, released.After, "FAILED ")
+	require.Equal(t, "resolve: answered", answered.Action)
+	require.Equal(t, "k-answer", answered.Key)
+	require.Contains(t, answered.After, "response=201 application/json (11 bytes)")
 
 	counts := map[string]int{}
 	for _, e := range up.log(t) {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/user"
 	"time"
 
 	"github.com/idem-dev/idem"
@@ -96,7 +97,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 					},
 				}
 			}),
-		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
+		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) [--reason TEXT] [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
 			func(fs *flag.FlagSet) action {
 				ref := keyFlags(fs)
 				release := fs.Bool("release", false, "release the key: its next retry is sent upstream afresh (the upstream did not act)")
@@ -104,6 +105,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 				bodyFile := fs.String("body-file", "", "the file holding the upstream's answer body; - for standard input; none: an empty body")
 				contentType := fs.String("content-type", "application/json", "the answer's Content-Type")
 				location := fs.String("location", "", "the answer's Location header, if it had one: the resource it names is recorded too")
+				reason := fs.String("reason", "", "why, for the audit log (the upstream's log line, a ticket)")
 				var answer *store.Response
 				return action{
 					check: func() error {
@@ -121,7 +123,9 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						return err
 					},
 					run: func(ks *keyStore) error {
-						return withResolver(ks, func(r store.KeyResolver) error { return keysResolve(ctx, r, *ref, answer, stdout, logger) })
+						return withResolver(ks, func(r store.KeyResolver) error {
+							return keysResolve(ctx, r, resolution{ref: *ref, answer: answer, reason: *reason}, stdout, logger)
+						})
 					},
 				}
 			}),
@@ -380,10 +384,25 @@ func operatorAnswer(status int, bodyFile, contentType, location string) (store.R
 	return resp, nil
 }
 
-// keysResolve releases an outcome-unknown key (answer nil) or stores answer
-// for it. The write is fenced on the token the record was read with: if a
-// retry or another operator changed the record meanwhile, nothing changes.
-func keysResolve(ctx context.Context, r store.KeyResolver, ref store.KeyRef, answer *store.Response, stdout io.Writer, logger *slog.Logger) error {
+// resolution is an operator's decision on one key: release it (answer
+// nil), or store answer for it; reason goes to the audit log.
+type resolution struct {
+	ref    store.KeyRef
+	answer *store.Response
+	reason string
+}
+
+// keysResolve releases an outcome-unknown key or stores the answer for it,
+// and appends the audit entry in the same transaction, as the console's
+// actions do. The write is fenced on the token the record was read with:
+// if a retry or another operator changed the record meanwhile, nothing
+// changes.
+func keysResolve(ctx context.Context, r store.KeyResolver, res resolution, stdout io.Writer, logger *slog.Logger) error {
+	ref := res.ref
+	l, ok := r.(store.AuditLog)
+	if !ok {
+		return fmt.Errorf("keys resolve: the key store keeps no audit log")
+	}
 	rec, err := r.Get(ctx, ref.Scope, ref.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("keys resolve: no record for key %q in scope %s", ref.Key, ref.Scope)
@@ -395,29 +414,49 @@ func keysResolve(ctx context.Context, r store.KeyResolver, ref store.KeyRef, ans
 		return fmt.Errorf("keys resolve: key %q in scope %s is %s, not an unknown outcome: nothing changed", ref.Key, ref.Scope, rec.Status)
 	}
 	a := store.Attempt{Scope: rec.Scope, Key: rec.Key, Token: rec.Token}
-	resolution := "released"
-	if answer == nil {
-		err = r.Release(ctx, a)
+	after := *rec
+	what, change := "released", func(tx store.AuditTx) error { return tx.Release(ctx, a) }
+	if res.answer != nil {
+		what, after.Response = "answered", res.answer
+		change = func(tx store.AuditTx) error { return tx.ReplaceResponse(ctx, a, *res.answer) }
 	} else {
-		resolution = "answered"
-		err = r.ReplaceResponse(ctx, a, *answer)
+		after.Status, after.Response = store.StatusFailed, nil
 	}
+	err = store.Audited(ctx, l, change, store.AuditEntry{
+		Actor: "idem-gateway keys resolve, " + operator(), Action: "resolve: " + what, Reason: res.reason,
+		Scope: rec.Scope, Key: rec.Key,
+		Before: string(rec.Status) + " (outcome unknown) " + store.DescribeRecord(rec),
+		After:  string(after.Status) + " " + store.DescribeRecord(&after),
+	})
 	if errors.Is(err, store.ErrNotHeld) {
 		return fmt.Errorf("keys resolve: the record changed while it was being resolved (a retry took the key over, or another operator resolved it); nothing changed: show it again")
 	}
 	if err != nil {
 		return fmt.Errorf("keys resolve: %w", err)
 	}
-	attrs := []any{"scope", rec.Scope, "key_hash", keyHash(rec.Key), "resolution", resolution}
-	if answer != nil {
-		attrs = append(attrs, "status", answer.StatusCode)
+	attrs := []any{"scope", rec.Scope, "key_hash", keyHash(rec.Key), "resolution", what}
+	if res.answer != nil {
+		attrs = append(attrs, "status", res.answer.StatusCode)
 	}
 	logger.Info("key resolved", attrs...)
 	return printJSON(stdout, struct {
 		Scope      string `json:"scope"`
 		Key        string `json:"key"`
 		Resolution string `json:"resolution"`
-	}{rec.Scope, rec.Key, resolution})
+	}{rec.Scope, rec.Key, what})
+}
+
+// operator names who runs the command, for the audit log: the user and
+// the host, as the system knows them.
+func operator() string {
+	name := "unknown user"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	if h, err := os.Hostname(); err == nil {
+		name += "@" + h
+	}
+	return name
 }
 
 func printJSON(w io.Writer, v any) error {

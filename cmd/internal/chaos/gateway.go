@@ -367,7 +367,7 @@ func (m *modeRun) resolveUnknown(ctx context.Context, db string, plain *upstream
 	for _, k := range res.listed {
 		var got effectAnswer
 		err := plain.call(ctx, http.MethodGet, "/effects?key="+forwardedKey(k.user, k.key), &got)
-		args := []string{"keys", "resolve", "--db", db, "--scope", k.user, "--key", k.key}
+		args := []string{"keys", "resolve", "--db", db, "--scope", k.user, "--key", k.key, "--reason", "the upstream's GET /effects"}
 		switch {
 		case errors.Is(err, errNoEffect):
 			args = append(args, "--release")
