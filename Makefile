@@ -20,8 +20,8 @@
 #                                          against MariaDB: MYSQL_URL, a server on 127.0.0.1:3306, or a throwaway
 #                                          mariadbd (scripts/test-mysql.sh); PostgreSQL as for make test
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
-#   make test-partitioned                  pgstore's, the wallet's and paymentsd's tests on a key table and wallet
-#                                          hash-partitioned by user (16 partitions, PG_PARTITIONS)
+#   make test-partitioned                  pgstore's, the wallet's and paymentsd's end-to-end tests on a key table
+#                                          and wallet hash-partitioned by user (16 partitions, PG_PARTITIONS)
 #   make test-console                      the operator console in a real headless Chromium against paymentsd and
 #                                          idem-gateway on PostgreSQL and SQLite (installs chromium with apt-get when
 #                                          missing; writes docs/console/*.png)
@@ -58,13 +58,19 @@ MYSQL_PKGS  ?= ./mysqlstore/... ./payments/mysqlledger/...
 # paymentsd's end-to-end tests (their tests that name PostgreSQL need it,
 # hence TEST_PG around them as well).
 MYSQL_TAGGED_PKGS ?= ./cmd/paymentsd/...
+# idem-gateway's keys commands (list, resolve, the audit entry) on MySQL.
+MYSQL_GATEWAY ?= -run '^TestOperatorResolvesUnknownOutcomes$$' ./cmd/idem-gateway
 TEST_MYSQL  ?= ./scripts/test-mysql.sh
 TEST_PG     ?= ./scripts/test-postgres.sh
 GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
 # What make test-partitioned runs on the schema hash-partitioned by user:
 # pgstore's conformance and sweep tests, the wallet's and paymentsd's tests.
 PARTITIONED_STORE ?= -run '^(TestConformance|TestKeysInEveryQueryMode|TestSweep|TestSweepPartitioned|TestOnce|TestRun)$$' ./pgstore
-PARTITIONED_PKGS  ?= ./payments/pgledger/... ./cmd/paymentsd/...
+PARTITIONED_PKGS  ?= ./payments/pgledger/...
+# paymentsd's end-to-end tests of the key table and the wallet through each
+# door (HTTP, gRPC, the queue, payouts and their completer, the keys and
+# sweep commands, migrate); its bounds and flag tests touch no table.
+PARTITIONED_E2E   ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClientPayouts|TestConcurrency|TestDepositMinuteNet|TestGRPC|TestGRPCReadsAndPayouts|TestInFlightWhileRunning|TestKeyAfterRetention|TestKeysShow|TestSweep|TestPayouts|TestPayoutSIGKILL|TestQueueCommands)$$' ./cmd/paymentsd
 
 .DEFAULT_GOAL := test
 .PHONY: test-console
@@ -100,9 +106,10 @@ test-rabbitmq: check-cc
 # tests fail, never skip, when no server is reachable.
 test-mysql: check-cc fmt-check
 	$(GO) vet $(MYSQL_PKGS)
-	$(GO) vet -tags mysql $(MYSQL_TAGGED_PKGS)
+	$(GO) vet -tags mysql $(MYSQL_TAGGED_PKGS) ./cmd/idem-gateway
 	CGO_ENABLED=1 $(TEST_MYSQL) $(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) $(MYSQL_PKGS)
 	CGO_ENABLED=1 $(TEST_PG) $(TEST_MYSQL) $(GO) test -tags mysql -race -count=1 -timeout 20m $(GOTESTFLAGS) $(MYSQL_TAGGED_PKGS)
+	CGO_ENABLED=1 $(TEST_MYSQL) $(GO) test -tags mysql -race -count=1 -timeout 10m $(GOTESTFLAGS) $(MYSQL_GATEWAY)
 
 # The key table and the wallet hash-partitioned by user (paymentsd migrate
 # --partitions 16): the store's conformance suite and sweep tests, the
@@ -111,6 +118,7 @@ test-mysql: check-cc fmt-check
 test-partitioned: check-cc
 	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_STORE)
 	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_PKGS)
+	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_E2E)
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments

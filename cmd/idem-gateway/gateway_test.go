@@ -228,8 +228,34 @@ func gatewayCmd(t *testing.T, stdin string, args ...string) (stdout, stderr stri
 // another, whose retry gets that answer without running.
 func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 	t.Parallel()
+	for name, kdb := range keyDBs {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testOperatorResolves(t, kdb)
+		})
+	}
+}
+
+// keyDB is a kind of key store the keys commands are tested on.
+type keyDB struct {
+	new   func(t testing.TB) string                    // a fresh database's --db
+	audit func(t *testing.T, db string) store.AuditLog // its audit log, once migrated
+}
+
+// keyDBs are SQLite's, and MySQL's with -tags mysql (make test-mysql).
+var keyDBs = map[string]keyDB{"SQLite": {
+	new: func(t testing.TB) string { return filepath.Join(t.TempDir(), "keys.db") },
+	audit: func(t *testing.T, db string) store.AuditLog {
+		sdb, err := sqlitestore.Open(db)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = sdb.Close() })
+		return sqlitestore.New(sdb)
+	},
+}}
+
+func testOperatorResolves(t *testing.T, kdb keyDB) {
 	up := startUpstream(t)
-	db := filepath.Join(t.TempDir(), "keys.db")
+	db := kdb.new(t)
 	gw := startGateway(t, up, "--db", db)
 	for _, k := range []string{"k-release", "k-answer"} {
 		require.Equal(t, 409, post(t, gw, "/die", "Bearer alice", k).status)
@@ -277,10 +303,7 @@ func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 
 	// Each resolve wrote its audit entry, as the console's actions do;
 	// the refused ones wrote none.
-	ks, err := sqlitestore.Open(db)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ks.Close() })
-	entries, err := sqlitestore.New(ks).ListAudit(t.Context(), store.KeyRef{}, 10)
+	entries, err := kdb.audit(t, db).ListAudit(t.Context(), store.KeyRef{}, 10)
 	require.NoError(t, err)
 	require.Len(t, entries, 2)
 	answered, released := entries[0], entries[1] // newest first
