@@ -54,6 +54,26 @@ func (m *cpuMeter) read(serverPID, peerPID int) cpuTimes {
 		t.Peer, _ = procCPU(peerPID)
 	}
 	if m.postmaster > 0 {
+		t.Postgres = m.clusterCPU()
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		t.Generator = tv(ru.Utime) + tv(ru.Stime)
+	}
+	return t
+}
+
+// clusterCPU returns the CPU seconds of the postmaster, its live children
+// and the children it has reaped. A child reaped while /proc is walked
+// would be missed (gone from /proc, not yet in the reaped sum read before)
+// or counted twice (read live, then in the reaped sum read after), and
+// the cluster's CPU would seem to drop between two reads; so the walk is
+// repeated until no child was reaped during it.
+func (m *cpuMeter) clusterCPU() float64 {
+	var sum float64
+	for range 10 {
+		before := reapedCPU(m.postmaster)
+		sum = 0
 		entries, _ := os.ReadDir("/proc")
 		for _, e := range entries {
 			pid, err := strconv.Atoi(e.Name())
@@ -61,21 +81,16 @@ func (m *cpuMeter) read(serverPID, peerPID int) cpuTimes {
 				continue
 			}
 			if cpu, ppid := procCPU(pid); pid == m.postmaster || ppid == m.postmaster {
-				t.Postgres += cpu
-			}
-			if pid == m.postmaster {
-				// The backends and workers that have ended: their CPU
-				// is the postmaster's children's, or the sum would drop
-				// when one ends inside a window (an autovacuum worker).
-				t.Postgres += reapedCPU(pid)
+				sum += cpu
 			}
 		}
+		after := reapedCPU(m.postmaster)
+		sum += after
+		if after == before {
+			break
+		}
 	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		t.Generator = tv(ru.Utime) + tv(ru.Stime)
-	}
-	return t
+	return sum
 }
 
 func tv(t syscall.Timeval) float64 {
