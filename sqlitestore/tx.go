@@ -231,20 +231,36 @@ func (s *Store) lock(ctx context.Context, wait time.Duration, h hooks) (c *sql.C
 		// the context's error whether SQLite was waiting for a writer or
 		// the machine was merely slow: ask SQLite once more, without
 		// waiting.
-		if err = beginNow(ctx, c); err == nil {
+		if err = beginNow(ctx, c, h); err == nil {
 			return c, nil
 		}
 	}
 	_ = setHooks(c, hooks{})
+	if !busy(err) {
+		// A BEGIN IMMEDIATE cut short may have begun the transaction all
+		// the same: the connection must not go back to the pool inside it,
+		// holding the write lock, where every later BEGIN on it would fail.
+		_ = c.Raw(func(any) error { return driver.ErrBadConn })
+	}
 	_ = c.Close()
 	return nil, waitError(wctx, wait, err)
 }
 
 // beginNow runs BEGIN IMMEDIATE on c with the busy timeout set aside, so
 // that SQLite answers SQLITE_BUSY at once while another connection holds
-// the write lock. None of its statements waits for anything.
-func beginNow(ctx context.Context, c *sql.Conn) error {
+// the write lock. None of its statements waits for anything. The BEGIN
+// IMMEDIATE the bound cut short may have begun the transaction all the
+// same (it finished as the interrupt came): that one is rolled back first,
+// unseen by the hooks h, which the new one then has.
+func beginNow(ctx context.Context, c *sql.Conn, h hooks) error {
 	ctx = context.WithoutCancel(ctx)
+	if err := setHooks(c, hooks{}); err != nil {
+		return err
+	}
+	_, _ = c.ExecContext(ctx, "ROLLBACK") // "no transaction is active", unless it had begun
+	if err := setHooks(c, h); err != nil {
+		return err
+	}
 	var timeout int
 	if err := c.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&timeout); err != nil {
 		return err
