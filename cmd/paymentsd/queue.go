@@ -38,6 +38,11 @@ const (
 // is short for a broker across a WAN or on a busy machine.
 const connectTimeout = 10 * time.Second
 
+// setupTimeout bounds the making of the streams and the consumer at start,
+// where nats.go's 5 s default for a JetStream request is short for a
+// cluster electing a leader or a busy machine.
+const setupTimeout = 30 * time.Second
+
 var commandSubjects = []string{commandPrefix + string(api.OpDeposit), commandPrefix + string(api.OpTransaction)}
 
 // commands is the consumer of payment commands: a message's body is the
@@ -121,6 +126,8 @@ func natsConsumer(ctx context.Context, nc *nats.Conn, replicas int, logger *slog
 	if err != nil {
 		return nil, nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
 	for _, s := range []jetstream.StreamConfig{
 		{Name: natsStream, Subjects: commandSubjects, Retention: jetstream.WorkQueuePolicy, Replicas: replicas},
 		{Name: natsDeadStream, Subjects: []string{deadLetterSubject}, Replicas: replicas},
