@@ -24,7 +24,7 @@ func (c *Console) describe(rec *store.Record) string {
 	if rec == nil {
 		return "no record"
 	}
-	return fmt.Sprintf("%s (%s) %s", rec.Status, c.state(rec), store.DescribeRecord(rec))
+	return store.DescribeRecord(rec, c.state(rec))
 }
 
 // action serves one of the actions. The form names the record and the
@@ -59,7 +59,6 @@ func (c *Console) action(kind string) authedHandler {
 			return
 		}
 		rw := row{Record: *rec, State: c.state(rec)}
-		a := store.Attempt{Scope: ref.Scope, Key: ref.Key, Token: token}
 		entry := func(what string, after *store.Record) store.AuditEntry {
 			return store.AuditEntry{
 				Actor: s.Name + " from " + r.RemoteAddr, Action: kind + ": " + what, Reason: reason,
@@ -100,16 +99,12 @@ func (c *Console) action(kind string) authedHandler {
 			fail(http.StatusConflict, fmt.Sprintf("Key %q is %s, not an unknown outcome. %s Nothing changed.", ref.Key, rw.State, why))
 			return
 		}
-		// The record after the action, as its fenced UPDATE leaves it.
-		after := *rec
 		var (
 			what   string
-			change func(store.AuditTx) error
+			answer *store.Response
 		)
 		if kind == actionRelease {
 			what = "released the key: its next retry runs afresh"
-			after.Status, after.Response = store.StatusFailed, nil
-			change = func(tx store.AuditTx) error { return tx.Release(ctx, a) }
 		} else {
 			resp, msg := answerOf(r)
 			if msg != "" {
@@ -117,10 +112,9 @@ func (c *Console) action(kind string) authedHandler {
 				return
 			}
 			what = fmt.Sprintf("recorded the real answer %d: every retry gets it", resp.StatusCode)
-			after.Response = &resp
-			change = func(tx store.AuditTx) error { return tx.ReplaceResponse(ctx, a, resp) }
+			answer = &resp
 		}
-		err = store.Audited(ctx, c.audit, change, entry(what, &after))
+		err = store.Resolve(ctx, c.audit, rec, answer, func(after *store.Record) store.AuditEntry { return entry(what, after) })
 		switch {
 		case errors.Is(err, store.ErrNotHeld):
 			notHeld()

@@ -118,9 +118,22 @@ type AuditTx interface {
 	Rollback(ctx context.Context) error
 }
 
-// Audited makes an operator's change and appends its audit entry e in one
-// transaction of l: both commit, or neither does.
-func Audited(ctx context.Context, l AuditLog, change func(AuditTx) error, e AuditEntry) error {
+// Resolve settles the outcome-unknown record rec as an operator decided,
+// fenced on rec's token: it releases the key (answer nil: the next retry
+// runs afresh) or records answer as its final response, and appends the
+// audit entry entry returns for the record as the change leaves it, in one
+// transaction of l: both commit, or neither does. A record another attempt
+// or operator changed since rec was read is ErrNotHeld, nothing changed.
+func Resolve(ctx context.Context, l AuditLog, rec *Record, answer *Response, entry func(after *Record) AuditEntry) error {
+	a := Attempt{Scope: rec.Scope, Key: rec.Key, Token: rec.Token}
+	after := *rec
+	change := func(tx AuditTx) error { return tx.Release(ctx, a) }
+	if answer != nil {
+		after.Response = answer
+		change = func(tx AuditTx) error { return tx.ReplaceResponse(ctx, a, *answer) }
+	} else {
+		after.Status, after.Response = StatusFailed, nil
+	}
 	tx, err := l.BeginAudit(ctx)
 	if err != nil {
 		return err
@@ -129,18 +142,22 @@ func Audited(ctx context.Context, l AuditLog, change func(AuditTx) error, e Audi
 	if err := change(tx); err != nil {
 		return err
 	}
-	if err := tx.AppendAudit(ctx, e); err != nil {
+	if err := tx.AppendAudit(ctx, entry(&after)); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
 }
 
-// DescribeRecord is what an audit entry says of rec beside its status:
-// attempts, fencing token, recovery point, and the answer's status, type
-// and size, never its body.
-func DescribeRecord(rec *Record) string {
+// DescribeRecord is what an audit entry says of rec: its status, state
+// (what the caller calls it, if anything), attempts, fencing token,
+// recovery point, and the answer's status, type and size, never its body.
+func DescribeRecord(rec *Record, state string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "attempts=%d token=%s", rec.Attempts, rec.Token)
+	b.WriteString(string(rec.Status))
+	if state != "" {
+		fmt.Fprintf(&b, " (%s)", state)
+	}
+	fmt.Fprintf(&b, " attempts=%d token=%s", rec.Attempts, rec.Token)
 	if rec.RecoveryPoint != "" {
 		fmt.Fprintf(&b, " point=%s", rec.RecoveryPoint)
 	}

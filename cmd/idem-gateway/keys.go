@@ -413,20 +413,16 @@ func keysResolve(ctx context.Context, r store.KeyResolver, res resolution, stdou
 	if !outcomeUnknown(rec) {
 		return fmt.Errorf("keys resolve: key %q in scope %s is %s, not an unknown outcome: nothing changed", ref.Key, ref.Scope, rec.Status)
 	}
-	a := store.Attempt{Scope: rec.Scope, Key: rec.Key, Token: rec.Token}
-	after := *rec
-	what, change := "released", func(tx store.AuditTx) error { return tx.Release(ctx, a) }
+	what := "released"
 	if res.answer != nil {
-		what, after.Response = "answered", res.answer
-		change = func(tx store.AuditTx) error { return tx.ReplaceResponse(ctx, a, *res.answer) }
-	} else {
-		after.Status, after.Response = store.StatusFailed, nil
+		what = "answered"
 	}
-	err = store.Audited(ctx, l, change, store.AuditEntry{
-		Actor: "idem-gateway keys resolve, " + operator(), Action: "resolve: " + what, Reason: res.reason,
-		Scope: rec.Scope, Key: rec.Key,
-		Before: string(rec.Status) + " (outcome unknown) " + store.DescribeRecord(rec),
-		After:  string(after.Status) + " " + store.DescribeRecord(&after),
+	err = store.Resolve(ctx, l, rec, res.answer, func(after *store.Record) store.AuditEntry {
+		return store.AuditEntry{
+			Actor: "idem-gateway keys resolve, " + operator(), Action: "resolve: " + what, Reason: res.reason,
+			Scope: rec.Scope, Key: rec.Key,
+			Before: store.DescribeRecord(rec, "outcome unknown"), After: store.DescribeRecord(after, ""),
+		}
 	})
 	if errors.Is(err, store.ErrNotHeld) {
 		return fmt.Errorf("keys resolve: the record changed while it was being resolved (a retry took the key over, or another operator resolved it); nothing changed: show it again")
