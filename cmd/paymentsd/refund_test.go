@@ -6,9 +6,11 @@ package main_test
 
 import (
 	"fmt"
+	"github.com/idem-dev/idem/cmd/internal/freeport"
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -57,14 +59,13 @@ func TestPayoutRefundAtTheLimit(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address that nothing listens on.
+// freeAddr returns a loopback address that nothing listens on, below the
+// ephemeral range, so that no other test's listener takes it meanwhile.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freeport.Loopback()
 	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // fill deposits into the user's currency balance until it holds total:

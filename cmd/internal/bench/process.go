@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/idem-dev/idem/cmd/internal/freeport"
+
 	"context"
 	"errors"
 	"fmt"
@@ -157,20 +159,11 @@ func (s *server) stop() {
 
 // freeAddr is a free loopback address, host and port.
 func freeAddr() (string, error) {
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return "", err
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tailFile(path string, n int) string {

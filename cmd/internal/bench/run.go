@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"github.com/idem-dev/idem/cmd/internal/freeport"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -230,7 +232,7 @@ func (r *runner) startGatewayBin(ctx context.Context, bin string, up *server, db
 func (r *runner) startSelf(ctx context.Context, name, wiring string, db *database) (*server, error) {
 	pprofAddr := ""
 	if r.cfg.PprofDir != "" {
-		port, err := freePort()
+		port, err := freeport.Loopback()
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/idem-dev/idem/cmd/internal/freeport"
+
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +51,7 @@ func StartBroker(ctx context.Context, bin, logDir string, n int) (*Broker, error
 		nd := &natsNode{name: fmt.Sprintf("n%d", i+1)}
 		for _, p := range []*int{&nd.client, &nd.route, &nd.health} {
 			for *p == 0 || *p == 4222 {
-				if *p, err = freePort(); err != nil {
+				if *p, err = freeport.Loopback(); err != nil {
 					os.RemoveAll(dir)
 					return nil, err
 				}

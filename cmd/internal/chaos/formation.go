@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/idem-dev/idem/cmd/internal/freeport"
+
 	"context"
 	"errors"
 	"fmt"
@@ -181,7 +183,7 @@ func formationBindir() (string, error) {
 }
 
 func (f *Formation) newNode(name string) (*formationNode, error) {
-	port, err := freePort()
+	port, err := freeport.Loopback()
 	if err != nil {
 		return nil, err
 	}

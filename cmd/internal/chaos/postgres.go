@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"github.com/idem-dev/idem/cmd/internal/freeport"
+
 	"context"
 	"errors"
 	"fmt"
@@ -110,7 +112,7 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 	// A free port can be taken by someone else between our probe and the
 	// server's bind: try a few.
 	for range 5 {
-		if c.port, err = freePort(); err != nil {
+		if c.port, err = freeport.Loopback(); err != nil {
 			break
 		}
 		c.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off "+
@@ -250,15 +252,6 @@ func findBindir() (string, error) {
 func pgMajor(dir string) int {
 	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
 	return n
-}
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func tail(b []byte, n int) string {
