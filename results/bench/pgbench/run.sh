@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One alternating run of pgbench (16 clients, durable PostgreSQL, T seconds
 # a variant, default 15): every variant per round, each on emptied tables
-# after a checkpoint. Run from this directory after setup.sh. Prints
+# after a checkpoint, the variants setup.sh wrote. Prints
 # transactions/s, the machine's CPU per transaction and WAL per transaction.
 set -euo pipefail
+cd "$(dirname "$0")"
 P="psql -h 127.0.0.1 -U postgres -d lever -qAtX"
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }   # user nice system irq softirq, in ticks
 for round in 1 2 3; do
@@ -12,7 +13,7 @@ for round in 1 2 3; do
     lsn0=$($P -c "SELECT pg_current_wal_lsn()"); c0=$(busy)
     out=$(pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 16 -j 2 -T ${T:-15} -f $v.sql lever 2>&1)
     c1=$(busy); lsn1=$($P -c "SELECT pg_current_wal_lsn()")
-    n=$(echo "$out" | awk '/number of transactions actually processed/{split($NF,a,"/"); print $6}')
+    n=$(echo "$out" | awk '/number of transactions actually processed/{print $6}')
     tps=$(echo "$out" | awk '/^tps/{print $3}')
     wal=$($P -c "SELECT pg_wal_lsn_diff('$lsn1','$lsn0')")
     echo "$round $v tps=$tps n=$n cpu_ms_per_txn=$(echo "scale=3; ($c1-$c0)*10/$n" | bc) wal_B_per_txn=$(echo "$wal/$n" | bc) load=$(cut -d' ' -f1 /proc/loadavg)"
