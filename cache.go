@@ -47,9 +47,18 @@ type cacheEntry struct {
 // expiry is judged. At most a tenth of the TTL.
 func cacheMargin(ttl time.Duration) time.Duration { return min(time.Minute, ttl/10) }
 
-// entryOverhead approximates what an entry costs beyond its bytes: the
-// record, the list element, the map slot.
-const entryOverhead = 400
+// entryOverhead is what an entry costs beyond its strings, body and
+// headers: the record, its response, the header map, the list element and
+// the map slot, as TestReplayCacheBytesIsWhatItCosts measures them.
+const entryOverhead = 800
+
+// headerNameCost and headerValueCost are what a header name (its string,
+// its slice of values, its share of the map) and a value's string header
+// cost beyond their bytes.
+const (
+	headerNameCost  = 100
+	headerValueCost = 16
+)
 
 func newReplayCache(maxBytes int64, margin time.Duration, cacheable func(store.Response) bool) *replayCache {
 	if maxBytes <= 0 {
@@ -116,14 +125,17 @@ func (c *replayCache) remove(el *list.Element) {
 	c.size -= e.size
 }
 
-// recordSize is what a cached record costs in memory, roughly.
+// recordSize is what a cached record costs in memory: the bytes it
+// holds, the body's by its capacity (a captured body keeps the buffer it
+// was written to), and the overheads above.
 func recordSize(rec *store.Record) int64 {
 	n := entryOverhead + len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint.Method) +
-		len(rec.Fingerprint.Path) + len(rec.Fingerprint.Hash) + len(rec.Response.Body)
+		len(rec.Fingerprint.Path) + cap(rec.Fingerprint.Hash) + len(rec.Token) + len(rec.RecoveryPoint) +
+		cap(rec.Response.Body) + len(rec.Response.ResourceType) + len(rec.Response.ResourceID)
 	for k, vs := range rec.Response.Header {
-		n += len(k)
+		n += headerNameCost + len(k)
 		for _, v := range vs {
-			n += len(v)
+			n += headerValueCost + len(v)
 		}
 	}
 	return int64(n)

@@ -1,12 +1,17 @@
 package idem
 
 import (
+	"bytes"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/memstore"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -68,7 +73,9 @@ func TestReplayCache(t *testing.T) {
 	t.Run("EvictsLeastRecentlyUsedPastItsBytes", func(t *testing.T) {
 		body := strings.Repeat("b", 1000)
 		one := recordSize(completed("a", "k0", body, day))
-		c := newReplayCache(3*one, time.Minute, nil)
+		// Room for three, not four: a body's capacity may be rounded up
+		// to its allocation's size.
+		c := newReplayCache(3*one+one/2, time.Minute, nil)
 		for _, k := range []string{"k0", "k1", "k2"} {
 			c.put(completed("a", k, body, day), now)
 		}
@@ -80,7 +87,7 @@ func TestReplayCache(t *testing.T) {
 		}
 		require.LessOrEqual(t, c.size, c.max)
 
-		c.put(completed("a", "huge", strings.Repeat("b", 4000), day), now)
+		c.put(completed("a", "huge", strings.Repeat("b", int(c.max)), day), now)
 		require.Nil(t, c.get("a", "huge", now), "larger than the whole cache")
 		require.NotNil(t, c.get("a", "k3", now), "and evicts nothing")
 	})
@@ -105,4 +112,66 @@ func TestReplayCache(t *testing.T) {
 func TestCacheMargin(t *testing.T) {
 	require.Equal(t, time.Minute, cacheMargin(48*time.Hour))
 	require.Equal(t, 300*time.Millisecond, cacheMargin(3*time.Second))
+}
+
+// TestReplayCacheBytesIsWhatItCosts fills caches with records shaped as
+// a request's completion leaves them (Middleware.remember) and compares
+// the heap they hold with the bytes the cache counts: ReplayCacheBytes
+// bounds the memory an operator sizes a process by.
+func TestReplayCacheBytesIsWhatItCosts(t *testing.T) {
+	now := time.Now()
+	for _, shape := range []struct {
+		name    string
+		body    int
+		headers int
+	}{
+		{"SmallJSON", 60, 2},
+		{"LargerBody", 2000, 2},
+		{"ManyHeaders", 200, 9},
+	} {
+		t.Run(shape.name, func(t *testing.T) {
+			const max = 16 << 20
+			m, err := New(memstore.New(), Config{ReplayCacheBytes: max, ReplayHeaders: []string{ReplayAllHeaders}})
+			require.NoError(t, err)
+			c := m.cache
+			held := func() uint64 {
+				var s runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&s)
+				return s.HeapAlloc
+			}
+			before := held()
+			for i := 0; c.lru.Len() == i; i++ {
+				m.remember(rememberedRequest(m, i, shape.body, shape.headers, now))
+			}
+			used := held() - before
+			ratio := float64(used) / float64(c.size)
+			t.Logf("%d entries, counted %d B (%d a record), heap %d B: %.2f of the count", c.lru.Len(), c.size, c.size/int64(c.lru.Len()), used, ratio)
+			require.True(t, ratio > 0.8 && ratio < 1.1, "the heap the cache holds is %.2f of the bytes it counts", ratio)
+			runtime.KeepAlive(m)
+		})
+	}
+}
+
+// rememberedRequest is the i-th request of a user, completed with a
+// response of body bytes and headers headers, as the capture and
+// storedResponse leave them.
+func rememberedRequest(m *Middleware, i, body, headers int, now time.Time) (*request, store.Response) {
+	r := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(`{"amount":100}`))
+	fp, err := NewFingerprint(r, []byte(`{"amount":100}`))
+	if err != nil {
+		panic(err)
+	}
+	q := &request{start: now}
+	q.claim = m.newClaim("user-"+strconv.Itoa(i%1000), "4f1c2a9e-0b7d-4e55-9c1a-"+strconv.Itoa(100000000000+i), fp)
+	c := &q.first.captured
+	*c = capture{header: make(http.Header), limit: 1 << 20}
+	c.Header().Set("Content-Type", "application/json")
+	c.Header().Set("Location", "/v1/payments/"+strconv.Itoa(i))
+	for h := 2; h < headers; h++ {
+		c.Header().Set("X-Extra-"+strconv.Itoa(h), "value-"+strconv.Itoa(i))
+	}
+	c.WriteHeader(http.StatusCreated)
+	_, _ = c.Write(bytes.Repeat([]byte("b"), body))
+	return q, m.storedResponse(c)
 }
