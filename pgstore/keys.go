@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -77,9 +76,11 @@ func scanRecord(row pgx.Row, scope, key string, more ...any) (*store.Record, err
 			resp.Body = []byte{}
 		}
 		if headers != nil {
-			if err := json.Unmarshal(headers, &resp.Header); err != nil {
+			h, err := keytable.DecodeHeaders(headers)
+			if err != nil {
 				return nil, fmt.Errorf("decode stored headers: %w", err)
 			}
+			resp.Header = h
 		}
 		if resourceT != nil {
 			resp.ResourceType = *resourceT

@@ -3,7 +3,6 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -107,9 +106,11 @@ func scanRecord(row interface{ Scan(...any) error }, rec *store.Record, more ...
 			resp.Body = []byte{}
 		}
 		if headers.Valid {
-			if err := json.Unmarshal([]byte(headers.String), &resp.Header); err != nil {
+			h, err := keytable.DecodeHeaders([]byte(headers.String))
+			if err != nil {
 				return fmt.Errorf("decode stored headers: %w", err)
 			}
+			resp.Header = h
 		}
 		resp.ResourceType, resp.ResourceID = resourceT.String, resourceI.String
 		rec.Response = resp
@@ -226,26 +227,18 @@ UPDATE idempotency_keys
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
 
 func (k keys) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
-	args, err := responseArgs(resp)
-	if err != nil {
-		return fmt.Errorf("complete: %w", err)
-	}
-	return k.fenced(ctx, "complete", k.sql.complete, l, args...)
+	return k.fenced(ctx, "complete", k.sql.complete, l, responseArgs(resp)...)
 }
 
 // responseArgs are a stored response's named parameters: :code,
 // :headers (JSON text), :body, :resource_type and :resource_id.
-func responseArgs(resp store.Response) ([]any, error) {
-	headers, err := json.Marshal(resp.Header)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
+func responseArgs(resp store.Response) []any {
 	body := resp.Body
 	if body == nil {
 		body = []byte{} // NULL would mean "no response"
 	}
-	return []any{sql.Named("code", resp.StatusCode), sql.Named("headers", string(headers)), sql.Named("body", body),
-		sql.Named("resource_type", resp.ResourceType), sql.Named("resource_id", resp.ResourceID)}, nil
+	return []any{sql.Named("code", resp.StatusCode), sql.Named("headers", keytable.EncodeHeaders(resp.Header)), sql.Named("body", body),
+		sql.Named("resource_type", resp.ResourceType), sql.Named("resource_id", resp.ResourceID)}
 }
 
 const fail = `

@@ -71,9 +71,5 @@ UPDATE idempotency_keys
 // token holds (see store.KeyResolver), in the transaction when on a Tx
 // (store.AuditTx).
 func (k keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
-	args, err := responseArgs(resp)
-	if err != nil {
-		return fmt.Errorf("replace response: %w", err)
-	}
-	return k.fenced(ctx, "replace response", k.sql.replaceResponse, a, args...)
+	return k.fenced(ctx, "replace response", k.sql.replaceResponse, a, responseArgs(resp)...)
 }

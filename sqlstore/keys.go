@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -80,9 +79,11 @@ func scanRecord(r row, scope, key string, more ...any) (*store.Record, error) {
 			resp.Body = []byte{}
 		}
 		if headers != nil {
-			if err := json.Unmarshal(headers, &resp.Header); err != nil {
+			h, err := keytable.DecodeHeaders(headers)
+			if err != nil {
 				return nil, fmt.Errorf("decode stored headers: %w", err)
 			}
+			resp.Header = h
 		}
 		rec.Response = resp
 	}
