@@ -1,7 +1,7 @@
 package idem
 
 import (
-	"container/list"
+	"hash/maphash"
 	"sync"
 	"time"
 
@@ -18,6 +18,11 @@ import (
 // until shortly before the record's expiry, by this process's clock, and
 // never longer. The store stays the source of truth: a miss goes to the
 // store, and a record is cached only once its completion has committed.
+//
+// Each entry is one encoded record (cacheblob.go) in a slot of one array,
+// found through a map of hashes: the garbage collector follows one
+// pointer per entry, to bytes it does not scan. A full cache of records
+// kept as Go values cost the collector a fifth of a busy process's CPU.
 type replayCache struct {
 	max int64
 	// cacheable, when not nil, leaves out the responses it refuses
@@ -26,45 +31,55 @@ type replayCache struct {
 	// margin is how long before a record's expiry its entry goes
 	// (cacheMargin).
 	margin time.Duration
+	seed   maphash.Seed
 
 	mu    sync.Mutex
 	size  int64
-	lru   *list.List // of *cacheEntry, most recent first
-	items map[cacheKey]*list.Element
+	items map[uint64]int32 // the hash of scope and key → its slot
+	slots []cacheSlot
+	// head and tail are the most and least recently used slots, free the
+	// first unused one; noSlot for none.
+	head, tail, free int32
 }
 
-type cacheKey struct{ scope, key string }
-
-type cacheEntry struct {
-	k     cacheKey
-	rec   *store.Record
-	until time.Time
-	size  int64
+// cacheSlot is an entry of the cache, or an unused slot (blob nil) in the
+// free list (next).
+type cacheSlot struct {
+	blob       []byte // the encoded record: scope and key first
+	hash       uint64
+	until      int64 // Unix nanoseconds: the entry ends then
+	size       int64
+	prev, next int32
 }
+
+const noSlot = -1
 
 // cacheMargin is how long before a record's expiry its entry goes: room
 // for the skew between this process's clock and the store's, by which
 // expiry is judged. At most a tenth of the TTL.
 func cacheMargin(ttl time.Duration) time.Duration { return min(time.Minute, ttl/10) }
 
-// entryOverhead is what an entry costs beyond its strings, body and
-// headers: the record, its response, the header map, the list element and
-// the map slot, as TestReplayCacheBytesIsWhatItCosts measures them.
-const entryOverhead = 800
-
-// headerNameCost and headerValueCost are what a header name (its string,
-// its slice of values, its share of the map) and a value's string header
-// cost beyond their bytes.
-const (
-	headerNameCost  = 100
-	headerValueCost = 16
-)
+// entryOverhead is what an entry costs beyond its encoded record: its
+// slot and its share of the map, with the slack of their growth, as
+// TestReplayCacheBytesIsWhatItCosts measures them.
+const entryOverhead = 128
 
 func newReplayCache(maxBytes int64, margin time.Duration, cacheable func(store.Response) bool) *replayCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &replayCache{max: maxBytes, margin: margin, cacheable: cacheable, lru: list.New(), items: map[cacheKey]*list.Element{}}
+	return &replayCache{max: maxBytes, margin: margin, cacheable: cacheable, seed: maphash.MakeSeed(),
+		items: map[uint64]int32{}, head: noSlot, tail: noSlot, free: noSlot}
+}
+
+// hash is the map's key for scope and key.
+func (c *replayCache) hash(scope, key string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	_, _ = h.WriteString(scope)
+	_ = h.WriteByte(0) // two keys with one hash are told apart by decodeCached
+	_, _ = h.WriteString(key)
+	return h.Sum64()
 }
 
 // get returns the cached record of scope and key, or nil. A nil cache
@@ -73,20 +88,24 @@ func (c *replayCache) get(scope, key string, now time.Time) *store.Record {
 	if c == nil {
 		return nil
 	}
-	k := cacheKey{scope, key}
+	h := c.hash(scope, key)
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	el, ok := c.items[k]
+	i, ok := c.items[h]
 	if !ok {
+		c.mu.Unlock()
 		return nil
 	}
-	e := el.Value.(*cacheEntry)
-	if !now.Before(e.until) {
-		c.remove(el)
+	e := &c.slots[i]
+	if now.UnixNano() >= e.until {
+		c.remove(i)
+		c.mu.Unlock()
 		return nil
 	}
-	c.lru.MoveToFront(el)
-	return e.rec
+	c.unlink(i)
+	c.pushFront(i)
+	blob := e.blob // never written again: decoded outside the lock
+	c.mu.Unlock()
+	return decodeCached(blob, scope, key)
 }
 
 // put caches a COMPLETED record until the cache's margin before its
@@ -101,44 +120,69 @@ func (c *replayCache) put(rec *store.Record, now time.Time) {
 	if !now.Before(until) {
 		return
 	}
-	size := recordSize(rec)
+	blob := encodeCached(rec)
+	size := entryOverhead + int64(cap(blob))
 	if size > c.max {
 		return
 	}
-	k := cacheKey{rec.Scope, rec.Key}
+	h := c.hash(rec.Scope, rec.Key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.items[k]; ok {
-		c.remove(el)
+	if i, ok := c.items[h]; ok {
+		c.remove(i)
 	}
-	c.items[k] = c.lru.PushFront(&cacheEntry{k: k, rec: rec, until: until, size: size})
+	i := c.free
+	if i == noSlot {
+		i = int32(len(c.slots))
+		c.slots = append(c.slots, cacheSlot{})
+	} else {
+		c.free = c.slots[i].next
+	}
+	c.slots[i] = cacheSlot{blob: blob, hash: h, until: until.UnixNano(), size: size}
+	c.pushFront(i)
+	c.items[h] = i
 	c.size += size
 	for c.size > c.max {
-		c.remove(c.lru.Back())
+		c.remove(c.tail)
 	}
 }
 
-// remove drops an entry; c.mu is held.
-func (c *replayCache) remove(el *list.Element) {
-	e := c.lru.Remove(el).(*cacheEntry)
-	delete(c.items, e.k)
+// remove drops slot i's entry and frees the slot; c.mu is held.
+func (c *replayCache) remove(i int32) {
+	c.unlink(i)
+	e := &c.slots[i]
+	delete(c.items, e.hash)
 	c.size -= e.size
+	*e = cacheSlot{next: c.free}
+	c.free = i
 }
 
-// recordSize is what a cached record costs in memory: the bytes it
-// holds, the body's by its capacity (a captured body keeps the buffer it
-// was written to), and the overheads above.
-func recordSize(rec *store.Record) int64 {
-	n := entryOverhead + len(rec.Scope) + len(rec.Key) + len(rec.Fingerprint.Method) +
-		len(rec.Fingerprint.Path) + cap(rec.Fingerprint.Hash) + len(rec.Token) + len(rec.RecoveryPoint) +
-		cap(rec.Response.Body) + len(rec.Response.ResourceType) + len(rec.Response.ResourceID)
-	for k, vs := range rec.Response.Header {
-		n += headerNameCost + len(k)
-		for _, v := range vs {
-			n += headerValueCost + len(v)
-		}
+// unlink takes slot i out of the recency list; c.mu is held.
+func (c *replayCache) unlink(i int32) {
+	e := &c.slots[i]
+	if e.prev == noSlot {
+		c.head = e.next
+	} else {
+		c.slots[e.prev].next = e.next
 	}
-	return int64(n)
+	if e.next == noSlot {
+		c.tail = e.prev
+	} else {
+		c.slots[e.next].prev = e.prev
+	}
+}
+
+// pushFront makes slot i the most recently used; c.mu is held.
+func (c *replayCache) pushFront(i int32) {
+	e := &c.slots[i]
+	e.prev, e.next = noSlot, c.head
+	if c.head != noSlot {
+		c.slots[c.head].prev = i
+	}
+	c.head = i
+	if c.tail == noSlot {
+		c.tail = i
+	}
 }
 
 // ReplayCacheStats is what the replay cache holds (Middleware.ReplayCache).

@@ -31,7 +31,7 @@ func TestReplayCache(t *testing.T) {
 		c := newReplayCache(1<<20, time.Minute, nil)
 		rec := completed("alice", "k1", `{"id":1}`, day)
 		c.put(rec, now)
-		require.Same(t, rec, c.get("alice", "k1", now))
+		requireSameRecord(t, rec, c.get("alice", "k1", now))
 		require.Nil(t, c.get("bob", "k1", now), "another user's key is another entry")
 		require.Nil(t, c.get("alice", "k2", now))
 	})
@@ -72,7 +72,7 @@ func TestReplayCache(t *testing.T) {
 
 	t.Run("EvictsLeastRecentlyUsedPastItsBytes", func(t *testing.T) {
 		body := strings.Repeat("b", 1000)
-		one := recordSize(completed("a", "k0", body, day))
+		one := entryOverhead + int64(cap(encodeCached(completed("a", "k0", body, day))))
 		// Room for three, not four: a body's capacity may be rounded up
 		// to its allocation's size.
 		c := newReplayCache(3*one+one/2, time.Minute, nil)
@@ -98,7 +98,7 @@ func TestReplayCache(t *testing.T) {
 		size := c.size
 		c.put(completed("a", "k", "x", day), now)
 		require.Equal(t, size, c.size)
-		require.Equal(t, 1, c.lru.Len())
+		require.Equal(t, 1, len(c.items))
 	})
 
 	t.Run("NilCacheHoldsNothing", func(t *testing.T) {
@@ -107,6 +107,53 @@ func TestReplayCache(t *testing.T) {
 		require.Nil(t, c.get("a", "k", now))
 		require.Nil(t, newReplayCache(0, time.Minute, nil))
 	})
+}
+
+// TestCachedRecordRoundTrip: what a replay needs of a record comes back
+// from its encoding as it went in, and a record is never another key's.
+func TestCachedRecordRoundTrip(t *testing.T) {
+	day := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for _, rec := range []*store.Record{
+		completed("alice", "k1", `{"id":1}`, day),
+		func() *store.Record {
+			r := completed("alice", "k2", `{}`, day)
+			r.Response.Header = http.Header{}
+			return r
+		}(),
+		func() *store.Record {
+			r := completed("", "", "", day)
+			r.Fingerprint = store.Fingerprint{Version: 2, Method: "PUT", Path: "/v1/p?q=é"}
+			r.Response = &store.Response{StatusCode: 409, Body: []byte{},
+				ResourceType: "payments", ResourceID: "p_1"}
+			return r
+		}(),
+		func() *store.Record {
+			r := completed("bob", strings.Repeat("k", 300), strings.Repeat("b", 70000), day)
+			r.Response.Header = http.Header{"A": nil, "B": {}, "C": {"1", "2", ""}, "Set-Later": {strings.Repeat("v", 200)}}
+			return r
+		}(),
+	} {
+		b := encodeCached(rec)
+		require.Equal(t, len(b), cap(b), "the encoding's length is computed, not guessed")
+		requireSameRecord(t, rec, decodeCached(b, rec.Scope, rec.Key))
+		require.Nil(t, decodeCached(b, rec.Scope+"x", rec.Key), "another scope with the same hash")
+		require.Nil(t, decodeCached(b, rec.Scope, rec.Key+"x"), "another key with the same hash")
+	}
+}
+
+// requireSameRecord compares what a replay reads of a cached record.
+func requireSameRecord(t *testing.T, want, got *store.Record) {
+	t.Helper()
+	require.NotNil(t, got)
+	require.Equal(t, want.Scope, got.Scope)
+	require.Equal(t, want.Key, got.Key)
+	require.Equal(t, store.StatusCompleted, got.Status)
+	require.Equal(t, want.Fingerprint.Version, got.Fingerprint.Version)
+	require.Equal(t, want.Fingerprint.Method, got.Fingerprint.Method)
+	require.Equal(t, want.Fingerprint.Path, got.Fingerprint.Path)
+	require.True(t, bytes.Equal(want.Fingerprint.Hash, got.Fingerprint.Hash), "hash")
+	require.True(t, want.ExpiresAt.Equal(got.ExpiresAt), "expiry %v, want %v", got.ExpiresAt, want.ExpiresAt)
+	require.Equal(t, *want.Response, *got.Response)
 }
 
 func TestCacheMargin(t *testing.T) {
@@ -141,12 +188,12 @@ func TestReplayCacheBytesIsWhatItCosts(t *testing.T) {
 				return s.HeapAlloc
 			}
 			before := held()
-			for i := 0; c.lru.Len() == i; i++ {
+			for i := 0; len(c.items) == i; i++ {
 				m.remember(rememberedRequest(m, i, shape.body, shape.headers, now))
 			}
 			used := held() - before
 			ratio := float64(used) / float64(c.size)
-			t.Logf("%d entries, counted %d B (%d a record), heap %d B: %.2f of the count", c.lru.Len(), c.size, c.size/int64(c.lru.Len()), used, ratio)
+			t.Logf("%d entries, counted %d B (%d a record), heap %d B: %.2f of the count", len(c.items), c.size, c.size/int64(len(c.items)), used, ratio)
 			require.True(t, ratio > 0.8 && ratio < 1.1, "the heap the cache holds is %.2f of the bytes it counts", ratio)
 			runtime.KeepAlive(m)
 		})
