@@ -390,8 +390,15 @@ func (r *runner) baselineVariants(ctx context.Context, db *database) ([]*variant
 			return nil, err
 		}
 		s, err := startServer(ctx, "baseline-"+mode, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
-			return []string{r.cfg.Baseline, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
+			argv := []string{r.cfg.Baseline, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
 				"--idempotency-mode", mode, "--log-level", "warn"}
+			if mode == "atomic" {
+				// The claim deferred, as this build's atomic runs have it:
+				// every build since the deferred claim knows --defer-claim,
+				// and a later one takes "atomic" to mean claiming first.
+				argv = append(argv, "--defer-claim=true")
+			}
+			return argv
 		})
 		if err != nil {
 			return nil, err
