@@ -161,8 +161,8 @@ func (r *runner) trivialVariants(ctx context.Context, srv map[string]*server, db
 }
 
 // trivialRatios are the trivial handler's targets (docs/benchmarks.md,
-// "Every way of holding a key as cheap as its SQL allows"): fresh and
-// replay of each mode against bare.
+// "What bounds each way of holding a key"): fresh and replay of each mode
+// against bare.
 func (rep *Report) trivialRatios() {
 	fresh := map[string]float64{"atomic": 0.55, "claim-first": 0.5, "leased": 0.45}
 	for _, mode := range trivialModes {

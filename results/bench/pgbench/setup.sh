@@ -2,7 +2,9 @@
 # Makes the database run.sh measures: the key table from the PostgreSQL
 # migrations, the trivial handler's table t, and two copies of the key
 # table with fewer indexes (k2: without the operator's key and
-# status/created indexes; k3: the primary key alone). Run from
+# status/created indexes; k3: the primary key alone; k4: the primary key
+# alone, pages filled to 70 % so that an update finds room for a
+# heap-only tuple). Run from
 # anywhere; PostgreSQL on 127.0.0.1:5432, user postgres.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,6 +17,7 @@ CREATE TABLE k2 (LIKE idempotency_keys INCLUDING ALL);
 DROP INDEX k2_idempotency_key_idx; DROP INDEX k2_status_created_at_idx;
 CREATE TABLE k3 (LIKE idempotency_keys INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 ALTER TABLE k3 ADD PRIMARY KEY (scope, idempotency_key);
+CREATE TABLE k4 (LIKE k3 INCLUDING ALL) WITH (fillfactor = 70);
 SQL
 
 # The pgbench scripts run.sh takes, one per variant, written beside this
@@ -37,3 +40,61 @@ claim k2 1 1 >"$here/deferred_k2.sql"
 claim k3 1 1 >"$here/deferred_k3.sql"
 claim idempotency_keys 1 0 >"$here/nolockwait.sql"
 claim idempotency_keys 0 1 >"$here/plain.sql"
+
+# The two ways of holding a key that claim before the handler, as idem
+# sends them: the claim (PROCESSING), the handler's INSERT, and the fenced
+# completion pipelined with the COMMIT. claim-first: all in one transaction,
+# the claim pipelined with BEGIN and its lock-wait bound set and restored.
+# leased: the claim commits alone (BEGIN and COMMIT pipelined around
+# it, as pgstore sends a write of its own), then the handler's INSERT and the
+# completion in a transaction of their own. The token is derived from the
+# key, so that the completion's fence matches the claim's.
+# held MODE TABLE SYNC LOCKWAIT FENCE: MODE claim-first or leased, the key
+# in TABLE; SYNC off makes the leased claim's commit asynchronous
+# (synchronous_commit); LOCKWAIT 0 leaves the claim's lock-wait bound out;
+# FENCE 0 sends the completion as a plain UPDATE, not inside the
+# 1/count(*) CTE that aborts the transaction when the fence fails.
+held() {
+	local lockwait="SET LOCAL lock_timeout = '5000ms';" restore='SET LOCAL lock_timeout TO DEFAULT;'
+	if [ "$4" = 0 ]; then lockwait='' restore=''; fi
+	local key="'key-' || :client_id || '-' || :k" tok="md5(:client_id || '-' || :k)::uuid"
+	local ins="INSERT INTO $2 (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version, status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at) VALUES ('user-' || :u, $key, 'POST', '/v1/trivial', '\\x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f'::bytea, 1, 'PROCESSING', 1, $tok, now(), now() + 30000000 * interval '1 microsecond', now(), now() + 86400000000 * interval '1 microsecond') ON CONFLICT (scope, idempotency_key) DO NOTHING;"
+	local update="UPDATE $2 SET status = 'COMPLETED', lease_expires_at = now(), response_code = 201, response_headers = '{\"Content-Type\":[\"application/json\"]}'::text::jsonb, response_body = '\\x7b226964223a3132333435362c22616d6f756e74223a313235302c226e6f7465223a22636f66666565227d'::bytea, resource_type = nullif('', ''), resource_id = nullif('', '') WHERE scope = 'user-' || :u AND idempotency_key = $key AND fencing_token = $tok AND status = 'PROCESSING'"
+	local done="WITH completed AS ($update RETURNING 1) SELECT 1 / count(*) FROM completed;"
+	if [ "$5" = 0 ]; then done="$update;"; fi
+	printf '%s\n' '\set u random(1, 10000)' '\set k random(1, 9000000000000000000)' '\startpipeline'
+	if [ "$1" = claim-first ]; then
+		printf '%s\n' 'BEGIN;' ${lockwait:+"$lockwait"} "$ins" ${restore:+"$restore"} '\endpipeline' "$handler"
+	else
+		echo 'BEGIN ISOLATION LEVEL READ COMMITTED;'
+		if [ "$3" = off ]; then echo "SET LOCAL synchronous_commit = off;"; fi
+		printf '%s\n' ${lockwait:+"$lockwait"} "$ins" 'COMMIT;' '\endpipeline' '\startpipeline' 'BEGIN;' "$handler" '\endpipeline'
+	fi
+	printf '%s\n' '\startpipeline' "$done" 'COMMIT;' '\endpipeline'
+}
+# shape ROUNDTRIPS: the handler's INSERT with the round trips and commits
+# of claim-first (3, one commit) or leased (3, two commits), and no key row:
+# SELECT 1 where idem's statements go; in the leased claim's transaction
+# txid_current(), so that its COMMIT is a durable commit too.
+shape() {
+	printf '%s\n' '\set u random(1, 10000)'
+	if [ "$1" = claim-first ]; then
+		printf '%s\n' '\startpipeline' 'BEGIN;' 'SELECT 1;' '\endpipeline' "$handler"
+	else
+		printf '%s\n' '\startpipeline' 'BEGIN;' 'SELECT txid_current();' 'COMMIT;' '\endpipeline' '\startpipeline' 'BEGIN;' "$handler" '\endpipeline'
+	fi
+	printf '%s\n' '\startpipeline' 'SELECT 1;' 'COMMIT;' '\endpipeline'
+}
+held claim-first idempotency_keys on 1 1 >"$here/claimfirst.sql"
+held claim-first k3 on 1 1 >"$here/claimfirst_k3.sql"
+held claim-first k4 on 1 1 >"$here/claimfirst_k4.sql"
+held claim-first idempotency_keys on 0 1 >"$here/claimfirst_nolockwait.sql"
+held claim-first idempotency_keys on 1 0 >"$here/claimfirst_nofence.sql"
+shape claim-first >"$here/claimfirst_shape.sql"
+held leased idempotency_keys on 1 1 >"$here/leased.sql"
+held leased k3 on 1 1 >"$here/leased_k3.sql"
+held leased k4 on 1 1 >"$here/leased_k4.sql"
+held leased idempotency_keys off 1 1 >"$here/leased_async.sql"
+held leased idempotency_keys on 0 1 >"$here/leased_nolockwait.sql"
+held leased idempotency_keys on 1 0 >"$here/leased_nofence.sql"
+shape leased >"$here/leased_shape.sql"
