@@ -72,7 +72,7 @@ func TestRun(t *testing.T) {
 		"queue deposit-fresh", "queue deposit-duplicate", "payout-fresh", "payout-replay"} {
 		require.True(t, names[v], "no row for %s", v)
 	}
-	require.Len(t, rep.Ratios, 33)
+	require.Len(t, rep.Ratios, 34)
 	for _, f := range []string{"results.md", "results.json", "results-throughput.png", "results-latency.png"} {
 		st, err := os.Stat(filepath.Join(cfg.Out, f))
 		require.NoError(t, err)
