@@ -1,7 +1,9 @@
 package idem
 
 import (
+	"encoding/binary"
 	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 
@@ -76,8 +78,12 @@ func newReplayCache(maxBytes int64, margin time.Duration, cacheable func(store.R
 func (c *replayCache) hash(scope, key string) uint64 {
 	var h maphash.Hash
 	h.SetSeed(c.seed)
+	// The scope's length first: no two scope and key pairs write the same
+	// bytes. Two with one hash all the same are told apart by decodeCached.
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(scope)))
+	_, _ = h.Write(n[:])
 	_, _ = h.WriteString(scope)
-	_ = h.WriteByte(0) // two keys with one hash are told apart by decodeCached
 	_, _ = h.WriteString(key)
 	return h.Sum64()
 }
@@ -96,7 +102,7 @@ func (c *replayCache) get(scope, key string, now time.Time) *store.Record {
 		return nil
 	}
 	e := &c.slots[i]
-	if now.UnixNano() >= e.until {
+	if unixNano(now) >= e.until {
 		c.remove(i)
 		c.mu.Unlock()
 		return nil
@@ -120,11 +126,12 @@ func (c *replayCache) put(rec *store.Record, now time.Time) {
 	if !now.Before(until) {
 		return
 	}
-	blob := encodeCached(rec)
-	size := entryOverhead + int64(cap(blob))
+	n, _ := cachedLen(rec)
+	size := entryOverhead + int64(n)
 	if size > c.max {
 		return
 	}
+	blob := encodeCached(rec)
 	h := c.hash(rec.Scope, rec.Key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -133,12 +140,15 @@ func (c *replayCache) put(rec *store.Record, now time.Time) {
 	}
 	i := c.free
 	if i == noSlot {
+		if len(c.slots) == math.MaxInt32 {
+			return // 2³¹ entries: no slot left to number
+		}
 		i = int32(len(c.slots))
 		c.slots = append(c.slots, cacheSlot{})
 	} else {
 		c.free = c.slots[i].next
 	}
-	c.slots[i] = cacheSlot{blob: blob, hash: h, until: until.UnixNano(), size: size}
+	c.slots[i] = cacheSlot{blob: blob, hash: h, until: unixNano(until), size: size}
 	c.pushFront(i)
 	c.items[h] = i
 	c.size += size

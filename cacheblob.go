@@ -2,6 +2,7 @@ package idem
 
 import (
 	"encoding/binary"
+	"math"
 	"net/http"
 	"time"
 
@@ -25,13 +26,20 @@ import (
 // shares, and shares the hash and body with the slice, which nothing
 // writes once it is cached.
 
+// cachedLen is the length of rec's encoding, and of its text.
+func cachedLen(rec *store.Record) (n, text int) {
+	r := rec.Response
+	text = cachedTextLen(rec)
+	n = strLen(rec.Scope) + strLen(rec.Key) + uvarintLen(uint64(text)) + text +
+		strLen(string(rec.Fingerprint.Hash)) + uvarintLen(uint64(rec.Fingerprint.Version)) + uvarintLen(uint64(r.StatusCode)) +
+		varintLen(unixNano(rec.ExpiresAt)) + len(r.Body)
+	return n, text
+}
+
 // encodeCached encodes rec, which has a response.
 func encodeCached(rec *store.Record) []byte {
 	r := rec.Response
-	text := cachedTextLen(rec)
-	n := strLen(rec.Scope) + strLen(rec.Key) + uvarintLen(uint64(text)) + text +
-		strLen(string(rec.Fingerprint.Hash)) + uvarintLen(uint64(rec.Fingerprint.Version)) + uvarintLen(uint64(r.StatusCode)) +
-		varintLen(rec.ExpiresAt.UnixNano()) + len(r.Body)
+	n, text := cachedLen(rec)
 	b := make([]byte, 0, n)
 	b = appendStr(b, rec.Scope)
 	b = appendStr(b, rec.Key)
@@ -51,7 +59,7 @@ func encodeCached(rec *store.Record) []byte {
 	b = appendStr(b, string(rec.Fingerprint.Hash))
 	b = binary.AppendUvarint(b, uint64(rec.Fingerprint.Version))
 	b = binary.AppendUvarint(b, uint64(r.StatusCode))
-	b = binary.AppendVarint(b, rec.ExpiresAt.UnixNano())
+	b = binary.AppendVarint(b, unixNano(rec.ExpiresAt))
 	return append(b, r.Body...)
 }
 
@@ -94,6 +102,20 @@ func uvarintLen(x uint64) int {
 	}
 	return n
 }
+
+// unixNano is t in Unix nanoseconds, held to what an int64 holds (the
+// years 1678 to 2262): an expiry past them is kept as the last instant.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.After(lastNano):
+		return math.MaxInt64
+	case t.Before(firstNano):
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+var firstNano, lastNano = time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
 
 // varintLen is the length binary.AppendVarint writes: x zig-zag encoded.
 func varintLen(x int64) int { return uvarintLen(uint64(x<<1) ^ uint64(x>>63)) }
