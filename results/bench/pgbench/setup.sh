@@ -98,3 +98,9 @@ held leased idempotency_keys off 1 1 >"$here/leased_async.sql"
 held leased idempotency_keys on 0 1 >"$here/leased_nolockwait.sql"
 held leased idempotency_keys on 1 0 >"$here/leased_nofence.sql"
 shape leased >"$here/leased_shape.sql"
+# leased_implicit: the leased claim in an implicit transaction (one
+# pipeline, no BEGIN and COMMIT), its bound set with set_config: SET LOCAL
+# only warns outside a transaction block.
+sed -e '/^BEGIN ISOLATION LEVEL READ COMMITTED;$/d' \
+	-e "s/^SET LOCAL lock_timeout = '5000ms';\$/SELECT set_config('lock_timeout', '5000ms', true);/" "$here/leased.sql" |
+	awk '/^COMMIT;$/ && !done { done = 1; next } { print }' >"$here/leased_implicit.sql"
