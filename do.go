@@ -46,7 +46,8 @@ type Result struct {
 	Outcome Outcome
 	// Response is what the caller gets: the work's response (executed or
 	// failed), the stored one (replayed), or the problem response the
-	// HTTP door would send (anything else); nil when abandoned.
+	// HTTP door would send (anything else); nil when abandoned. A replayed
+	// Body may be the replay cache's own bytes: read it, never write it.
 	Response *Response
 	// Replayed: Response is the first attempt's, stored.
 	Replayed bool
