@@ -126,12 +126,12 @@ func (c *replayCache) put(rec *store.Record, now time.Time) {
 	if !now.Before(until) {
 		return
 	}
-	n, _ := cachedLen(rec)
-	size := entryOverhead + int64(n)
+	sz := sizeCached(rec)
+	size := entryOverhead + int64(sz.n)
 	if size > c.max {
 		return
 	}
-	blob := encodeCached(rec)
+	blob := encodeCached(rec, sz)
 	h := c.hash(rec.Scope, rec.Key)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -72,9 +72,8 @@ func TestReplayCache(t *testing.T) {
 
 	t.Run("EvictsLeastRecentlyUsedPastItsBytes", func(t *testing.T) {
 		body := strings.Repeat("b", 1000)
-		one := entryOverhead + int64(cap(encodeCached(completed("a", "k0", body, day))))
-		// Room for three, not four: a body's capacity may be rounded up
-		// to its allocation's size.
+		one := entryOverhead + int64(sizeCached(completed("a", "k0", body, day)).n)
+		// Room for three, not four.
 		c := newReplayCache(3*one+one/2, time.Minute, nil)
 		for _, k := range []string{"k0", "k1", "k2"} {
 			c.put(completed("a", k, body, day), now)
@@ -140,7 +139,7 @@ func TestCachedRecordRoundTrip(t *testing.T) {
 			return r
 		}(),
 	} {
-		b := encodeCached(rec)
+		b := encodeCached(rec, sizeCached(rec))
 		require.Equal(t, len(b), cap(b), "the encoding's length is computed, not guessed")
 		requireSameRecord(t, rec, decodeCached(b, rec.Scope, rec.Key))
 		require.Nil(t, decodeCached(b, rec.Scope+"x", rec.Key), "another scope with the same hash")

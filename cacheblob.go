@@ -26,29 +26,43 @@ import (
 // shares, and shares the hash and body with the slice, which nothing
 // writes once it is cached.
 
-// cachedLen is the length of rec's encoding, and of its text.
-func cachedLen(rec *store.Record) (n, text int) {
+// cachedSize is what encodeCached writes for a record: its length, its
+// text's length, and its count of header values.
+type cachedSize struct{ n, text, values int }
+
+// sizeCached measures rec's encoding; put weighs a record by it before
+// encoding it, and encodeCached allocates it.
+func sizeCached(rec *store.Record) cachedSize {
 	r := rec.Response
-	text = cachedTextLen(rec)
-	n = strLen(rec.Scope) + strLen(rec.Key) + uvarintLen(uint64(text)) + text +
+	var sz cachedSize
+	for name, vs := range r.Header {
+		sz.text += strLen(name) + uvarintLen(uint64(len(vs))+1)
+		for _, v := range vs {
+			sz.text += strLen(v)
+		}
+		sz.values += len(vs)
+	}
+	sz.text += strLen(rec.Fingerprint.Method) + strLen(rec.Fingerprint.Path) + strLen(r.ResourceType) + strLen(r.ResourceID) +
+		uvarintLen(uint64(len(r.Header))+1) + uvarintLen(uint64(sz.values))
+	sz.n = strLen(rec.Scope) + strLen(rec.Key) + uvarintLen(uint64(sz.text)) + sz.text +
 		strLen(string(rec.Fingerprint.Hash)) + uvarintLen(uint64(rec.Fingerprint.Version)) + uvarintLen(uint64(r.StatusCode)) +
 		varintLen(unixNano(rec.ExpiresAt)) + len(r.Body)
-	return n, text
+	return sz
 }
 
-// encodeCached encodes rec, which has a response.
-func encodeCached(rec *store.Record) []byte {
+// encodeCached encodes rec, which has a response, in the sz bytes
+// sizeCached measured.
+func encodeCached(rec *store.Record, sz cachedSize) []byte {
 	r := rec.Response
-	n, text := cachedLen(rec)
-	b := make([]byte, 0, n)
+	b := make([]byte, 0, sz.n)
 	b = appendStr(b, rec.Scope)
 	b = appendStr(b, rec.Key)
-	b = binary.AppendUvarint(b, uint64(text))
+	b = binary.AppendUvarint(b, uint64(sz.text))
 	for _, s := range [...]string{rec.Fingerprint.Method, rec.Fingerprint.Path, r.ResourceType, r.ResourceID} {
 		b = appendStr(b, s)
 	}
 	b = binary.AppendUvarint(b, plusOne(len(r.Header), r.Header == nil))
-	b = binary.AppendUvarint(b, uint64(headerValues(r.Header)))
+	b = binary.AppendUvarint(b, uint64(sz.values))
 	for name, vs := range r.Header {
 		b = appendStr(b, name)
 		b = binary.AppendUvarint(b, plusOne(len(vs), vs == nil))
@@ -63,34 +77,12 @@ func encodeCached(rec *store.Record) []byte {
 	return append(b, r.Body...)
 }
 
-// cachedTextLen is the length of the text encodeCached writes.
-func cachedTextLen(rec *store.Record) int {
-	r := rec.Response
-	n := strLen(rec.Fingerprint.Method) + strLen(rec.Fingerprint.Path) + strLen(r.ResourceType) + strLen(r.ResourceID) +
-		uvarintLen(uint64(len(r.Header))+1) + uvarintLen(uint64(headerValues(r.Header)))
-	for name, vs := range r.Header {
-		n += strLen(name) + uvarintLen(uint64(len(vs))+1)
-		for _, v := range vs {
-			n += strLen(v)
-		}
-	}
-	return n
-}
-
 // plusOne is a count as the encoding keeps it: n + 1, or 0 for nil.
 func plusOne(n int, isNil bool) uint64 {
 	if isNil {
 		return 0
 	}
 	return uint64(n) + 1
-}
-
-func headerValues(h http.Header) int {
-	n := 0
-	for _, vs := range h {
-		n += len(vs)
-	}
-	return n
 }
 
 func strLen(s string) int { return uvarintLen(uint64(len(s))) + len(s) }
@@ -133,18 +125,18 @@ func decodeCached(b []byte, scope, key string) *store.Record {
 		return nil
 	}
 	text := d.bytes()
-	t := textReader{b: text, s: string(text)}
+	t := textReader{blobReader: blobReader{b: text}, s: string(text)}
 	rec := &store.Record{Scope: scope, Key: key, Status: store.StatusCompleted}
 	resp := &store.Response{}
 	rec.Fingerprint.Method, rec.Fingerprint.Path = t.str(), t.str()
 	resp.ResourceType, resp.ResourceID = t.str(), t.str()
-	names, values := t.uvarint(), t.uvarint()
+	names, values := int(t.uvarint()), int(t.uvarint())
 	if names > 0 {
 		resp.Header = make(http.Header, names-1)
 	}
 	all := make([]string, 0, values)
 	for range max(names-1, 0) {
-		name, n := t.str(), t.uvarint()
+		name, n := t.str(), int(t.uvarint())
 		if n == 0 {
 			resp.Header[name] = nil
 			continue
@@ -190,22 +182,15 @@ func (d *blobReader) bytes() []byte {
 	return d.b[d.i-n : d.i : d.i]
 }
 
-// textReader reads the text of an encoded record: its lengths from b,
-// its strings as parts of s, b's one copy.
+// textReader reads the text of an encoded record: its lengths as a
+// blobReader does, its strings as parts of s, the text's one copy.
 type textReader struct {
-	b []byte
+	blobReader
 	s string
-	i int
-}
-
-func (t *textReader) uvarint() int {
-	x, n := binary.Uvarint(t.b[t.i:])
-	t.i += n
-	return int(x)
 }
 
 func (t *textReader) str() string {
-	n := t.uvarint()
+	n := int(t.uvarint())
 	t.i += n
 	return t.s[t.i-n : t.i]
 }
