@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // The gateway's variants: idem-gateway on PostgreSQL (leased, its keys in
@@ -75,7 +76,7 @@ func (r *runner) gatewayVariants(ctx context.Context, db *database, goUp *server
 // its replay keys and returns its fresh and replay variants, their names
 // ending in lang and suffix.
 func (r *runner) gatewayPair(ctx context.Context, bin, suffix, lang string, up *server, db *database) ([]*variant, error) {
-	gw, err := r.startGatewayBin(ctx, bin, up, db, "--scope-header", trivialScopeHeader, "--log-level", "warn")
+	gw, err := r.startGatewayBin(ctx, bin, up, db, append(scopeFlags(ctx, bin), "--log-level", "warn")...)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +91,18 @@ func (r *runner) gatewayPair(ctx context.Context, bin, suffix, lang string, up *
 		{name: "gateway-replay " + lang + suffix, kind: kindReplay, op: opTrivial, mode: "leased", srv: gw, peer: up, db: db, checked: true,
 			replay: pick},
 	}, nil
+}
+
+// scopeFlags scope bin's keys by the trivial server's user header,
+// hashed: declared a credential, as the gateway requires of any header
+// but Authorization; a baseline built before that took it as
+// --scope-header.
+func scopeFlags(ctx context.Context, bin string) []string {
+	help, _ := exec.CommandContext(ctx, bin, "serve", "--help").Output()
+	if strings.Contains(string(help), "--scope-credential-header") {
+		return []string{"--scope-credential-header", trivialScopeHeader}
+	}
+	return []string{"--scope-header", trivialScopeHeader}
 }
 
 // startNodeUpstream installs node-postgres into a folder of the run's,
