@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
@@ -70,8 +71,9 @@ type fingerprintSettings struct {
 }
 
 type scopeSettings struct {
-	Header        string `yaml:"header"`
-	TrustedHeader string `yaml:"trusted_header"`
+	Header           string `yaml:"header"`
+	CredentialHeader string `yaml:"credential_header"`
+	TrustedHeader    string `yaml:"trusted_header"`
 }
 
 // Route defaults, where the file and the flags say nothing.
@@ -206,17 +208,47 @@ func (r routeSettings) spec(field string) (routeSpec, error) {
 	// completion failed, it panicked on a cut response, its lease ran out)
 	// leaves its key to lapse, and the next one answers outcome-unknown.
 	s.cfg.ExternalEffects = !s.dedups
-	switch sc := r.Scope; {
-	case sc.Header != "" && sc.TrustedHeader != "":
-		return bad("scope", "give header or trusted_header, not both")
-	case sc.TrustedHeader != "":
-		s.scope = scopeSource{header: sc.TrustedHeader, trusted: true}
-	case sc.Header != "":
-		s.scope = scopeSource{header: sc.Header}
-	default:
-		s.scope = scopeSource{header: defaultScopeHeader}
+	if s.scope, err = r.Scope.source(); err != nil {
+		return bad("scope", "%v", err)
 	}
 	return s, nil
+}
+
+// source checks a scope setting: one header, hashed when it carries a
+// credential (Authorization by default, or a credential_header), taken as
+// is when trusted. Any other header is refused: a client could send any
+// value and be answered from another's stored answers.
+func (sc scopeSettings) source() (scopeSource, error) {
+	switch h := sc.Header; {
+	case given(sc.Header, sc.CredentialHeader, sc.TrustedHeader) > 1:
+		return scopeSource{}, errors.New("give one of header, credential_header or trusted_header")
+	case sc.TrustedHeader != "":
+		return scopeSource{header: http.CanonicalHeaderKey(sc.TrustedHeader), trusted: true}, nil
+	case sc.CredentialHeader != "":
+		return scopeSource{header: http.CanonicalHeaderKey(sc.CredentialHeader)}, nil
+	case h == "" || credentialHeader(h):
+		return scopeSource{header: defaultScopeHeader}, nil
+	default:
+		return scopeSource{}, notCredential("header: "+h, h, "write {credential_header: "+h+"}", "{trusted_header: "+h+"}")
+	}
+}
+
+// notCredential is the error of a scope header that is not a credential,
+// saying what to write instead.
+func notCredential(setting, h, credential, trusted string) error {
+	return fmt.Errorf("%s is not a credential: anyone may send any %s and be answered from that scope's stored answers; "+
+		"if the upstream authenticates requests by it, %s; if a proxy in front sets it (and strips the client's), %s", setting, h, credential, trusted)
+}
+
+// given is how many of values are set.
+func given(values ...string) int {
+	n := 0
+	for _, v := range values {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // checkRoutes refuses two routes that match the same requests equally
@@ -252,7 +284,7 @@ func parseUpstreams(us []upstreamSettings) ([]*upstream, error) {
 			return nil, fmt.Errorf("%s.prefix: %q: want a path such as /v1/", field, s.Prefix)
 		}
 		for j, o := range ups {
-			if o.prefix == prefix {
+			if strings.EqualFold(o.prefix, prefix) {
 				return nil, fmt.Errorf("%s.prefix: %q is upstreams[%d]'s too", field, prefix, j)
 			}
 		}

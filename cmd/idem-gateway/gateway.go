@@ -44,9 +44,10 @@ type route struct {
 }
 
 // scopeSource is where a route's scope (the key space of its keys) comes
-// from: the SHA-256 of a header's value (the credential is never stored),
-// or, when trusted is set, the value of a header an authenticating proxy
-// in front sets, as is.
+// from: the SHA-256 of a credential header's value (the credential is
+// never stored), or, when trusted is set, the value of a header an
+// authenticating proxy in front sets, as is. For Authorization, the
+// scheme's case is not the credential's: "bearer alice" is "Bearer alice".
 type scopeSource struct {
 	header  string
 	trusted bool
@@ -54,8 +55,11 @@ type scopeSource struct {
 
 func (s scopeSource) of(r *http.Request) string {
 	v := r.Header.Get(s.header)
-	if v == "" || s.trusted {
+	switch {
+	case v == "" || s.trusted:
 		return v
+	case s.header == "Authorization":
+		v = canonicalAuthorization(v)
 	}
 	return scopeOf(v)
 }
@@ -85,13 +89,24 @@ const (
 	problemUpstreamUnavailable = "upstream-unavailable"
 	// problemNoUpstream: no upstream's prefix matches the path.
 	problemNoUpstream = "no-upstream"
+	// problemRequestAmbiguous: the request line has a spelling upstreams
+	// read in different ways (docs/gateway.md); never forwarded.
+	problemRequestAmbiguous = "request-ambiguous"
+	// problemRouteUnguarded: an unsafe method that no route matches.
+	problemRouteUnguarded = "route-unguarded"
 )
 
-// ServeHTTP guards the requests a route guards and proxies every request
-// to its upstream. Only a real protocol upgrade (GET with Upgrade:
-// websocket) and the routes whose key is off pass unguarded: an Upgrade or
-// Accept header on any other request changes nothing.
+// ServeHTTP normalises the request line, then guards the requests a route
+// guards and proxies every request to its upstream. Only a real protocol
+// upgrade (GET with Upgrade: websocket), the routes whose key is off, and
+// the safe methods no route matches pass unguarded: an Upgrade or Accept
+// header on any other request changes nothing, and an unsafe request no
+// route matches is refused.
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if why := normalise(r); why != "" {
+		writeProblem(w, problemRequestAmbiguous, http.StatusBadRequest, "The gateway refuses this request line: "+why+".")
+		return
+	}
 	up := upstreamFor(g.upstreams, r)
 	if up == nil {
 		writeProblem(w, problemNoUpstream, http.StatusNotFound, "No upstream serves "+r.URL.Path+".")
@@ -99,10 +114,14 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt := routeFor(g.routes, r)
 	switch {
+	case rt == nil && !safeMethod(r.Method):
+		writeProblem(w, problemRouteUnguarded, http.StatusNotFound,
+			"No route guards "+r.Method+" "+r.URL.Path+": the gateway forwards no unsafe request it does not guard.")
+		return
 	case rt == nil || rt.key == keyOff || websocket(r):
 		g.open[up].ServeHTTP(w, r)
 		return
-	case rt.key == keyOptional && r.Header.Get(rt.mw.Config().Header) == "":
+	case !rt.guards(r):
 		rt.proxies[up].ServeHTTP(w, r)
 		return
 	}
@@ -111,6 +130,25 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(idem.WithScope(r.Context(), s))
 	}
 	rt.guarded.ServeHTTP(w, r)
+}
+
+// guards reports whether rt guards r: its key is required, or optional
+// and r has one.
+func (rt *route) guards(r *http.Request) bool {
+	switch rt.key {
+	case keyRequired:
+		return true
+	case keyOptional:
+		return r.Header.Get(rt.mw.Config().Header) != ""
+	}
+	return false
+}
+
+// safeMethod reports whether a request with method may pass unguarded
+// when no route matches it: GET, HEAD and OPTIONS only, so that an
+// unknown method is refused too.
+func safeMethod(method string) bool {
+	return method == http.MethodGet || method == http.MethodHead || method == http.MethodOptions
 }
 
 // websocket reports whether r is a WebSocket handshake (RFC 6455): a GET
@@ -157,6 +195,10 @@ func (g *gateway) newProxy(up *upstream, transport http.RoundTripper, dedups boo
 			pr.Out.Host = pr.In.Host
 			if key := idem.KeyFromContext(pr.In.Context()); key != "" {
 				pr.Out.Header.Set("Idempotency-Key", derivedKey(idem.ScopeFromContext(pr.In.Context()), key))
+			} else {
+				// Unguarded: the client's raw key never reaches the
+				// upstream, which might take it for a guarded one's.
+				pr.Out.Header.Del("Idempotency-Key")
 			}
 		},
 		Transport:  transport,
@@ -230,6 +272,8 @@ var problemTitles = map[string]string{
 	problemOutcomeUnknown:      "Outcome unknown",
 	problemUpstreamUnavailable: "Upstream unavailable",
 	problemNoUpstream:          "No upstream",
+	problemRequestAmbiguous:    "Ambiguous request line",
+	problemRouteUnguarded:      "No route guards this request",
 }
 
 // scopeOf is the key space of a scope header's value: its SHA-256, so the

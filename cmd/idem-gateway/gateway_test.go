@@ -5,6 +5,7 @@ package main_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -207,10 +208,14 @@ func writeFile(t *testing.T, name, content string) string {
 	return path
 }
 
-// gatewayCmd runs idem-gateway with args and returns its output and exit code.
+// gatewayCmd runs idem-gateway with args and returns its output and exit
+// code. A command that has not ended within two minutes (a serve that
+// should have refused to start) is killed: code -1.
 func gatewayCmd(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errOut

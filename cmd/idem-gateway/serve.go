@@ -39,7 +39,9 @@ type serveFlags struct {
 	bodyMemoryMB                   int64
 	requestsPerScope               int
 	replayCacheMB                  int64
-	upstream, routes, scopeHeader  string
+	upstream, routes               string
+	scopeHeader, scopeCredential   string
+	scopeTrusted                   string
 	upstreamTimeout, leaseDuration time.Duration
 	ttl                            time.Duration
 	maxBody                        int64
@@ -47,7 +49,7 @@ type serveFlags struct {
 }
 
 // simpleFlags are the flags a configuration file replaces.
-var simpleFlags = []string{"upstream", "routes", "scope-header", "upstream-timeout", "lease-duration", "lock-timeout", "idempotency-ttl", "max-body-bytes", "upstream-dedups"}
+var simpleFlags = []string{"upstream", "routes", "scope-header", "scope-credential-header", "scope-trusted-header", "upstream-timeout", "lease-duration", "lock-timeout", "idempotency-ttl", "max-body-bytes", "upstream-dedups"}
 
 // fileFlags maps the configuration file's global settings to the flags
 // they are the file's form of.
@@ -99,7 +101,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed answers kept in memory, so that a retry costs no\nround trip (never an outcome-unknown answer, which an operator may still resolve); 0 turns it off;\nSQLite never uses it")
 	fs.StringVar(&f.upstream, "upstream", "", "the service's base URL (required without --config)")
 	fs.StringVar(&f.routes, "routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes, key required: comma-separated 'METHOD /path', a trailing * matches any rest")
-	fs.StringVar(&f.scopeHeader, "scope-header", defaultScopeHeader, "the header whose value's SHA-256 scopes the keys; a guarded request without it is refused (401)")
+	fs.StringVar(&f.scopeHeader, "scope-header", "", "the header whose value's SHA-256 scopes the keys: Authorization (the default), its scheme's case ignored;\na guarded request without it is refused (401)")
+	fs.StringVar(&f.scopeCredential, "scope-credential-header", "", "instead of Authorization, the header of the credential the upstream authenticates by, such as\nX-Api-Key: its value's SHA-256 scopes the keys")
+	fs.StringVar(&f.scopeTrusted, "scope-trusted-header", "", "instead of Authorization, a header an authenticating proxy in front sets (stripping the client's),\nsuch as X-User-Id: its value scopes the keys as is")
 	fs.DurationVar(&f.upstreamTimeout, "upstream-timeout", defaultUpstreamTimeout, "how long the upstream may take to send its response headers")
 	fs.DurationVar(&f.leaseDuration, "lease-duration", idem.DefaultLeaseDuration, "the lease of a request in flight: after a crash, a retry may take the key over after this long")
 	cli.Alias(fs, "lock-timeout", "lease-duration")
@@ -122,6 +126,9 @@ func (f *serveFlags) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Wr
 	}
 	var s *fileSettings
 	if f.config == "" {
+		if err := f.checkScope(); err != nil {
+			return nil, nil, err
+		}
 		s = f.simple()
 	} else {
 		for _, name := range simpleFlags {
@@ -156,6 +163,9 @@ func (f *serveFlags) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Wr
 	if err != nil {
 		return nil, nil, f.settingError(err)
 	}
+	if _, err := s.Defaults.Scope.source(); err != nil {
+		return nil, nil, f.settingError(fmt.Errorf("defaults.scope: %w", err))
+	}
 	specs := make([]routeSpec, 0, len(s.Routes))
 	for i, r := range s.Routes {
 		spec, err := r.merged(s.Defaults).spec(fmt.Sprintf("routes[%d]", i))
@@ -180,12 +190,25 @@ func (f *serveFlags) settingError(err error) error {
 	return cli.Usagef("--config %s: %v", f.config, err)
 }
 
+// checkScope checks the scope flags as scopeSettings.source checks the
+// file's, in the flags' words.
+func (f *serveFlags) checkScope() error {
+	switch h := f.scopeHeader; {
+	case given(f.scopeHeader, f.scopeCredential, f.scopeTrusted) > 1:
+		return cli.Usagef("give one of --scope-header, --scope-credential-header or --scope-trusted-header")
+	case h != "" && !credentialHeader(h):
+		return cli.Usagef("%v", notCredential("--scope-header "+h, h, "give --scope-credential-header "+h, "--scope-trusted-header "+h))
+	}
+	return nil
+}
+
 // simple is the configuration the simple case's flags describe: one
 // upstream, every route key required.
 func (f *serveFlags) simple() *fileSettings {
 	s := &fileSettings{Defaults: routeSettings{
 		TTL: f.ttl.String(), Lease: f.leaseDuration.String(), UpstreamTimeout: f.upstreamTimeout.String(),
-		UpstreamDedups: &f.dedups, MaxBodyBytes: f.maxBody, Scope: scopeSettings{Header: f.scopeHeader},
+		UpstreamDedups: &f.dedups, MaxBodyBytes: f.maxBody,
+		Scope: scopeSettings{Header: f.scopeHeader, CredentialHeader: f.scopeCredential, TrustedHeader: f.scopeTrusted},
 	}}
 	if f.upstream != "" {
 		s.Upstreams = []upstreamSettings{{URL: f.upstream}}
@@ -296,6 +319,9 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	g, err := newGateway(ks.store, ups, specs, f, cacheBytes, logger, obs, reg)
 	if err != nil {
 		return err
+	}
+	for _, u := range g.unguarded() {
+		logger.Info("unguarded", "route", u.route, "why", u.why)
 	}
 	con, err := newConsole(f, ks.store, g)
 	if err != nil {
