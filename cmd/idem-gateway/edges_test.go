@@ -275,7 +275,9 @@ func TestScopeNotACredential(t *testing.T) {
 			"defaults.scope: header: X-Tenant is not a credential"},
 		{[]string{"--config", file("{header: Authorization, trusted_header: X-User}")}, "routes[0].scope: give one of header, credential_header or trusted_header"},
 	} {
-		_, stderr, code := gatewayCmd(t, "", c.args...)
+		// A gateway that started anyway listens on a port of its own.
+		args := append([]string{"--addr", "127.0.0.1:0", "--db", t.TempDir() + "/keys.db"}, c.args...)
+		_, stderr, code := gatewayCmd(t, "", args...)
 		require.Equal(t, 2, code, "%v: %s", c.args, stderr)
 		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %s", stderr)
 		require.Contains(t, stderr, c.says, "%v", c.args)
