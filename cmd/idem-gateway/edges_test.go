@@ -252,6 +252,23 @@ func testFailsClosed(t *testing.T, gw string, up *lenientUpstream) {
 	})
 }
 
+// TestCatchAll: a configured catch-all forwards, unguarded and without
+// the client's key, what no other route matches; the log says so.
+func TestCatchAll(t *testing.T) {
+	t.Parallel()
+	up := startLenient(t)
+	config := writeFile(t, "gateway.yaml", fmt.Sprintf("upstreams:\n  - {url: %q}\nroutes:\n  - {match: POST /pay}\n  - {match: \"* /*\", key: off}\n", up.url))
+	gw := startGatewayWith(t, "--config", config)
+	require.Contains(t, gw.stderr.String(), `msg=unguarded route="* /*" why="key off, a catch-all`)
+	require.NotContains(t, gw.stderr.String(), `route="GET, HEAD, OPTIONS"`)
+	for _, m := range []string{"POST", "PURGE"} {
+		require.Equal(t, answer{201, "", false}, rawRequest(t, gw.url, m, "/payments", "Idempotency-Key", "c-1"), m)
+		require.Equal(t, 1, up.runs(m+" /payments"))
+		require.Empty(t, up.keyOf(m+" /payments"))
+	}
+	require.Equal(t, answer{400, "key-missing", false}, rawRequest(t, gw.url, "POST", "/PAY/", "Authorization", "Bearer a"), "the guard still matches every spelling of its route")
+}
+
 // TestScopeNotACredential: a scope header anyone may set is refused at
 // start, the line saying what to write instead; declared a credential
 // (or trusted), it is taken.

@@ -130,9 +130,11 @@ type unguardedRoute struct{ route, why string }
 
 func (g *gateway) unguarded() []unguardedRoute {
 	var us []unguardedRoute
+	catchAll := false
 	for _, rt := range g.routes {
 		switch {
 		case rt.key == keyOff && rt.pattern.method == "" && rt.pattern.prefix && rt.pattern.path == "/":
+			catchAll = true
 			us = append(us, unguardedRoute{rt.pattern.text, "key off, a catch-all: every request no other route matches, any method"})
 		case rt.key == keyOff:
 			us = append(us, unguardedRoute{rt.pattern.text, "key off"})
@@ -140,7 +142,8 @@ func (g *gateway) unguarded() []unguardedRoute {
 			us = append(us, unguardedRoute{rt.pattern.text, "key optional: a request without a key"})
 		}
 	}
-	return append(us,
-		unguardedRoute{"GET, HEAD, OPTIONS", "safe methods no route matches (any other method no route matches is refused)"},
-		unguardedRoute{"GET with Upgrade: websocket", "a protocol upgrade"})
+	if !catchAll {
+		us = append(us, unguardedRoute{"GET, HEAD, OPTIONS", "safe methods no route matches (any other method no route matches is refused)"})
+	}
+	return append(us, unguardedRoute{"GET with Upgrade: websocket", "a protocol upgrade"})
 }
