@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -159,8 +160,9 @@ func TestHeaderBounds(t *testing.T) {
 		return conn, bufio.NewReader(conn)
 	}
 	closed := func(t *testing.T, rd *bufio.Reader) {
+		// EOF, or a reset: the gateway closes with the client's bytes unread.
 		_, err := io.Copy(io.Discard, rd)
-		require.NoError(t, err, "closed by the gateway, not by the test's deadline")
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "closed by the gateway, not by the test's deadline")
 	}
 	t.Run("TooLarge431", func(t *testing.T) {
 		conn, rd := dial(t)
