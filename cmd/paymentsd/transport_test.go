@@ -122,16 +122,25 @@ func grpcConn(t *testing.T, s *server) *grpc.ClientConn {
 	return conn
 }
 
-// openCall opens a CreateDeposit call with apiKey and sends no message:
-// the server must answer from the headers alone.
-func openCall(t *testing.T, conn *grpc.ClientConn, apiKey string) grpc.ClientStream {
+// openCall opens a CreateDeposit call with apiKey, sends no message, and
+// returns the server's answer: its status, never the client's deadline
+// (the call has none).
+func openCall(t *testing.T, conn *grpc.ClientConn, apiKey string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(),
-		"authorization", "Bearer "+apiKey, "idempotency-key", newKey()), patience)
-	t.Cleanup(cancel)
+	ctx, cancel := context.WithCancel(metadata.AppendToOutgoingContext(context.Background(),
+		"authorization", "Bearer "+apiKey, "idempotency-key", newKey()))
+	defer cancel()
 	st, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, paymentsv1.Payments_CreateDeposit_FullMethodName)
 	require.NoError(t, err)
-	return st
+	answer := make(chan error, 1)
+	go func() { answer <- st.RecvMsg(new(paymentsv1.Deposit)) }()
+	select {
+	case err := <-answer:
+		return err
+	case <-time.After(patience):
+		t.Fatalf("the server did not end the call within %v", patience)
+		return nil
+	}
 }
 
 // TestGRPCTransportBounds: a message past --grpc-max-message-bytes is
@@ -151,14 +160,12 @@ func TestGRPCTransportBounds(t *testing.T) {
 		require.Zero(t, u.storedKeys(t), "nothing stored")
 	})
 	t.Run("UnknownKeyUnread", func(t *testing.T) {
-		st := openCall(t, conn, "sk_unknown")
-		err := st.RecvMsg(new(paymentsv1.Deposit))
+		err := openCall(t, conn, "sk_unknown")
 		require.Equal(t, codes.Unauthenticated, status.Code(err), "answered from the headers: %v", err)
 		require.Equal(t, "unauthorized", grpcReason(t, err)["reason"])
 	})
 	t.Run("StalledMessage", func(t *testing.T) {
-		st := openCall(t, conn, u.apiKey)
-		err := st.RecvMsg(new(paymentsv1.Deposit))
+		err := openCall(t, conn, u.apiKey)
 		require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 		// The stalled call held the user's one place; it is free again.
 		waitFor(t, func() bool {
@@ -279,4 +286,27 @@ func TestGRPCStreamsAndMetadata(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestGRPCHandlerOutlivesBodyTimeout: --body-timeout bounds a message's
+// arrival, not the call: a deposit whose message arrived, waiting on its
+// balance's lock for longer than the timeout, is answered once the lock
+// goes.
+func TestGRPCHandlerOutlivesBodyTimeout(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newDB(t, "postgres"), "--grpc-addr", "127.0.0.1:0", "--body-timeout", "200ms")
+	u := grpcDial(t, s, s.newUser(t))
+	_, err := u.client.CreateDeposit(u.call(newKey()), &paymentsv1.CreateDepositRequest{Currency: "USD", Amount: 1})
+	require.NoError(t, err)
+	release := lockBalances(t, s, u.user)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := u.client.CreateDeposit(u.call(newKey()), &paymentsv1.CreateDepositRequest{Currency: "USD", Amount: 2})
+		answered <- err
+	}()
+	waitForLockWait(t, s, 1)
+	time.Sleep(5 * 200 * time.Millisecond) // the call outlives its message's deadline
+	release()
+	require.NoError(t, <-answered)
+	require.Equal(t, map[string]int64{"USD": 3}, u.balances(t))
 }
