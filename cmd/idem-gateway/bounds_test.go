@@ -3,8 +3,10 @@ package main_test
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +140,63 @@ func TestBodyBounds(t *testing.T) {
 	})
 	for _, e := range up.log(t) {
 		require.NotContains(t, []string{"k-a", "k-b", "k-m1", "k-m2"}, e.Key)
+	}
+}
+
+// TestHeaderBounds: a header block past --max-header-bytes gets 431 and
+// its connection closed, one that stops arriving is closed at
+// --header-timeout, and an idle keep-alive connection at --idle-timeout:
+// none reaches the upstream.
+func TestHeaderBounds(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	gw := startGateway(t, up, "--header-timeout", "300ms", "--idle-timeout", "300ms")
+	addr := strings.TrimPrefix(gw, "http://")
+	dial := func(t *testing.T) (net.Conn, *bufio.Reader) {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Minute)))
+		return conn, bufio.NewReader(conn)
+	}
+	closed := func(t *testing.T, rd *bufio.Reader) {
+		// EOF, or a reset: the gateway closes with the client's bytes unread.
+		_, err := io.Copy(io.Discard, rd)
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "closed by the gateway, not by the test's deadline")
+	}
+	t.Run("TooLarge431", func(t *testing.T) {
+		conn, rd := dial(t)
+		go func() {
+			_, _ = fmt.Fprintf(conn, "POST /ok HTTP/1.1\r\nHost: %s\r\n", addr)
+			for i := range 128 { // 128 KiB, never ended: four times the bound
+				if _, err := fmt.Fprintf(conn, "X-Pad-%d: %s\r\n", i, strings.Repeat("x", 1000)); err != nil {
+					return
+				}
+			}
+		}()
+		resp, err := http.ReadResponse(rd, nil)
+		require.NoError(t, err, "an answer before the header block ends")
+		require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode)
+		closed(t, rd)
+	})
+	t.Run("SlowClosed", func(t *testing.T) {
+		conn, rd := dial(t)
+		_, err := fmt.Fprintf(conn, "POST /ok HTTP/1.1\r\nHost: %s\r\nIdempotency-Key: ", addr)
+		require.NoError(t, err)
+		closed(t, rd)
+	})
+	t.Run("IdleClosed", func(t *testing.T) {
+		conn, rd := dial(t)
+		_, err := fmt.Fprintf(conn, "GET /ok HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(rd, nil)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		closed(t, rd)
+	})
+	for _, e := range up.log(t) {
+		require.Equal(t, "/ok", e.Path, "nothing reached the upstream but the GET")
+		require.Empty(t, e.Key)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/cmd/internal/conns"
 	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/cmd/internal/otlp"
 	"github.com/idem-dev/idem/idemprom"
@@ -25,6 +26,10 @@ import (
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
+
+// defaultMaxHeaderBytes is nginx's bound (four 8 KiB buffers): the
+// upstream's clients may send cookies and tokens larger than paymentsd's.
+const defaultMaxHeaderBytes = 32 << 10
 
 // serveFlags are serve's flags. The first group is every server's; the
 // second the simple case of one upstream, which a configuration file
@@ -37,6 +42,7 @@ type serveFlags struct {
 	shutdownTimeout, sweepInterval time.Duration
 	bodyTimeout                    time.Duration
 	bodyMemoryMB                   int64
+	conns                          conns.Limits
 	requestsPerScope               int
 	replayCacheMB                  int64
 	upstream, routes               string
@@ -69,6 +75,11 @@ var fileFlags = []struct {
 	{"limits.body_timeout", func(s *fileSettings) string { return s.Limits.BodyTimeout }, "body-timeout"},
 	{"limits.body_memory_mb", func(s *fileSettings) string { return nonZero(s.Limits.BodyMemoryMB) }, "body-memory-mb"},
 	{"limits.requests_per_scope", func(s *fileSettings) string { return nonZero(int64(s.Limits.RequestsPerScope)) }, "requests-per-scope"},
+	{"limits.header_timeout", func(s *fileSettings) string { return s.Limits.HeaderTimeout }, "header-timeout"},
+	{"limits.max_header_bytes", func(s *fileSettings) string { return nonZero(int64(s.Limits.MaxHeaderBytes)) }, "max-header-bytes"},
+	{"limits.max_conns", func(s *fileSettings) string { return nonZero(int64(s.Limits.MaxConns)) }, "max-conns"},
+	{"limits.max_idle_conns", func(s *fileSettings) string { return nonZero(int64(s.Limits.MaxIdleConns)) }, "max-idle-conns"},
+	{"limits.idle_timeout", func(s *fileSettings) string { return s.Limits.IdleTimeout }, "idle-timeout"},
 	{"replay_cache_mb", func(s *fileSettings) string {
 		if s.ReplayCacheMB == nil {
 			return ""
@@ -98,6 +109,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", limits.DefaultBodyTimeout, "how long a guarded request's body may take to arrive; a slower one gets 408 and nothing is stored")
 	fs.Int64Var(&f.bodyMemoryMB, "body-memory-mb", limits.DefaultBodyMemory>>20, "megabytes of guarded request bodies in flight at once; past it, 503 with Retry-After, nothing stored")
 	fs.IntVar(&f.requestsPerScope, "requests-per-scope", limits.DefaultRequestsPerScope, "how many guarded requests one scope may have in flight; past it, 429 with Retry-After")
+	f.conns = conns.Limits{HeaderTimeout: conns.DefaultHeaderTimeout, MaxHeaderBytes: defaultMaxHeaderBytes, MaxConns: conns.DefaultMaxConns,
+		MaxIdleConns: conns.DefaultMaxIdleConns, IdleTimeout: conns.DefaultIdleTimeout}
+	f.conns.Register(fs)
 	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed answers kept in memory, so that a retry costs no\nround trip (never an outcome-unknown answer, which an operator may still resolve); 0 turns it off;\nSQLite never uses it")
 	fs.StringVar(&f.upstream, "upstream", "", "the service's base URL (required without --config)")
 	fs.StringVar(&f.routes, "routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes, key required: comma-separated 'METHOD /path', a trailing * matches any rest")
@@ -158,6 +172,9 @@ func (f *serveFlags) parse(fs *flag.FlagSet, args []string, stdout, stderr io.Wr
 	}
 	if f.sweepInterval < 0 || f.replayCacheMB < 0 || f.bodyMemoryMB <= 0 || f.requestsPerScope <= 0 {
 		return nil, nil, cli.Usagef("--sweep-interval and --replay-cache-mb must not be negative, --body-memory-mb and --requests-per-scope must be positive")
+	}
+	if err := f.conns.Check(); err != nil {
+		return nil, nil, cli.Usagef("%v", err)
 	}
 	ups, err := parseUpstreams(s.Upstreams)
 	if err != nil {
@@ -345,8 +362,8 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	}
 
 	errc := make(chan error, 2)
-	srv := &http.Server{Handler: g, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-	go func() { errc <- srv.Serve(ln) }()
+	srv := f.conns.Server(g, slog.NewLogLogger(logger.Handler(), slog.LevelWarn))
+	go func() { errc <- srv.Serve(f.conns.Listener(ln)) }()
 	attrs := []any{"url", "http://" + ln.Addr().String(), "store", string(db.Kind), "routes", len(specs), "upstreams", len(ups)}
 	if mln != nil {
 		mux := adminMux(reg, ks)
@@ -357,7 +374,7 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 			go func() { _ = con.Run(cctx) }()
 			logger.Info("operator console", "url", "http://"+mln.Addr().String()+"/console/")
 		}
-		asrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
+		asrv := &http.Server{Handler: mux, ReadHeaderTimeout: f.conns.HeaderTimeout, MaxHeaderBytes: f.conns.MaxHeaderBytes, ErrorLog: srv.ErrorLog}
 		go func() { errc <- asrv.Serve(mln) }()
 		defer asrv.Close()
 		attrs = append(attrs, "admin", "http://"+mln.Addr().String())

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/grpc/tap"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/paymentsv1"
@@ -117,55 +117,99 @@ func problemError(status int, t api.ProblemType, detail string) error {
 	return idemgrpc.ResponseError(idem.Response{StatusCode: status}, string(t), detail)
 }
 
-// grpcAuth sets the call's user from the API key in its authorization
-// metadata, as the HTTP API's authentication does: an unknown key never
-// reaches the key table.
-func grpcAuth(ops *api.Operations, logger *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		user, err := ops.Authenticate(ctx, md.Get("authorization"))
-		switch {
-		case errors.Is(err, payments.ErrUnauthorized):
-			return nil, problemError(http.StatusUnauthorized, api.ProblemUnauthorized, "Send your API key as authorization: Bearer <api key>.")
-		case err != nil:
-			logger.ErrorContext(ctx, "authenticate", "err", err)
-			return nil, problemError(http.StatusServiceUnavailable, api.ProblemUnavailable, "The database is unavailable; retry later.")
+// Defaults of the gRPC door's transport bounds (docs/grpc.md).
+const (
+	defaultGRPCMaxConns   = 256
+	defaultGRPCMaxStreams = 100
+	// defaultGRPCMaxMessage fits the API's largest request, a
+	// CreatePayoutRequest of a few hundred bytes, with room for fields to come.
+	defaultGRPCMaxMessage = 16 << 10
+	// grpcWindow is each stream's and connection's flow-control window,
+	// grpc-go's smallest, kept static: what a stream may have buffered
+	// beyond the message it is reading.
+	grpcWindow = 64 << 10
+)
+
+// grpcPrefix begins the methods of payments.v1.Payments.
+var grpcPrefix = "/" + paymentsv1.Payments_ServiceDesc.ServiceName + "/"
+
+// streamKey is the context key of the stream's context without the
+// message deadline grpcTap sets (grpcDetach).
+type streamKey struct{}
+
+// grpcTap admits a call when its headers arrive, before grpc-go reads its
+// message, as the HTTP door admits a request before reading its body: a
+// call of the payments service is authenticated from its authorization
+// metadata (Unauthenticated, nothing read) and counted against its user's
+// --requests-per-user; every call, reflection's too, reserves what its
+// stream may buffer (reserve bytes) of --body-memory-mb, until it ends.
+// Its message must arrive within timeout (--body-timeout), else the call
+// ends DeadlineExceeded and its buffers are freed.
+//
+// grpc-go runs the tap on the connection's reader, under its lock: the
+// authentication's one database read is one at a time per connection, and
+// the connections are bounded (--grpc-max-conns), as HTTP's.
+func grpcTap(ops *api.Operations, b *api.Bounds, reserve int64, timeout time.Duration, logger *slog.Logger) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		var done func()
+		if strings.HasPrefix(info.FullMethodName, grpcPrefix) {
+			user, err := ops.Authenticate(ctx, info.Header.Get("authorization"))
+			switch {
+			case errors.Is(err, payments.ErrUnauthorized):
+				return nil, problemError(http.StatusUnauthorized, api.ProblemUnauthorized, "Send your API key as authorization: Bearer <api key>.")
+			case err != nil:
+				logger.ErrorContext(ctx, "authenticate", "err", err)
+				return nil, problemError(http.StatusServiceUnavailable, api.ProblemUnavailable, "The database is unavailable; retry later.")
+			}
+			var refusal *idem.Response
+			if done, refusal = b.Admit(user, reserve); refusal != nil {
+				return nil, answerOf(*refusal, nil)
+			}
+			ctx = idem.WithScope(ctx, user)
+		} else {
+			release, ok := b.Reserve(reserve)
+			if !ok {
+				return nil, problemError(http.StatusServiceUnavailable, limits.ProblemOverloaded, "The server is receiving too many messages at once. Retry later.")
+			}
+			done = release
 		}
-		return handler(idem.WithScope(ctx, user), req)
+		// The stream's context ends with the call, whichever way it ends.
+		mctx, cancel := context.WithTimeout(ctx, timeout)
+		context.AfterFunc(ctx, func() { cancel(); done() })
+		return context.WithValue(mctx, streamKey{}, ctx), nil
 	}
 }
 
-// grpcBounds admits a call that moves money within the bounds the HTTP
-// door's requests count against too (the user's requests in flight, the
-// bodies' memory, at the size of its message); past them, the call is
-// refused as an HTTP request would be (ResourceExhausted too-many-requests,
-// Unavailable overloaded, with RetryInfo), and nothing is stored.
-func grpcBounds(b *api.Bounds, movesMoney func(fullMethod string) bool) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		m, ok := req.(proto.Message)
-		if !ok || !movesMoney(info.FullMethod) {
-			return handler(ctx, req)
-		}
-		done, refusal := b.Admit(idem.ScopeFromContext(ctx), int64(proto.Size(m)))
-		if refusal != nil {
-			return nil, answerOf(*refusal, nil)
-		}
-		defer done()
+// grpcDetach runs the call's handler without the message deadline grpcTap
+// set, which bounds the message's arrival, not the call: the handler's
+// context ends when the stream's does.
+func grpcDetach(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	stream, ok := ctx.Value(streamKey{}).(context.Context)
+	if !ok {
 		return handler(ctx, req)
 	}
+	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(stream, cancel)()
+	return handler(hctx, req)
 }
 
-// grpcOptions are the server's transport bounds, the HTTP listener's own:
-// a message as large as an HTTP body may be (the middleware's limit); a
-// connection that has not sent its preface within the body timeout, or
-// has had no call for the idle timeout, is closed; a client may not ping
-// more often than every 10 s.
-func grpcOptions(f serveFlags, mw *idem.Middleware) []grpc.ServerOption {
+// grpcOptions are the server's transport bounds (docs/grpc.md): the
+// message and metadata sizes, the calls per connection, static windows (a
+// dynamic one grows to 16 MiB a stream), a connection's handshake within
+// --header-timeout, idle connections closed after --idle-timeout, a
+// client pinging more often than every 10 s cut off; and the tap.
+func grpcOptions(f serveFlags, tapHandle tap.ServerInHandle) []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(int(limits.MaxBody(mw.Config()))),
-		grpc.ConnectionTimeout(f.bodyTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: f.idleTimeout}),
+		grpc.MaxRecvMsgSize(f.grpcMaxMessage),
+		grpc.MaxHeaderListSize(uint32(f.conns.MaxHeaderBytes)),
+		grpc.MaxConcurrentStreams(uint32(f.grpcMaxStreams)),
+		grpc.StaticStreamWindowSize(grpcWindow),
+		grpc.StaticConnWindowSize(grpcWindow),
+		grpc.ConnectionTimeout(f.conns.HeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: f.conns.IdleTimeout}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second}),
+		grpc.InTapHandle(tapHandle),
 	}
 }
 
@@ -193,15 +237,14 @@ func serveGRPC(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.C
 	}})
 	isPayout := func(m string) bool { return m == paymentsv1.Payments_CreatePayout_FullMethodName }
 	payouts := idemgrpc.UnaryServerInterceptor(leased, idemgrpc.Config{MethodFunc: isPayout})
-	movesMoney := func(m string) bool { return strings.HasPrefix(m, "/payments.v1.Payments/Create") }
-	srv := grpc.NewServer(append(grpcOptions(f, mw),
-		grpc.ChainUnaryInterceptor(grpcAuth(ops, cfg.Logger), grpcBounds(cfg.Bounds, movesMoney), keyed, payouts))...)
+	tapHandle := grpcTap(ops, cfg.Bounds, int64(max(f.grpcMaxMessage, grpcWindow)), f.bodyTimeout, cfg.Logger)
+	srv := grpc.NewServer(append(grpcOptions(f, tapHandle), grpc.ChainUnaryInterceptor(grpcDetach, keyed, payouts))...)
 	paymentsv1.RegisterPaymentsServer(srv, &paymentsServer{ops: ops})
 	reflection.Register(srv)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ln); err != nil {
+		if err := srv.Serve(netutil.LimitListener(ln, f.grpcMaxConns)); err != nil {
 			cfg.Logger.Error("grpc server stopped", "err", err)
 		}
 	}()

@@ -72,7 +72,8 @@ func TestHugeInvalidInput(t *testing.T) {
 			t.Cleanup(func() { _ = conn.Close() })
 			key := newKey()
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+u.apiKey, "idempotency-key", key)
-			_, err = paymentsv1.NewPaymentsClient(conn).CreateDeposit(ctx, &paymentsv1.CreateDepositRequest{Currency: strings.Repeat("A", 600<<10), Amount: 1})
+			// The largest currency --grpc-max-message-bytes lets reach the service.
+			_, err = paymentsv1.NewPaymentsClient(conn).CreateDeposit(ctx, &paymentsv1.CreateDepositRequest{Currency: strings.Repeat("A", 16<<10-64), Amount: 1})
 			require.Equal(t, codes.InvalidArgument, status.Code(err), "%.300v", err)
 			require.Less(t, len(status.Convert(err).Message()), maxRefusal)
 			require.Less(t, stored(key), int64(maxRefusal))

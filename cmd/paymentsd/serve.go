@@ -18,6 +18,7 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/cmd/internal/conns"
 	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/cmd/internal/otlp"
 	"github.com/idem-dev/idem/completer"
@@ -29,6 +30,11 @@ import (
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
+
+// defaultMaxHeaderBytes fits the API's headers with room: a bearer API
+// key, an Idempotency-Key of up to 255 characters, W3C trace context with
+// its 8 KiB of baggage (docs/paymentsd.md).
+const defaultMaxHeaderBytes = 16 << 10
 
 type serveFlags struct {
 	addr            string
@@ -56,8 +62,10 @@ type serveFlags struct {
 	bodyTimeout     time.Duration
 	bodyMemoryMB    int64
 	userRequests    int
-	maxIdleConns    int
-	idleTimeout     time.Duration
+	conns           conns.Limits // the HTTP listener's, and the gRPC one's header and idle bounds
+	grpcMaxConns    int
+	grpcMaxStreams  int
+	grpcMaxMessage  int
 	metricsAddr     string
 	metricsExplicit bool // --metrics-addr was given: an address that cannot be bound fails the start
 	consoleToken    string
@@ -98,8 +106,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request body may take to arrive; a slower one gets 408 and nothing is stored")
 	fs.Int64Var(&f.bodyMemoryMB, "body-memory-mb", api.DefaultBodyMemory>>20, "megabytes of request bodies in flight at once (each counted at its Content-Length); past it,\n503 with Retry-After and nothing is stored")
 	fs.IntVar(&f.userRequests, "requests-per-user", api.DefaultRequestsPerUser, "how many requests that move money one user may have in flight; past it, 429 with Retry-After")
-	fs.IntVar(&f.maxIdleConns, "max-idle-conns", 1000, "how many idle keep-alive connections to keep open; one more going idle is closed")
-	fs.DurationVar(&f.idleTimeout, "idle-timeout", time.Minute, "how long an idle keep-alive connection stays open")
+	f.conns = conns.Limits{HeaderTimeout: conns.DefaultHeaderTimeout, MaxHeaderBytes: defaultMaxHeaderBytes, MaxConns: conns.DefaultMaxConns,
+		MaxIdleConns: conns.DefaultMaxIdleConns, IdleTimeout: conns.DefaultIdleTimeout}
+	f.conns.Register(fs)
+	fs.IntVar(&f.grpcMaxConns, "grpc-max-conns", defaultGRPCMaxConns, "with --grpc-addr, connections open at once on it; past it, new connections wait to be accepted")
+	fs.IntVar(&f.grpcMaxStreams, "grpc-max-streams", defaultGRPCMaxStreams, "with --grpc-addr, calls in flight at once on one connection; past it the call is refused (REFUSED_STREAM)")
+	fs.IntVar(&f.grpcMaxMessage, "grpc-max-message-bytes", defaultGRPCMaxMessage, "with --grpc-addr, the largest request message; larger: ResourceExhausted, unread")
 	err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
 	if err != nil {
 		return err
@@ -110,7 +122,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 		name string
 		v    time.Duration
 	}{{"idempotency-ttl", f.ttl}, {"lease-duration", f.leaseDuration}, {"wait-timeout", f.waitTimeout}, {"shutdown-timeout", f.shutdownTimeout},
-		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}, {"body-timeout", f.bodyTimeout}, {"idle-timeout", f.idleTimeout}} {
+		{"bank-timeout", f.bankTimeout}, {"complete-interval", f.completeEvery}, {"body-timeout", f.bodyTimeout}} {
 		if d.v <= 0 {
 			return cli.Usagef("serve: --%s must be positive, got %v", d.name, d.v)
 		}
@@ -127,10 +139,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	for _, n := range []struct {
 		name string
 		v    int64
-	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-user", int64(f.userRequests)}, {"max-idle-conns", int64(f.maxIdleConns)}} {
+	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-user", int64(f.userRequests)}, {"grpc-max-conns", int64(f.grpcMaxConns)},
+		{"grpc-max-streams", int64(f.grpcMaxStreams)}, {"grpc-max-message-bytes", int64(f.grpcMaxMessage)}} {
 		if n.v <= 0 {
 			return cli.Usagef("serve: --%s must be positive, got %d", n.name, n.v)
 		}
+	}
+	if err := f.conns.Check(); err != nil {
+		return cli.Usagef("serve: %v", err)
 	}
 	if f.sweepInterval < 0 {
 		return cli.Usagef("serve: --sweep-interval must be positive, or 0 for no sweeper, got %v", f.sweepInterval)
@@ -385,15 +401,9 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 
 	errc := make(chan error, 2)
-	srv := &http.Server{
-		Handler:           accessLog(logger, apiHandler),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       f.idleTimeout,
-		ConnState:         newIdleBound(f.maxIdleConns).connState,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	go func() { errc <- srv.Serve(ln) }()
+	srv := f.conns.Server(accessLog(logger, apiHandler), slog.NewLogLogger(logger.Handler(), slog.LevelWarn))
+	srv.ReadTimeout = time.Minute
+	go func() { errc <- srv.Serve(f.conns.Listener(ln)) }()
 	if mln != nil {
 		// /metrics holds counts and latencies, never a key, a user or a
 		// body; still, it is served only here, never on the API's listener.
@@ -404,7 +414,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 			go func() { _ = con.Run(sctx) }() // ends with the sweeper's context, before the database closes
 			logger.Info("operator console", "url", "http://"+mln.Addr().String()+"/console/")
 		}
-		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: srv.ErrorLog}
+		msrv := &http.Server{Handler: mux, ReadHeaderTimeout: f.conns.HeaderTimeout, MaxHeaderBytes: f.conns.MaxHeaderBytes, ErrorLog: srv.ErrorLog}
 		go func() { errc <- msrv.Serve(mln) }()
 		defer msrv.Close()
 	}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -41,9 +42,26 @@ var memoryLoads = []memoryLoad{
 	{"32 clients posting 1 MiB bodies with fresh keys (8 each)", uploads, nil, false},
 	{"1,024 connections sending 1 MiB − 1 byte and stalling", stalls, nil, false},
 	{"5,000 idle keep-alive connections", idleConns, nil, false},
-	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 4 MB each at once", nil, grpcMessages(4_000_000), false},
-	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 1 MiB − 64 bytes each at once", nil, grpcMessages(1<<20 - 64), false},
+	{"1,024 connections sending 1 MB of header lines, never ending the block", headerFlood, nil, false},
+	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 4 MB each at once", nil, grpcMessages(64, 4, 4_000_000), false},
+	{"gRPC: 64 clients of one user, 4 CreateDeposit calls of 1 MiB − 64 bytes each at once", nil, grpcMessages(64, 4, 1<<20-64), false},
+	{"gRPC: 256 clients of one user, one CreateDeposit call of 1 MiB − 64 bytes each at once", nil, grpcMessages(256, 1, 1<<20-64), false},
+	{"gRPC: 1,200 calls with an unknown API key, each announcing 1 MiB and sending all but its last byte", nil, grpcStalls, false},
+	{"gRPC: 200 calls with 2 MB of metadata each", nil, grpcMetadata, false},
 	{"idem-gateway: 1,024 connections sending 1 MiB − 1 byte and stalling", stallsWithHonest, nil, true},
+	{"idem-gateway: 1,024 connections sending 1 MB of header lines, never ending the block", headerFlood, nil, true},
+}
+
+// build is a paymentsd and an idem-gateway measured: this tree's, or the
+// baseline's (Config.Baseline).
+type build struct {
+	paymentsd, gateway string
+}
+
+// measured is one load's figures on one build.
+type measured struct {
+	hwm    int64
+	honest string
 }
 
 func (r *runner) memory(ctx context.Context) (*Report, error) {
@@ -52,61 +70,80 @@ func (r *runner) memory(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	defer r.dispose(ctx, db)
+	builds := []build{{r.cfg.Paymentsd, r.cfg.Gateway}}
+	if r.cfg.Baseline != "" {
+		builds = append(builds, build{r.cfg.Baseline, r.baseGateway})
+	}
 	var b strings.Builder
-	b.WriteString("| load | peak resident memory (VmHWM) | target | honest deposit |\n| --- | ---: | ---: | --- |\n")
-	for i, l := range memoryLoads {
+	b.WriteString("| load | peak resident memory (VmHWM), baseline | this build | target | honest deposit, baseline | this build |\n" +
+		"| --- | ---: | ---: | ---: | --- | --- |\n")
+	for _, l := range memoryLoads {
 		if !strings.Contains(l.name, r.cfg.MemoryOnly) {
 			continue
 		}
-		r.cfg.Logf("memory: %s", l.name)
-		var extra []string
-		if l.grpc != nil {
-			addr, err := freeAddr()
+		var got []measured
+		for _, bd := range builds {
+			r.cfg.Logf("memory: %s (%s)", l.name, filepath.Base(bd.paymentsd))
+			m, err := r.memoryLoad(ctx, l, bd, db)
 			if err != nil {
 				return nil, err
 			}
-			extra = []string{"--grpc-addr", addr}
-		}
-		s, err := r.startPaymentsd(ctx, "paymentsd-memory", "atomic", db, extra...)
-		if err != nil {
-			return nil, err
-		}
-		measured := s
-		if l.gateway {
-			if measured, err = r.startGateway(ctx, s, db); err != nil {
-				s.stop()
-				return nil, err
-			}
-		}
-		var lerr error
-		if l.grpc != nil {
-			lerr = l.grpc(ctx, extra[1], db.users)
-		} else {
-			lerr = l.run(ctx, measured.base, db.users)
-		}
-		honest := "201"
-		if lerr == nil {
-			lerr = honestDeposit(ctx, measured.base, db.users[0], int64(i+1))
-		}
-		if lerr != nil {
-			honest = "failed: " + lerr.Error()
-		}
-		hwm, err := vmHWM(measured.cmd.Process.Pid)
-		if measured != s {
-			measured.stop()
-		}
-		s.stop()
-		if err != nil {
-			return nil, err
+			got = append(got, m)
 		}
 		verdict := "met"
-		if hwm >= memoryTarget {
+		if got[0].hwm >= memoryTarget {
 			verdict = "missed"
 		}
-		fmt.Fprintf(&b, "| %s | %d MiB | < %d MiB (%s) | %s |\n", l.name, hwm>>20, memoryTarget>>20, verdict, honest)
+		base := measured{honest: "not measured"}
+		baseHWM := "not measured"
+		if len(got) > 1 {
+			base, baseHWM = got[1], fmt.Sprintf("%d MiB", got[1].hwm>>20)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d MiB | < %d MiB (%s) | %s | %s |\n", l.name, baseHWM, got[0].hwm>>20, memoryTarget>>20, verdict, base.honest, got[0].honest)
 	}
 	r.cfg.Logf("memory:\n%s", b.String())
 	return nil, os.WriteFile(filepath.Join(r.cfg.Out, "memory.md"), []byte(b.String()), 0o644)
+}
+
+// memoryLoad runs load l on a fresh paymentsd (and idem-gateway) of bd,
+// and returns the measured process's peak memory and the honest deposit's
+// answer.
+func (r *runner) memoryLoad(ctx context.Context, l memoryLoad, bd build, db *database) (measured, error) {
+	var extra []string
+	if l.grpc != nil {
+		addr, err := freeAddr()
+		if err != nil {
+			return measured{}, err
+		}
+		extra = []string{"--grpc-addr", addr}
+	}
+	s, err := r.startPaymentsdBin(ctx, bd.paymentsd, "paymentsd-memory", "atomic", db, extra...)
+	if err != nil {
+		return measured{}, err
+	}
+	defer s.stop()
+	target := s
+	if l.gateway {
+		if target, err = r.startGatewayBin(ctx, bd.gateway, s, db); err != nil {
+			return measured{}, err
+		}
+		defer target.stop()
+	}
+	var lerr error
+	if l.grpc != nil {
+		lerr = l.grpc(ctx, extra[1], db.users)
+	} else {
+		lerr = l.run(ctx, target.base, db.users)
+	}
+	if lerr == nil {
+		lerr = honestDeposit(ctx, target.base, db.users[0])
+	}
+	m := measured{honest: "201"}
+	if lerr != nil {
+		m.honest = "failed: " + strings.ReplaceAll(lerr.Error(), "\n", "; ")
+	}
+	m.hwm, err = vmHWM(target.cmd.Process.Pid)
+	return m, err
 }
 
 // vmHWM reads a process's peak resident set size.
@@ -124,10 +161,14 @@ func vmHWM(pid int) (int64, error) {
 	return 0, errors.New("no VmHWM in /proc status")
 }
 
-// honestDeposit makes one small deposit of amount (each load its own, for
-// the deposits' minute net), retrying while a bound answers 503 or 429,
-// for at most 30 s.
-func honestDeposit(ctx context.Context, base string, u user, amount int64) error {
+// honestAmounts gives each honest deposit of a run an amount of its own,
+// so that the deposits' minute net never refuses one as a duplicate.
+var honestAmounts atomic.Int64
+
+// honestDeposit makes one small deposit, retrying while a bound answers
+// 503 or 429, for at most 30 s.
+func honestDeposit(ctx context.Context, base string, u user) error {
+	amount := honestAmounts.Add(1)
 	key := fmt.Sprintf("honest-%d", time.Now().UnixNano())
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		status, err := post(ctx, base, u, key, fmt.Appendf(nil, `{"currency":"USD","amount":%d}`, amount))
@@ -198,7 +239,7 @@ func stallsWithHonest(ctx context.Context, base string, users []user) error {
 	done := make(chan error, 1)
 	go func() { done <- stallConns(ctx, base, users, &sent) }()
 	sent.Wait()
-	herr := honestDeposit(ctx, base, users[0], 1024)
+	herr := honestDeposit(ctx, base, users[0])
 	if herr != nil {
 		herr = fmt.Errorf("honest deposit during the stalls: %w", herr)
 	}

@@ -18,18 +18,18 @@ import (
 	"github.com/idem-dev/idem/idemgrpc"
 )
 
-// grpcMessages returns a gRPC load of the memory run: 64 clients of one
-// user, each on a connection of its own, sending 4 CreateDeposit calls of
-// size bytes (a currency of that length) with fresh keys at once, while
-// another user's deposit must be answered over gRPC. Every call must be
-// answered; size past the message limit is ResourceExhausted.
-func grpcMessages(size int) func(ctx context.Context, addr string, users []user) error {
+// grpcMessages returns a gRPC load of the memory run: clients clients of
+// one user, each on a connection of its own, sending calls CreateDeposit
+// calls of size bytes (a currency of that length) with fresh keys at once,
+// while another user's deposit must be answered over gRPC. Every call must
+// be answered; size past the message limit is ResourceExhausted.
+func grpcMessages(clients, calls, size int) func(ctx context.Context, addr string, users []user) error {
 	return func(ctx context.Context, addr string, users []user) error {
 		big := &paymentsv1.CreateDepositRequest{Currency: strings.Repeat("U", size), Amount: 1}
 		var wg, started sync.WaitGroup
-		errs := make(chan error, 64)
-		started.Add(64)
-		for c := range 64 {
+		errs := make(chan error, clients)
+		started.Add(clients)
+		for c := range clients {
 			wg.Go(func() {
 				conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 				if err != nil {
@@ -40,7 +40,7 @@ func grpcMessages(size int) func(ctx context.Context, addr string, users []user)
 				defer conn.Close()
 				client := paymentsv1.NewPaymentsClient(conn)
 				started.Done()
-				for i := range 4 {
+				for i := range calls {
 					_, err := client.CreateDeposit(grpcCall(ctx, users[1], fmt.Sprintf("grpc-%d-%d-%d", size, c, i)), big)
 					switch status.Code(err) {
 					case codes.ResourceExhausted, codes.Unavailable: // refused: past a bound
@@ -53,7 +53,7 @@ func grpcMessages(size int) func(ctx context.Context, addr string, users []user)
 			})
 		}
 		started.Wait()
-		herr := honestGRPC(ctx, addr, users[0], int64(size%1000+1))
+		herr := honestGRPC(ctx, addr, users[0])
 		wg.Wait()
 		close(errs)
 		return errors.Join(herr, <-errs)
@@ -66,7 +66,8 @@ func grpcCall(ctx context.Context, u user, key string) context.Context {
 
 // honestGRPC makes one small deposit over gRPC during a load, retrying
 // while a bound refuses it, for at most 30 s.
-func honestGRPC(ctx context.Context, addr string, u user, amount int64) error {
+func honestGRPC(ctx context.Context, addr string, u user) error {
+	amount := honestAmounts.Add(1)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err

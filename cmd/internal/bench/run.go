@@ -118,7 +118,7 @@ func (r *runner) buildBaseline(ctx context.Context) error {
 	if r.baseTrivial, err = buildTrivial(ctx, r.work, tree); err != nil {
 		return err
 	}
-	if r.cfg.Growth || r.cfg.Sweep || r.cfg.Memory {
+	if r.cfg.Growth || r.cfg.Sweep {
 		return nil
 	}
 	r.baseGateway = filepath.Join(r.work, "idem-gateway-baseline")
@@ -178,6 +178,11 @@ func paymentsdMode(mode string) string {
 // startPaymentsd starts the paymentsd binary in mode on db, with extra
 // serve flags. Its /metrics tells its round trips to PostgreSQL.
 func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *database, extra ...string) (*server, error) {
+	return r.startPaymentsdBin(ctx, r.cfg.Paymentsd, name, mode, db, extra...)
+}
+
+// startPaymentsdBin is startPaymentsd for the paymentsd binary bin.
+func (r *runner) startPaymentsdBin(ctx context.Context, bin, name, mode string, db *database, extra ...string) (*server, error) {
 	metrics, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -185,7 +190,7 @@ func (r *runner) startPaymentsd(ctx context.Context, name, mode string, db *data
 	s, err := startServer(ctx, name, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
 		// Logging at warn: one line per request would cost paymentsd CPU
 		// that the bare server does not spend.
-		return append([]string{r.cfg.Paymentsd, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
+		return append([]string{bin, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
 			"--idempotency-mode", paymentsdMode(mode), "--log-level", "warn"}, extra...)
 	})
 	if err != nil {
