@@ -61,7 +61,8 @@ type Config struct {
 	SampleInterval time.Duration
 	// SessionLife is how long a sign-in lasts. Default DefaultSessionLife.
 	SessionLife time.Duration
-	// Logger logs sign-ins, refusals and actions. Default none.
+	// Logger logs sign-ins, failed and throttled sign-ins, refusals (CSRF,
+	// origin, oversized forms) and actions. Default none.
 	Logger *slog.Logger
 }
 
@@ -94,6 +95,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	sessions sessions
+	throttle signInThrottle
 	stats    stats
 }
 

@@ -17,7 +17,7 @@ func newConsole(f serveFlags, s store.Store, g *gateway) (*console.Console, erro
 	}
 	c, err := console.New(console.Config{
 		Name: "idem-gateway", Store: s, TokenFile: f.consoleToken, OutcomeUnknownFunc: outcomeUnknown,
-		ReplayCacheFunc: g.replayCache,
+		ReplayCacheFunc: g.replayCache, Logger: g.logger,
 	})
 	if err != nil {
 		return nil, cli.Usagef("--console-token-file: %v", err)

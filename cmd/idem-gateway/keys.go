@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem"
@@ -97,7 +98,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 					},
 				}
 			}),
-		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) [--reason TEXT] [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
+		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) --reason TEXT [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
 			func(fs *flag.FlagSet) action {
 				ref := keyFlags(fs)
 				release := fs.Bool("release", false, "release the key: its next retry is sent upstream afresh (the upstream did not act)")
@@ -105,7 +106,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 				bodyFile := fs.String("body-file", "", "the file holding the upstream's answer body; - for standard input; none: an empty body")
 				contentType := fs.String("content-type", "application/json", "the answer's Content-Type")
 				location := fs.String("location", "", "the answer's Location header, if it had one: the resource it names is recorded too")
-				reason := fs.String("reason", "", "why, for the audit log (the upstream's log line, a ticket)")
+				reason := fs.String("reason", "", "why, for the audit log (the upstream's log line, a ticket): required, at most 500 characters")
 				var answer *store.Response
 				return action{
 					check: func() error {
@@ -115,12 +116,17 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						if *release == (*status != 0) {
 							return cli.Usagef("keys resolve: give either --release or --status")
 						}
-						if *release {
-							return nil
+						if !*release {
+							resp, err := operatorAnswer(*status, *bodyFile, *contentType, *location)
+							if err != nil {
+								return err
+							}
+							answer = &resp
 						}
-						resp, err := operatorAnswer(*status, *bodyFile, *contentType, *location)
-						answer = &resp
-						return err
+						if err := store.CheckReason(*reason); err != nil {
+							return cli.Usagef("keys resolve: --reason: %s", invalid(err))
+						}
+						return nil
 					},
 					run: func(ks *keyStore) error {
 						return withResolver(ks, func(r store.KeyResolver) error {
@@ -357,11 +363,9 @@ func keysShow(ctx context.Context, r store.KeyResolver, ref store.KeyRef, stdout
 	return printJSON(stdout, stateOf(rec))
 }
 
-// operatorAnswer is the upstream's real answer as the operator gives it.
+// operatorAnswer is the upstream's real answer as the operator gives it,
+// checked as every door checks it (store.CheckAnswer).
 func operatorAnswer(status int, bodyFile, contentType, location string) (store.Response, error) {
-	if status < 200 || status > 499 || (status >= 300 && status < 400) || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
-		return store.Response{}, cli.Usagef("keys resolve: --status %d: want a final answer, 2xx or 4xx other than 408 and 429", status)
-	}
 	resp := store.Response{StatusCode: status, Header: http.Header{}, Body: []byte{}}
 	var err error
 	switch bodyFile {
@@ -381,7 +385,16 @@ func operatorAnswer(status int, bodyFile, contentType, location string) (store.R
 		resp.Header.Set("Location", location)
 		resp.ResourceType, resp.ResourceID = idem.ResourceOf(location)
 	}
+	if err := store.CheckAnswer(resp); err != nil {
+		return store.Response{}, cli.Usagef("keys resolve: %s", invalid(err))
+	}
 	return resp, nil
+}
+
+// invalid is what an action store.ErrInvalidAction refused says, without
+// the sentinel's prefix.
+func invalid(err error) string {
+	return strings.TrimPrefix(err.Error(), store.ErrInvalidAction.Error()+": ")
 }
 
 // resolution is an operator's decision on one key: release it (answer
