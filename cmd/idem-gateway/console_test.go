@@ -3,6 +3,7 @@ package main_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -232,4 +233,71 @@ func TestConsoleSignInThrottled(t *testing.T) {
 	require.Contains(t, logs, `msg="console: refused: bad CSRF token or origin" path=/key/release operator=carol remote=127.0.0.2:`)
 	require.NotContains(t, logs, consoleToken)
 	require.NotContains(t, logs, "wrong-token-guess")
+}
+
+// TestUnknownOutcomeForOperators: for the person who resolves an unknown
+// outcome, keys list, keys show and the console name the key forwarded
+// upstream, the upstream, and why the outcome is unknown (a timeout, a
+// connection closed before an answer), recorded where it became unknown;
+// the request log says outcome=unknown; the console links the runbook and
+// shows no unfinished operations, which the gateway never has.
+func TestUnknownOutcomeForOperators(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	db := keyDBs["SQLite"].new(t)
+	config := writeFile(t, "gateway.yaml", "upstreams:\n  - name: python\n    url: "+up.url+
+		"\n    prefix: /\ndefaults:\n  upstream_timeout: 500ms\nroutes:\n  - match: POST /*\n    key: required\n")
+	gw := startGatewayWith(t, "--config", config, "--db", db,
+		"--metrics-addr", "127.0.0.1:0", "--console-token-file", writeFile(t, "console-token", consoleToken))
+	require.Equal(t, 409, post(t, gw.url, "/die", "Bearer alice", "k-reset").status)
+	require.Equal(t, 409, post(t, gw.url, "/slow", "Bearer alice", "k-timeout").status)
+	sum := sha256.Sum256([]byte("Bearer alice"))
+	scope := hex.EncodeToString(sum[:])
+	forwarded := func(key string) string {
+		sum := sha256.Sum256([]byte("idem-gateway\x00" + scope + "\x00" + key))
+		return hex.EncodeToString(sum[:16])
+	}
+	want := map[string]string{"k-reset": "reset", "k-timeout": "timeout"}
+
+	out, stderr, code := gatewayCmd(t, "", "keys", "list", "--config", config, "--db", db)
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	for _, line := range lines {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		key := m["key"].(string)
+		require.Equal(t, forwarded(key), m["forwarded_key"], line)
+		require.Equal(t, "python", m["upstream"], line)
+		require.Equal(t, want[key], m["cause"], line)
+	}
+	out, stderr, code = gatewayCmd(t, "", "keys", "show", "--config", config, "--db", db, "--scope", scope, "--key", "k-timeout")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, `"forwarded_key":"`+forwarded("k-timeout")+`","upstream":"python","cause":"timeout"`)
+
+	logs := gw.stderr.String()
+	require.Equal(t, 2, strings.Count(logs, "msg=request route=\"POST /*\" outcome=unknown status=409"), logs)
+	require.NotContains(t, logs, "outcome=executed status=409")
+
+	m := consoleURL.FindStringSubmatch(logs)
+	require.NotNil(t, m, logs)
+	c := consoleClient("127.0.0.1")
+	r := signInWith(t, c, m[1], consoleToken)
+	require.Equal(t, http.StatusSeeOther, r.status, r.body)
+	cookie := strings.Split(r.header.Get("Set-Cookie"), ";")[0]
+	runbook := `href="https://github.com/idem-dev/idem/blob/main/docs/operations.md#runbook-unknown-outcomes"`
+
+	page := consoleDo(t, c, "GET", m[1]+"key?"+url.Values{"scope": {scope}, "key": {"k-timeout"}}.Encode(), cookie, nil)
+	require.Equal(t, http.StatusOK, page.status)
+	for _, s := range []string{"Forwarded key", forwarded("k-timeout"), "python", "timeout: the upstream sent no answer", runbook} {
+		require.Contains(t, page.body, s)
+	}
+	require.NotContains(t, page.body, "Recovery point", "the gateway keeps none")
+
+	overview := consoleDo(t, c, "GET", m[1], cookie, nil)
+	require.Equal(t, http.StatusOK, overview.status)
+	require.Contains(t, overview.body, `id="unknown"`)
+	require.Contains(t, overview.body, runbook)
+	require.NotContains(t, overview.body, "Unfinished operations")
+	require.NotContains(t, overview.body, "<th>Point</th>")
 }

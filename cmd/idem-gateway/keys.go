@@ -79,7 +79,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						if !ok {
 							return fmt.Errorf("the %s key store cannot list keys", ks.db.Kind)
 						}
-						return keysList(ctx, l, *state, *since, *limit, stdout)
+						return keysList(ctx, l, ks.upstreams, *state, *since, *limit, stdout)
 					},
 				}
 			}),
@@ -94,7 +94,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						return nil
 					},
 					run: func(ks *keyStore) error {
-						return withResolver(ks, func(r store.KeyResolver) error { return keysShow(ctx, r, *ref, stdout) })
+						return withResolver(ks, func(r store.KeyResolver) error { return keysShow(ctx, r, ks.upstreams, *ref, stdout) })
 					},
 				}
 			}),
@@ -185,19 +185,30 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer, getenv fun
 
 // openKeys opens the key store of --db, else of the configuration file,
 // else of $DATABASE_URL, migrated.
+// The configuration file's upstreams name each key's upstream in what the
+// keys commands print.
 func openKeys(ctx context.Context, db, config string, getenv func(string) string) (*keyStore, error) {
-	if db == "" && config != "" {
+	var ups []*upstream
+	if config != "" {
 		s, err := readSettings(config)
+		if err == nil {
+			ups, err = parseUpstreams(s.Upstreams)
+		}
 		if err != nil {
 			return nil, cli.Usagef("--config %s: %v", config, err)
 		}
-		db = s.DB
+		if db == "" {
+			db = s.DB
+		}
 	}
 	d, err := dburl.Resolve(db, getenv, defaultDB)
 	if err != nil {
 		return nil, err
 	}
 	ks, _, err := openMigrated(ctx, d)
+	if ks != nil {
+		ks.upstreams = ups
+	}
 	return ks, err
 }
 
@@ -250,10 +261,19 @@ type keyState struct {
 	LeaseLive      bool      `json:"lease_live"`
 	ExpiresAt      time.Time `json:"expires_at"`
 	ResponseCode   int       `json:"response_code,omitempty"`
+	// ForwardedKey is the Idempotency-Key the gateway sent upstream
+	// (derivedKey): what to search the upstream's logs for.
+	ForwardedKey string `json:"forwarded_key"`
+	// Upstream serves the request's path (by --config's upstreams).
+	Upstream string `json:"upstream,omitempty"`
+	// Cause is why the outcome is unknown, as stored with it.
+	Cause string `json:"cause,omitempty"`
 }
 
-func stateOf(rec *store.Record) keyState {
+func stateOf(rec *store.Record, ups []*upstream) keyState {
+	d := detailOf(rec, ups)
 	s := keyState{
+		ForwardedKey: d.ForwardedKey, Upstream: d.Upstream, Cause: d.Cause,
 		Scope: rec.Scope, Key: rec.Key, Status: string(rec.Status), OutcomeUnknown: outcomeUnknown(rec),
 		Attempts: rec.Attempts, Request: rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
 		CreatedAt: rec.CreatedAt.UTC(), ClaimedAt: rec.ClaimedAt.UTC(), LeaseLive: rec.LeaseLive, ExpiresAt: rec.ExpiresAt.UTC(),
@@ -316,7 +336,7 @@ var listStates = map[string]*struct {
 // keysList prints the keys in state first used within since (0: any),
 // newest first, at most limit, one a line. It pages by age, so a key
 // first used in the same microsecond as the last of a page may be missed.
-func keysList(ctx context.Context, l store.KeyLister, state string, since time.Duration, limit int, stdout io.Writer) error {
+func keysList(ctx context.Context, l store.KeyLister, ups []*upstream, state string, since time.Duration, limit int, stdout io.Writer) error {
 	const page = 100
 	st := listStates[state]
 	var cutoff time.Time
@@ -337,7 +357,7 @@ func keysList(ctx context.Context, l store.KeyLister, state string, since time.D
 			if !st.is(rec) {
 				continue // the upstream's own 409
 			}
-			if err := printJSON(stdout, stateOf(rec)); err != nil {
+			if err := printJSON(stdout, stateOf(rec, ups)); err != nil {
 				return err
 			}
 			if n++; n == limit {
@@ -352,7 +372,7 @@ func keysList(ctx context.Context, l store.KeyLister, state string, since time.D
 	return nil
 }
 
-func keysShow(ctx context.Context, r store.KeyResolver, ref store.KeyRef, stdout io.Writer) error {
+func keysShow(ctx context.Context, r store.KeyResolver, ups []*upstream, ref store.KeyRef, stdout io.Writer) error {
 	rec, err := r.Get(ctx, ref.Scope, ref.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("keys show: no record for key %q in scope %s (never used, or swept after its retention)", ref.Key, ref.Scope)
@@ -360,7 +380,7 @@ func keysShow(ctx context.Context, r store.KeyResolver, ref store.KeyRef, stdout
 	if err != nil {
 		return fmt.Errorf("keys show: %w", err)
 	}
-	return printJSON(stdout, stateOf(rec))
+	return printJSON(stdout, stateOf(rec, ups))
 }
 
 // operatorAnswer is the upstream's real answer as the operator gives it,
