@@ -24,10 +24,11 @@ import (
 const keysUsage = `Usage: idem-gateway keys <subcommand> [flags]
 
 Subcommands:
-  list      list the keys in a state (--state unknown|in-flight|failed), one JSON object a line
+  list      list the keys in a state (--state unknown|in-flight|failed), one JSON object a line,
+            with the key forwarded upstream and why an outcome is unknown; never a body
   show      print a key's state (--scope, --key); never a body
-  resolve   resolve an unknown outcome: --release (the next retry is sent afresh), or
-            --status/--body-file/--location (the upstream's real answer, replayed to every retry)
+  resolve   resolve an unknown outcome, with a --reason: --release (the next retry is sent afresh),
+            or --status/--body-file/--location (the upstream's real answer, replayed to every retry)
   sweep     delete the records past their retention, once; print {"deleted":N}
 
 Run 'idem-gateway keys <subcommand> --help' for its flags. docs/gateway.md has the runbook.
