@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -41,8 +42,12 @@ func (c *Console) action(kind string) authedHandler {
 			v.Error = msg
 			c.render(w, r, status, "done", v)
 		}
-		if reason == "" || r.PostFormValue("confirm") != "yes" {
+		if r.PostFormValue("confirm") != "yes" {
 			fail(http.StatusBadRequest, "An action needs a reason and the confirmation box ticked. Nothing changed.")
+			return
+		}
+		if err := store.CheckReason(reason); err != nil {
+			fail(http.StatusBadRequest, invalid(err))
 			return
 		}
 		if c.audit == nil {
@@ -106,9 +111,9 @@ func (c *Console) action(kind string) authedHandler {
 		if kind == actionRelease {
 			what = "released the key: its next retry runs afresh"
 		} else {
-			resp, msg := answerOf(r)
-			if msg != "" {
-				fail(http.StatusBadRequest, msg+" Nothing changed.")
+			resp, err := answerOf(r)
+			if err != nil {
+				fail(http.StatusBadRequest, invalid(err))
 				return
 			}
 			what = fmt.Sprintf("recorded the real answer %d: every retry gets it", resp.StatusCode)
@@ -118,6 +123,8 @@ func (c *Console) action(kind string) authedHandler {
 		switch {
 		case errors.Is(err, store.ErrNotHeld):
 			notHeld()
+		case errors.Is(err, store.ErrInvalidAction):
+			fail(http.StatusBadRequest, invalid(err))
 		case err != nil:
 			c.log(ctx, slog.LevelError, "console: action failed", "action", kind, "key", ref.Key, "err", err)
 			fail(http.StatusInternalServerError, fmt.Sprintf("The action failed: %v. Nothing changed: the action and its audit entry commit together or not at all.", err))
@@ -147,12 +154,13 @@ func (c *Console) retry(ctx context.Context, u store.Unfinished) (string, *store
 	return what, after, res.Err
 }
 
-// answerOf is the real answer an operator records: a final status (2xx,
-// or 4xx but 408 and 429, as the CLI's), a Content-Type, a body.
-func answerOf(r *http.Request) (store.Response, string) {
+// answerOf is the real answer an operator records: a status, a
+// Content-Type, a Location and a body, checked as every door checks it
+// (store.CheckAnswer).
+func answerOf(r *http.Request) (store.Response, error) {
 	status, err := strconv.Atoi(strings.TrimSpace(r.PostFormValue("status")))
-	if err != nil || status < 200 || status > 499 || (status >= 300 && status < 400) || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
-		return store.Response{}, fmt.Sprintf("Status %q: want the final answer's status, 2xx or 4xx other than 408 and 429.", r.PostFormValue("status"))
+	if err != nil {
+		return store.Response{}, fmt.Errorf("%w: status %q is not a number", store.ErrInvalidAction, r.PostFormValue("status"))
 	}
 	resp := store.Response{StatusCode: status, Header: http.Header{}, Body: []byte(strings.ReplaceAll(r.PostFormValue("body"), "\r\n", "\n"))}
 	if ct := strings.TrimSpace(r.PostFormValue("content_type")); ct != "" && len(resp.Body) > 0 {
@@ -160,6 +168,13 @@ func answerOf(r *http.Request) (store.Response, string) {
 	}
 	if loc := strings.TrimSpace(r.PostFormValue("location")); loc != "" {
 		resp.Header.Set("Location", loc)
+		resp.ResourceType, resp.ResourceID = idem.ResourceOf(loc)
 	}
-	return resp, ""
+	return resp, store.CheckAnswer(resp)
+}
+
+// invalid is the page's message for an action store.ErrInvalidAction
+// refused.
+func invalid(err error) string {
+	return "Refused: " + strings.TrimPrefix(err.Error(), store.ErrInvalidAction.Error()+": ") + ". Nothing changed."
 }

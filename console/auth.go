@@ -5,9 +5,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -106,7 +110,9 @@ func (c *Console) authed(h authedHandler) http.Handler {
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+			if !c.readForm(w, r, maxActionForm) {
+				return
+			}
 			if !sameOrigin(r) || !equal(r.PostFormValue("csrf"), s.CSRF) {
 				c.log(r.Context(), slog.LevelWarn, "console: refused: bad CSRF token or origin", "path", r.URL.Path, "operator", s.Name, "remote", r.RemoteAddr)
 				c.refuse(w, r, http.StatusForbidden, "Refused: the form's CSRF token is missing or wrong, or it was not sent from the console. Nothing changed.")
@@ -115,6 +121,34 @@ func (c *Console) authed(h authedHandler) http.Handler {
 		}
 		h(w, r, s)
 	})
+}
+
+// The largest forms the console reads: an action's (a recorded answer's
+// body included) and the sign-in's.
+const (
+	maxActionForm = 1 << 20
+	maxSignInForm = 64 << 10
+)
+
+// readForm reads r's form, at most limit bytes, before anything looks at
+// its fields: a larger one is refused with 413, an unreadable one with
+// 400, and false is returned; nothing changes.
+func (c *Console) readForm(w http.ResponseWriter, r *http.Request, limit int64) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	err := r.ParseForm() // ParseMultipartForm alone drops its error
+	if err == nil {
+		if err = r.ParseMultipartForm(limit); err == nil || errors.Is(err, http.ErrNotMultipart) {
+			return true
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		c.log(r.Context(), slog.LevelWarn, "console: refused: form too large", "path", r.URL.Path, "remote", r.RemoteAddr, "limit", limit)
+		c.refuse(w, r, http.StatusRequestEntityTooLarge, fmt.Sprintf("Refused: the form is larger than %d KiB. Nothing changed.", limit>>10))
+		return false
+	}
+	c.refuse(w, r, http.StatusBadRequest, "Refused: the form could not be read. Nothing changed.")
+	return false
 }
 
 func (c *Console) refuse(w http.ResponseWriter, r *http.Request, status int, msg string) {
@@ -126,13 +160,25 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if !c.readForm(w, r, maxSignInForm) {
+		return
+	}
+	addr := clientAddr(r)
+	if wait, ok := c.throttle.take(addr, time.Now()); !ok {
+		secs := int(math.Ceil(wait.Seconds()))
+		c.log(r.Context(), slog.LevelWarn, "console: sign-in throttled", "remote", r.RemoteAddr, "retry_after_s", secs)
+		w.Header().Set("Retry-After", strconv.Itoa(secs))
+		c.render(w, r, http.StatusTooManyRequests, "login", &view{Title: "Sign in",
+			Error: fmt.Sprintf("Too many failed sign-ins: try again in %d s. The admin token was not checked.", secs)})
+		return
+	}
 	name := strings.TrimSpace(r.PostFormValue("name"))
 	if !sameOrigin(r) || !equal(r.PostFormValue("token"), string(c.token)) || name == "" || len(name) > 100 {
 		c.log(r.Context(), slog.LevelWarn, "console: sign-in refused", "remote", r.RemoteAddr)
 		c.render(w, r, http.StatusUnauthorized, "login", &view{Title: "Sign in", Error: "Wrong admin token, or no name given."})
 		return
 	}
+	c.throttle.refund(addr, time.Now())
 	s := c.sessions.create(name, c.cfg.SessionLife)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: s.id, Path: base(r), HttpOnly: true, Secure: r.TLS != nil,

@@ -56,12 +56,23 @@ type Config struct {
 	// service (a payout and its ledger entries, say), shown on the
 	// record's page. Default none.
 	DetailFunc func(ctx context.Context, rec *store.Record) ([]Section, error)
+	// RunbookURL, if set, is the page that tells the person who resolves
+	// an unknown outcome or an unfinished operation what to do (the
+	// service's runbook): the overview's lists of them and their record
+	// pages link to it. Default none.
+	RunbookURL string
+	// NoRecoveryPoints says the service keeps no recovery points (no
+	// handler runs in phases, idem.Advance): the console hides unfinished
+	// operations, recovery points and provider keys, which its records
+	// never have. Default false: they are shown.
+	NoRecoveryPoints bool
 	// SampleInterval is how often Run counts the records by state for the
 	// chart of states over time. Default DefaultSampleInterval.
 	SampleInterval time.Duration
 	// SessionLife is how long a sign-in lasts. Default DefaultSessionLife.
 	SessionLife time.Duration
-	// Logger logs sign-ins, refusals and actions. Default none.
+	// Logger logs sign-ins, failed and throttled sign-ins, refusals (CSRF,
+	// origin, oversized forms) and actions. Default none.
 	Logger *slog.Logger
 }
 
@@ -94,6 +105,7 @@ type Console struct {
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	sessions sessions
+	throttle signInThrottle
 	stats    stats
 }
 
@@ -191,7 +203,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // render writes a page; data is the page's, v its common parts.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, v *view) {
-	v.Service = c.cfg.Name
+	v.Service, v.Runbook, v.Phased = c.cfg.Name, c.cfg.RunbookURL, !c.cfg.NoRecoveryPoints
 	v.Base = base(r)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
@@ -217,6 +229,8 @@ func base(r *http.Request) string {
 // view is what every page's template gets.
 type view struct {
 	Service, Base, Title string
+	Runbook              string // Config.RunbookURL
+	Phased               bool   // records may have recovery points
 	Session              *session
 	Refresh              int // seconds; 0: no meta refresh
 	Error, Notice        string

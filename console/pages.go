@@ -61,13 +61,14 @@ var funcs = template.FuncMap{
 		return fmt.Sprintf("%d B", n)
 	},
 	"stateClass": func(s string) string { return strings.ReplaceAll(s, " ", "-") },
-	"rowsOf": func(base string, now time.Time, rows []row, empty string) any {
+	"rowsOf": func(v *view, now time.Time, rows []row, empty string) any {
 		return struct {
-			Base  string
-			Now   time.Time
-			Rows  []row
-			Empty string
-		}{base, now, rows, empty}
+			Base   string
+			Now    time.Time
+			Rows   []row
+			Empty  string
+			Phased bool
+		}{v.Base, now, rows, empty, v.Phased}
 	},
 	"query": func(scope, key string) string { return keyQuery(store.KeyRef{Scope: scope, Key: key}) },
 	"num": func(c store.KeyCount) string {

@@ -79,6 +79,23 @@ func TestGatewayResolveUnknownOutcome(t *testing.T) {
 			if n := text(t, ctx, ".tile.unknown .n"); n != "1" {
 				t.Fatalf("overview: %s unknown outcomes, want 1", n)
 			}
+			// At 1280 px the unknown outcomes' table fits its card and the
+			// page; the gateway keeps no recovery points, so no unfinished
+			// panel; the runbook is linked.
+			type measure struct{ Page, Table, Card, Unfinished, Runbook float64 }
+			fit := get(t, ctx, "measure the overview", chromedp.Evaluate[measure](`({
+				Page: document.documentElement.scrollWidth,
+				Table: document.querySelector("#unknown table").getBoundingClientRect().right,
+				Card: document.querySelector("#unknown").getBoundingClientRect().right,
+				Unfinished: document.querySelectorAll("#unfinished, .tile.unfinished").length,
+				Runbook: document.querySelectorAll('#unknown a[href$="operations.md#runbook-unknown-outcomes"]').length})`))
+			if fit.Page > 1280 || fit.Table > fit.Card || fit.Unfinished != 0 || fit.Runbook != 1 {
+				t.Fatalf("overview at 1280 px: page %v px wide, table's right edge %v past its card's %v; %v unfinished panels, %v runbook links; want ≤ 1280, inside, 0 and 1",
+					fit.Page, fit.Table, fit.Card, fit.Unfinished, fit.Runbook)
+			}
+			if kind == "postgres" {
+				screenshot(t, ctx, "gateway-overview.png")
+			}
 			do(t, ctx, "search the unknown outcomes",
 				chromedp.Navigate(consoleURL+"keys?state=unknown"),
 				chromedp.Click(`//a[text()="charge-1"]`),
@@ -89,6 +106,9 @@ func TestGatewayResolveUnknownOutcome(t *testing.T) {
 			}
 			if body := text(t, ctx, "#body"); !strings.Contains(body, "outcome-unknown") {
 				t.Fatalf("record page: stored body %q, want the outcome-unknown problem", body)
+			}
+			if page := text(t, ctx, "main"); !strings.Contains(page, "Forwarded key") || !strings.Contains(page, "Why unknown") || !strings.Contains(page, "the runbook") {
+				t.Fatalf("record page: no forwarded key, cause or runbook link:\n%s", page)
 			}
 			if kind == "postgres" {
 				screenshot(t, ctx, "gateway-unknown.png")

@@ -124,15 +124,24 @@ type AuditTx interface {
 // audit entry entry returns for the record as the change leaves it, in one
 // transaction of l: both commit, or neither does. A record another attempt
 // or operator changed since rec was read is ErrNotHeld, nothing changed.
+// An answer CheckAnswer refuses, or an entry whose reason CheckReason
+// refuses, changes nothing either: an error wrapping ErrInvalidAction.
 func Resolve(ctx context.Context, l AuditLog, rec *Record, answer *Response, entry func(after *Record) AuditEntry) error {
 	a := Attempt{Scope: rec.Scope, Key: rec.Key, Token: rec.Token}
 	after := *rec
 	change := func(tx AuditTx) error { return tx.Release(ctx, a) }
 	if answer != nil {
+		if err := CheckAnswer(*answer); err != nil {
+			return err
+		}
 		after.Response = answer
 		change = func(tx AuditTx) error { return tx.ReplaceResponse(ctx, a, *answer) }
 	} else {
 		after.Status, after.Response = StatusFailed, nil
+	}
+	e := entry(&after)
+	if err := CheckReason(e.Reason); err != nil {
+		return err
 	}
 	tx, err := l.BeginAudit(ctx)
 	if err != nil {
@@ -142,7 +151,7 @@ func Resolve(ctx context.Context, l AuditLog, rec *Record, answer *Response, ent
 	if err := change(tx); err != nil {
 		return err
 	}
-	if err := tx.AppendAudit(ctx, entry(&after)); err != nil {
+	if err := tx.AppendAudit(ctx, e); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

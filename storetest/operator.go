@@ -2,6 +2,8 @@ package storetest
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -210,5 +212,57 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 		all, err := a.ListAudit(ctx, store.KeyRef{}, 10)
 		require.NoError(t, err)
 		require.Len(t, all, 2, "one entry per committed action")
+	})
+
+	t.Run("ResolveRefusesInvalid", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		a, ok := s.(store.AuditLog)
+		if !ok {
+			t.Skipf("%T does not implement store.AuditLog", s)
+		}
+		c := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
+		rec, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		answer := func(h http.Header) *store.Response {
+			return &store.Response{StatusCode: 201, Header: h, Body: []byte(`{}`)}
+		}
+		for name, r := range map[string]struct {
+			answer *store.Response
+			reason string
+		}{
+			"ContentTypeCRLF":    {answer(http.Header{"Content-Type": {"text/html\r\nSet-Cookie: a=b"}}), "INC-4"},
+			"ContentTypeInvalid": {answer(http.Header{"Content-Type": {"not a type"}}), "INC-4"},
+			"LocationJavaScript": {answer(http.Header{"Location": {"javascript:alert(1)"}}), "INC-4"},
+			"LocationData":       {answer(http.Header{"Location": {"DATA:text/html,x"}}), "INC-4"},
+			"OtherHeader":        {answer(http.Header{"Refresh": {"0; url=https://evil.example"}}), "INC-4"},
+			"Status302":          {&store.Response{StatusCode: 302}, "INC-4"},
+			"Status500":          {&store.Response{StatusCode: 500}, "INC-4"},
+			"ReasonTooLong":      {nil, strings.Repeat("é", store.MaxReasonChars+1)},
+			"ReasonEmpty":        {nil, " "},
+			"ReasonNUL":          {nil, "INC\x004"},
+		} {
+			err := store.Resolve(ctx, a, rec, r.answer, func(*store.Record) store.AuditEntry {
+				return store.AuditEntry{Actor: "ann", Action: "resolve", Reason: r.reason, Scope: c.Scope, Key: c.Key}
+			})
+			require.ErrorIs(t, err, store.ErrInvalidAction, name)
+		}
+		after, err := s.Get(ctx, c.Scope, c.Key)
+		require.NoError(t, err)
+		require.Equal(t, rec.Token, after.Token, "nothing changed")
+		require.Equal(t, store.StatusCompleted, after.Status)
+		es, err := a.ListAudit(ctx, ref(c), 10)
+		require.NoError(t, err)
+		require.Empty(t, es, "no entry for a refused action")
+
+		ok500 := strings.Repeat("é", store.MaxReasonChars)
+		require.NoError(t, store.Resolve(ctx, a, rec, answer(http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Location": {"/v1/orders/1"}}),
+			func(*store.Record) store.AuditEntry {
+				return store.AuditEntry{Actor: "ann", Action: "resolve", Reason: ok500, Scope: c.Scope, Key: c.Key}
+			}))
+		es, err = a.ListAudit(ctx, ref(c), 10)
+		require.NoError(t, err)
+		require.Len(t, es, 1)
+		require.Equal(t, ok500, es[0].Reason, "500 characters are kept whole")
 	})
 }

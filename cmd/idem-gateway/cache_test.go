@@ -31,7 +31,7 @@ func TestResolveSeenByCachingReplicas(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte("Bearer alice"))
 	_, stderr, code := gatewayCmd(t, `{"runs": 1}`, "keys", "resolve", "--db", db, "--scope", hex.EncodeToString(sum[:]),
-		"--key", "k-unknown", "--status", "201", "--body-file", "-")
+		"--key", "k-unknown", "--status", "201", "--body-file", "-", "--reason", "INC-8")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stderr, `msg="key resolved"`)
 	for _, gw := range replicas {

@@ -176,7 +176,7 @@ func (g *gateway) guard(rt *route) http.Handler {
 		if idem.PriorAttemptLapsed(r.Context()) && !rt.dedups {
 			// A gateway that held the key died or stalled, maybe after
 			// forwarding it: the upstream may have acted.
-			g.outcomeUnknown(w, r, "an earlier attempt was cut off",
+			g.outcomeUnknown(w, r, causeAttemptLapsed, "an earlier attempt was cut off",
 				"An earlier attempt with this key was cut off, maybe after it reached the upstream: it may or may not have taken effect. ")
 			return
 		}
@@ -242,27 +242,40 @@ func (g *gateway) upstreamFailed(w http.ResponseWriter, r *http.Request, err err
 	case idem.KeyFromContext(r.Context()) == "" || notSent || dedups:
 		writeProblem(w, problemUpstreamUnavailable, http.StatusBadGateway, "The upstream gave no answer; retry with the same key.")
 	default:
-		g.outcomeUnknown(w, r, "no answer from the upstream: "+err.Error(),
+		g.outcomeUnknown(w, r, unknownCause(err), "no answer from the upstream: "+err.Error(),
 			"The request reached the upstream and no answer came back: it may or may not have taken effect. ")
 	}
 }
 
 // outcomeUnknown answers the outcome-unknown problem, which the middleware
-// stores: no retry sends the request again. It is logged at WARN: an
-// operator must find out what happened (docs/gateway.md, the runbook).
-func (g *gateway) outcomeUnknown(w http.ResponseWriter, r *http.Request, reason, what string) {
+// stores: no retry sends the request again. Its cause member says why,
+// for the operator and the client. It is logged at WARN: an operator must
+// find out what happened (docs/gateway.md, the runbook).
+func (g *gateway) outcomeUnknown(w http.ResponseWriter, r *http.Request, cause, reason, what string) {
+	var upstream string
+	if up := upstreamFor(g.upstreams, r); up != nil {
+		upstream = up.name
+	}
 	g.logger.LogAttrs(r.Context(), slog.LevelWarn, "outcome unknown",
 		slog.String("route", r.Pattern), slog.String("scope", idem.ScopeFromContext(r.Context())),
-		slog.String("key_hash", keyHash(idem.KeyFromContext(r.Context()))), slog.String("reason", reason))
+		slog.String("key_hash", keyHash(idem.KeyFromContext(r.Context()))), slog.String("upstream", upstream),
+		slog.String("cause", cause), slog.String("reason", reason))
 	g.unknown.WithLabelValues(r.Pattern).Inc()
+	markUnknown(r)
 	writeProblem(w, problemOutcomeUnknown, http.StatusConflict,
-		what+"The gateway will not send it again; an operator must find out what happened upstream.")
+		what+"The gateway will not send it again; an operator must find out what happened upstream.", "cause", cause)
 }
 
-func writeProblem(w http.ResponseWriter, name string, status int, detail string) {
-	b, _ := json.Marshal(map[string]any{
+// writeProblem answers an RFC 9457 problem; members are more of its
+// members, as name, value pairs.
+func writeProblem(w http.ResponseWriter, name string, status int, detail string, members ...string) {
+	p := map[string]any{
 		"type": idem.DefaultProblemTypeBase + name, "title": problemTitles[name], "status": status, "detail": detail,
-	})
+	}
+	for i := 0; i+1 < len(members); i += 2 {
+		p[members[i]] = members[i+1]
+	}
+	b, _ := json.Marshal(p)
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))

@@ -294,12 +294,12 @@ func testOperatorResolves(t *testing.T, kdb keyDB) {
 	require.Equal(t, reply{201, `{"runs": 2}`, false}, post(t, gw, "/die", "Bearer alice", "k-release"), "released: the retry runs")
 
 	_, stderr, code = gatewayCmd(t, `{"runs": 1}`, "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-answer",
-		"--status", "201", "--body-file", "-")
+		"--status", "201", "--body-file", "-", "--reason", "upstream log: order 1 created")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, reply{201, `{"runs": 1}`, true}, post(t, gw, "/die", "Bearer alice", "k-answer"), "answered: the retry gets it")
 
 	for _, k := range []string{"k-ok", "k-release", "k-answer", "k-unused"} {
-		_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", k, "--release")
+		_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", k, "--release", "--reason", "INC-7")
 		require.Equal(t, 1, code, "%s is not an unknown outcome: %s", k, stderr)
 	}
 	out, _, code = gatewayCmd(t, "", "keys", "list", "--db", db)

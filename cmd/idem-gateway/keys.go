@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/idem-dev/idem"
@@ -23,10 +24,11 @@ import (
 const keysUsage = `Usage: idem-gateway keys <subcommand> [flags]
 
 Subcommands:
-  list      list the keys in a state (--state unknown|in-flight|failed), one JSON object a line
+  list      list the keys in a state (--state unknown|in-flight|failed), one JSON object a line,
+            with the key forwarded upstream and why an outcome is unknown; never a body
   show      print a key's state (--scope, --key); never a body
-  resolve   resolve an unknown outcome: --release (the next retry is sent afresh), or
-            --status/--body-file/--location (the upstream's real answer, replayed to every retry)
+  resolve   resolve an unknown outcome, with a --reason: --release (the next retry is sent afresh),
+            or --status/--body-file/--location (the upstream's real answer, replayed to every retry)
   sweep     delete the records past their retention, once; print {"deleted":N}
 
 Run 'idem-gateway keys <subcommand> --help' for its flags. docs/gateway.md has the runbook.
@@ -78,7 +80,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						if !ok {
 							return fmt.Errorf("the %s key store cannot list keys", ks.db.Kind)
 						}
-						return keysList(ctx, l, *state, *since, *limit, stdout)
+						return keysList(ctx, l, ks.upstreams, *state, *since, *limit, stdout)
 					},
 				}
 			}),
@@ -93,11 +95,11 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						return nil
 					},
 					run: func(ks *keyStore) error {
-						return withResolver(ks, func(r store.KeyResolver) error { return keysShow(ctx, r, *ref, stdout) })
+						return withResolver(ks, func(r store.KeyResolver) error { return keysShow(ctx, r, ks.upstreams, *ref, stdout) })
 					},
 				}
 			}),
-		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) [--reason TEXT] [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
+		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) --reason TEXT [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
 			func(fs *flag.FlagSet) action {
 				ref := keyFlags(fs)
 				release := fs.Bool("release", false, "release the key: its next retry is sent upstream afresh (the upstream did not act)")
@@ -105,7 +107,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 				bodyFile := fs.String("body-file", "", "the file holding the upstream's answer body; - for standard input; none: an empty body")
 				contentType := fs.String("content-type", "application/json", "the answer's Content-Type")
 				location := fs.String("location", "", "the answer's Location header, if it had one: the resource it names is recorded too")
-				reason := fs.String("reason", "", "why, for the audit log (the upstream's log line, a ticket)")
+				reason := fs.String("reason", "", "why, for the audit log (the upstream's log line, a ticket): required, at most 500 characters")
 				var answer *store.Response
 				return action{
 					check: func() error {
@@ -115,12 +117,17 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						if *release == (*status != 0) {
 							return cli.Usagef("keys resolve: give either --release or --status")
 						}
-						if *release {
-							return nil
+						if !*release {
+							resp, err := operatorAnswer(*status, *bodyFile, *contentType, *location)
+							if err != nil {
+								return err
+							}
+							answer = &resp
 						}
-						resp, err := operatorAnswer(*status, *bodyFile, *contentType, *location)
-						answer = &resp
-						return err
+						if err := store.CheckReason(*reason); err != nil {
+							return cli.Usagef("keys resolve: --reason: %s", invalid(err))
+						}
+						return nil
 					},
 					run: func(ks *keyStore) error {
 						return withResolver(ks, func(r store.KeyResolver) error {
@@ -179,19 +186,30 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer, getenv fun
 
 // openKeys opens the key store of --db, else of the configuration file,
 // else of $DATABASE_URL, migrated.
+// The configuration file's upstreams name each key's upstream in what the
+// keys commands print.
 func openKeys(ctx context.Context, db, config string, getenv func(string) string) (*keyStore, error) {
-	if db == "" && config != "" {
+	var ups []*upstream
+	if config != "" {
 		s, err := readSettings(config)
+		if err == nil {
+			ups, err = parseUpstreams(s.Upstreams)
+		}
 		if err != nil {
 			return nil, cli.Usagef("--config %s: %v", config, err)
 		}
-		db = s.DB
+		if db == "" {
+			db = s.DB
+		}
 	}
 	d, err := dburl.Resolve(db, getenv, defaultDB)
 	if err != nil {
 		return nil, err
 	}
 	ks, _, err := openMigrated(ctx, d)
+	if ks != nil {
+		ks.upstreams = ups
+	}
 	return ks, err
 }
 
@@ -244,10 +262,19 @@ type keyState struct {
 	LeaseLive      bool      `json:"lease_live"`
 	ExpiresAt      time.Time `json:"expires_at"`
 	ResponseCode   int       `json:"response_code,omitempty"`
+	// ForwardedKey is the Idempotency-Key the gateway sent upstream
+	// (derivedKey): what to search the upstream's logs for.
+	ForwardedKey string `json:"forwarded_key"`
+	// Upstream serves the request's path (by --config's upstreams).
+	Upstream string `json:"upstream,omitempty"`
+	// Cause is why the outcome is unknown, as stored with it.
+	Cause string `json:"cause,omitempty"`
 }
 
-func stateOf(rec *store.Record) keyState {
+func stateOf(rec *store.Record, ups []*upstream) keyState {
+	d := detailOf(rec, ups)
 	s := keyState{
+		ForwardedKey: d.ForwardedKey, Upstream: d.Upstream, Cause: d.Cause,
 		Scope: rec.Scope, Key: rec.Key, Status: string(rec.Status), OutcomeUnknown: outcomeUnknown(rec),
 		Attempts: rec.Attempts, Request: rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
 		CreatedAt: rec.CreatedAt.UTC(), ClaimedAt: rec.ClaimedAt.UTC(), LeaseLive: rec.LeaseLive, ExpiresAt: rec.ExpiresAt.UTC(),
@@ -310,7 +337,7 @@ var listStates = map[string]*struct {
 // keysList prints the keys in state first used within since (0: any),
 // newest first, at most limit, one a line. It pages by age, so a key
 // first used in the same microsecond as the last of a page may be missed.
-func keysList(ctx context.Context, l store.KeyLister, state string, since time.Duration, limit int, stdout io.Writer) error {
+func keysList(ctx context.Context, l store.KeyLister, ups []*upstream, state string, since time.Duration, limit int, stdout io.Writer) error {
 	const page = 100
 	st := listStates[state]
 	var cutoff time.Time
@@ -331,7 +358,7 @@ func keysList(ctx context.Context, l store.KeyLister, state string, since time.D
 			if !st.is(rec) {
 				continue // the upstream's own 409
 			}
-			if err := printJSON(stdout, stateOf(rec)); err != nil {
+			if err := printJSON(stdout, stateOf(rec, ups)); err != nil {
 				return err
 			}
 			if n++; n == limit {
@@ -346,7 +373,7 @@ func keysList(ctx context.Context, l store.KeyLister, state string, since time.D
 	return nil
 }
 
-func keysShow(ctx context.Context, r store.KeyResolver, ref store.KeyRef, stdout io.Writer) error {
+func keysShow(ctx context.Context, r store.KeyResolver, ups []*upstream, ref store.KeyRef, stdout io.Writer) error {
 	rec, err := r.Get(ctx, ref.Scope, ref.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("keys show: no record for key %q in scope %s (never used, or swept after its retention)", ref.Key, ref.Scope)
@@ -354,14 +381,12 @@ func keysShow(ctx context.Context, r store.KeyResolver, ref store.KeyRef, stdout
 	if err != nil {
 		return fmt.Errorf("keys show: %w", err)
 	}
-	return printJSON(stdout, stateOf(rec))
+	return printJSON(stdout, stateOf(rec, ups))
 }
 
-// operatorAnswer is the upstream's real answer as the operator gives it.
+// operatorAnswer is the upstream's real answer as the operator gives it,
+// checked as every door checks it (store.CheckAnswer).
 func operatorAnswer(status int, bodyFile, contentType, location string) (store.Response, error) {
-	if status < 200 || status > 499 || (status >= 300 && status < 400) || status == http.StatusRequestTimeout || status == http.StatusTooManyRequests {
-		return store.Response{}, cli.Usagef("keys resolve: --status %d: want a final answer, 2xx or 4xx other than 408 and 429", status)
-	}
 	resp := store.Response{StatusCode: status, Header: http.Header{}, Body: []byte{}}
 	var err error
 	switch bodyFile {
@@ -381,7 +406,16 @@ func operatorAnswer(status int, bodyFile, contentType, location string) (store.R
 		resp.Header.Set("Location", location)
 		resp.ResourceType, resp.ResourceID = idem.ResourceOf(location)
 	}
+	if err := store.CheckAnswer(resp); err != nil {
+		return store.Response{}, cli.Usagef("keys resolve: %s", invalid(err))
+	}
 	return resp, nil
+}
+
+// invalid is what an action store.ErrInvalidAction refused says, without
+// the sentinel's prefix.
+func invalid(err error) string {
+	return strings.TrimPrefix(err.Error(), store.ErrInvalidAction.Error()+": ")
 }
 
 // resolution is an operator's decision on one key: release it (answer

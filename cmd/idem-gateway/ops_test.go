@@ -57,7 +57,8 @@ func TestOperable(t *testing.T) {
 	require.NotContains(t, log, "Bearer alice")
 	require.Regexp(t, `level=INFO msg=request route="POST /\*" outcome=executed status=201 key_hash=[0-9a-f]{16} duration=`, log)
 	require.Regexp(t, `level=INFO msg=request route="POST /\*" outcome=replayed status=201 key_hash=`, log)
-	require.Regexp(t, `level=WARN msg="outcome unknown" route="POST /\*" scope=[0-9a-f]{64} key_hash=[0-9a-f]{16} reason=`, log)
+	require.Regexp(t, `level=WARN msg="outcome unknown" route="POST /\*" scope=[0-9a-f]{64} key_hash=[0-9a-f]{16} upstream=127.0.0.1:\d+ cause=reset reason=`, log)
+	require.Regexp(t, `level=INFO msg=request route="POST /\*" outcome=unknown status=409 key_hash=`, log)
 	for _, line := range []string{`msg="key store ready"`, "msg=listening", `msg="shutting down: draining in-flight requests"`, "msg=stopped"} {
 		require.Contains(t, log, line)
 	}

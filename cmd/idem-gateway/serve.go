@@ -424,7 +424,7 @@ func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags
 		rt := &route{pattern: s.pattern, key: s.key, dedups: s.dedups, scope: s.scope, proxies: map[*upstream]*httputil.ReverseProxy{}}
 		if s.key != keyOff {
 			cfg := s.cfg
-			cfg.ObserveFunc, cfg.TraceFunc, cfg.StartFunc = idem.ObserveAll(g.logRequest, obs.observe), obs.trace, obs.start
+			cfg.ObserveFunc, cfg.TraceFunc, cfg.StartFunc = obs.observe, obs.trace, g.startRequest(obs.start)
 			cfg.ReplayCacheBytes, cfg.ReplayCacheableFunc = cacheBytes/int64(guarded), func(r store.Response) bool { return !isOutcomeUnknown(r) }
 			if rt.mw, err = idem.New(st, cfg); err != nil {
 				return nil, cli.Usagef("route %q: %v", s.pattern.text, err)
@@ -449,8 +449,9 @@ type observers struct {
 }
 
 // logRequest logs one line per guarded request: never a body, a key or a
-// credential.
-func (g *gateway) logRequest(e idem.Event) {
+// credential. unknown: the request got the outcome-unknown answer, which
+// the line says as outcome=unknown.
+func (g *gateway) logRequest(e idem.Event, unknown bool) {
 	level := slog.LevelInfo
 	switch e.Outcome {
 	case idem.OutcomeStoreError:
@@ -461,7 +462,11 @@ func (g *gateway) logRequest(e idem.Event) {
 	if !g.logger.Enabled(context.Background(), level) {
 		return
 	}
-	attrs := []slog.Attr{slog.String("route", e.Route), slog.String("outcome", string(e.Outcome)),
+	outcome := string(e.Outcome)
+	if unknown && e.Outcome == idem.OutcomeExecuted {
+		outcome = "unknown"
+	}
+	attrs := []slog.Attr{slog.String("route", e.Route), slog.String("outcome", outcome),
 		slog.Int("status", e.StatusCode), slog.String("key_hash", keyHash(e.Key)), slog.Duration("duration", e.Duration)}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("err", e.Err.Error()))

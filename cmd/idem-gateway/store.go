@@ -20,6 +20,9 @@ const defaultDB = "idem-gateway.db"
 type keyStore struct {
 	db    dburl.DB
 	store store.Store
+	// upstreams are the configuration file's, for the keys commands; none
+	// without --config.
+	upstreams []*upstream
 	// migrate applies the key table's pending migrations and returns them.
 	migrate func(ctx context.Context) ([]int, error)
 	// ping checks that the database answers: /readyz.

@@ -105,6 +105,7 @@ func newConsole(f serveFlags, b *backend, svc *payments.Service, mw func() *idem
 	}
 	cfg := console.Config{
 		Name: "paymentsd", Store: b.store, TokenFile: f.consoleToken, Logger: logger,
+		RunbookURL:      "https://github.com/idem-dev/idem/blob/main/docs/operations.md#runbook-unknown-outcomes",
 		ReplayCacheFunc: func() idem.ReplayCacheStats { return mw().ReplayCache() },
 		ResumeFunc: func(ctx context.Context, u store.Unfinished) idem.Result {
 			return comp().Resume(ctx, u)

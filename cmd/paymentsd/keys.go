@@ -29,6 +29,11 @@ type keyState struct {
 	Expired        bool      `json:"expired"`
 	ResponseCode   int       `json:"response_code,omitempty"`
 	Resource       string    `json:"resource,omitempty"`
+	// RecoveryPoint and ProviderKeys say where an unfinished operation
+	// stands: outcome-unknown, and the key sent to the bank under "bank"
+	// (what to ask bankd for).
+	RecoveryPoint string            `json:"recovery_point,omitempty"`
+	ProviderKeys  map[string]string `json:"provider_keys,omitempty"`
 }
 
 // keysShow prints one record's state as a JSON object.
@@ -37,7 +42,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	db := dbFlag(fs)
 	userID := fs.String("user-id", "", "the user the key belongs to (required)")
 	key := fs.String("key", "", "the Idempotency-Key, unquoted (required)")
-	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON.\nIt never prints a request or response body."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON,\nwith an unfinished operation's recovery point and the keys sent downstream (provider_keys.bank: the bank's key).\nIt never prints a request or response body."); err != nil {
 		return err
 	}
 	if *userID == "" || *key == "" {
@@ -59,7 +64,12 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		UserID: rec.Scope, Key: rec.Key, Status: string(rec.Status), Attempts: rec.Attempts,
 		Request:   rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
 		CreatedAt: rec.CreatedAt.UTC(), LeaseExpiresAt: rec.LeaseExpiresAt.UTC(), LeaseLive: rec.LeaseLive,
-		ExpiresAt: rec.ExpiresAt.UTC(), Expired: rec.Expired,
+		ExpiresAt: rec.ExpiresAt.UTC(), Expired: rec.Expired, RecoveryPoint: rec.RecoveryPoint,
+	}
+	if l, ok := b.store.(store.KeyLister); ok {
+		if s.ProviderKeys, err = l.ProviderKeys(ctx, rec.Scope, rec.Key); err != nil {
+			return fmt.Errorf("keys show: provider keys: %w", err)
+		}
 	}
 	if r := rec.Response; r != nil {
 		s.ResponseCode = r.StatusCode

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idem-dev/idem/internal/require"
 )
@@ -146,4 +147,27 @@ func TestMetrics(t *testing.T) {
 		require.NoError(t, err)
 		require.GreaterOrEqual(t, n, 3, "at least a round trip per request")
 	})
+}
+
+// TestKeysShowPendingPayout: for a payout whose bank outcome is unknown
+// (the bank is down: 202, pending), keys show prints the recovery point
+// and the key paymentsd sent the bank, the one to ask bankd for.
+func TestKeysShowPendingPayout(t *testing.T) {
+	t.Parallel()
+	for _, store := range stores {
+		t.Run(camel(store), func(t *testing.T) {
+			t.Parallel()
+			s := startServer(t, newDB(t, store), payoutArgs(t, "http://"+freeAddr(t), secretFile(t), time.Hour)...)
+			u := s.newUser(t)
+			require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", newKey(), `{"currency":"USD","amount":5000}`).status)
+			const key = "payout-bank-down"
+			r := u.post(t, "/v1/payouts", key, `{"currency":"USD","amount":2500,"destination":"acct-1"}`)
+			require.Equal(t, http.StatusAccepted, r.status, "the bank is down: %s", r)
+			v, errOut, code := keysShow(t, s, u, key)
+			require.Zero(t, code, errOut)
+			require.Equal(t, "outcome-unknown", v["recovery_point"])
+			bankKey := sqlValue[string](t, s, `SELECT bank_key FROM payouts`)
+			require.Equal(t, map[string]any{"bank": bankKey}, v["provider_keys"])
+		})
+	}
 }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/store"
+)
+
+// Why an outcome is unknown: the cause member of the outcome-unknown
+// problem, set where the outcome became unknown and stored with it.
+const (
+	// causeTimeout: the upstream sent no response headers within the
+	// route's upstream timeout.
+	causeTimeout = "timeout"
+	// causeReset: the connection was closed or reset before an answer.
+	causeReset = "reset"
+	// causeNoAnswer: any other failure once the request may have been sent.
+	causeNoAnswer = "no-answer"
+	// causeAttemptLapsed: an earlier attempt's lease lapsed, maybe after
+	// forwarding: its gateway died or stalled, the upstream's answer was
+	// cut after its headers, or its completion could not be written.
+	causeAttemptLapsed = "attempt-lapsed"
+)
+
+// unknownCause is why an upstream call that failed with err, after the
+// request may have been sent, leaves its outcome unknown.
+func unknownCause(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
+		return causeTimeout
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed):
+		return causeReset
+	}
+	return causeNoAnswer
+}
+
+// unknownMarkKey marks a request's context with the flag its
+// outcome-unknown answer sets, for the request log line.
+type unknownMarkKey struct{}
+
+// startRequest is the routes' idem.Config.StartFunc: start's (tracing),
+// and the request log line, which says outcome=unknown for a request that
+// got the outcome-unknown answer, not executed.
+func (g *gateway) startRequest(start func(context.Context) (context.Context, func(idem.Event))) func(context.Context) (context.Context, func(idem.Event)) {
+	return func(ctx context.Context) (context.Context, func(idem.Event)) {
+		unknown := new(atomic.Bool)
+		ctx = context.WithValue(ctx, unknownMarkKey{}, unknown)
+		var end func(idem.Event)
+		if start != nil {
+			ctx, end = start(ctx)
+		}
+		return ctx, func(e idem.Event) {
+			g.logRequest(e, unknown.Load())
+			if end != nil {
+				end(e)
+			}
+		}
+	}
+}
+
+// markUnknown records, for the request log line, that r got the
+// outcome-unknown answer.
+func markUnknown(r *http.Request) {
+	if m, ok := r.Context().Value(unknownMarkKey{}).(*atomic.Bool); ok {
+		m.Store(true)
+	}
+}
+
+// unknownDetail is what an operator needs of a key to find out what the
+// upstream did: the key forwarded to it, the upstream that serves the
+// request's path (by the configured upstreams; "" when none are known),
+// and why the outcome is unknown (the stored problem's cause; "" when the
+// record holds no outcome-unknown answer, or one stored before causes
+// were).
+type unknownDetail struct {
+	ForwardedKey string
+	Upstream     string
+	Cause        string
+}
+
+func detailOf(rec *store.Record, ups []*upstream) unknownDetail {
+	d := unknownDetail{ForwardedKey: derivedKey(rec.Scope, rec.Key)}
+	path, _, _ := strings.Cut(rec.Fingerprint.Path, "?")
+	if up := upstreamFor(ups, &http.Request{URL: &url.URL{Path: path}}); up != nil {
+		d.Upstream = up.name
+	}
+	if outcomeUnknown(rec) {
+		var p struct {
+			Cause string `json:"cause"`
+		}
+		if json.Unmarshal(rec.Response.Body, &p) == nil {
+			d.Cause = p.Cause
+		}
+	}
+	return d
+}
+
+// causeText says what a cause means, for the console.
+var causeText = map[string]string{
+	causeTimeout:       "timeout: the upstream sent no answer within the route's upstream timeout",
+	causeReset:         "reset: the connection closed before an answer",
+	causeNoAnswer:      "no answer: the call failed after the request may have been sent",
+	causeAttemptLapsed: "attempt lapsed: an earlier attempt's lease ran out (its gateway died or stalled, the answer was cut after its headers, or it could not be stored)",
+}
