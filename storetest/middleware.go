@@ -175,6 +175,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			"Trailing":      {`{"a":1} {}`, 400, "body-invalid"},
 			"DuplicateName": {`{"a":1,"a":2}`, 400, "body-invalid"},
 			"InvalidUTF8":   {"{\"a\":\"\xff\"}", 400, "body-invalid"},
+			"Empty":         {"", 400, "body-invalid"},
 		}
 		for name, tc := range cases {
 			key := newKey()

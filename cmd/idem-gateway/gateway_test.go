@@ -171,6 +171,20 @@ func TestGateway(t *testing.T) {
 	t.Run("Unscoped", func(t *testing.T) {
 		require.Equal(t, 401, post(t, gw, "/ok", "", "k-anon").status)
 	})
+	t.Run("EmptyJSONBody", func(t *testing.T) {
+		req, err := http.NewRequest(http.MethodPost, gw+"/ok", http.NoBody)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer alice")
+		req.Header.Set("Idempotency-Key", "k-empty")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 400, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), "#body-invalid", "malformed JSON, nothing stored nor forwarded")
+	})
 
 	// What the upstream saw: each request once, with a derived key.
 	counts := map[string]int{}
