@@ -70,11 +70,16 @@ func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, err
 	})
 }
 
+// natsInboxPrefix is where paymentsd's inboxes live, its pull consumer's
+// deliveries among them: a prefix of its own, which broker permissions
+// let no producer read (docs/queues.md).
+const natsInboxPrefix = "_INBOX_paymentsd"
+
 // consumeNATS consumes the commands from JetStream at url until ctx ends,
 // making the streams (with replicas copies each) if missing and the
 // durable consumer. wait returns once the messages in hand are settled.
 func consumeNATS(ctx context.Context, url string, replicas int, c *consumer.Consumer, workers int, logger *slog.Logger) (wait func(), err error) {
-	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1), nats.Timeout(connectTimeout))
+	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1), nats.Timeout(connectTimeout), nats.CustomInboxPrefix(natsInboxPrefix))
 	if err != nil {
 		return nil, fmt.Errorf("nats %s: %w", dburl.Display(url), dburl.ScrubError(err, url))
 	}
