@@ -4,7 +4,10 @@ package main_test
 // are not JSON, at every door of one paymentsd (docs/hostile.md).
 
 import (
+	"bufio"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -102,6 +105,24 @@ func TestInvalidUTF8(t *testing.T) {
 			require.Equal(t, http.StatusBadRequest, m.status, "over NATS: %s", m)
 			require.Contains(t, string(m.body), "body-invalid")
 			require.Equal(t, int64(0), u.storedKeys(t), "nothing stored")
+
+			// A raw byte that is not UTF-8 in the query: Go's server takes
+			// it, and the key's record would keep it as text.
+			conn, err := net.Dial("tcp", strings.TrimPrefix(s.url, "http://"))
+			require.NoError(t, err)
+			defer conn.Close()
+			_, err = fmt.Fprintf(conn, "POST /v1/deposits?note=\xff HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+				"Idempotency-Key: %s\r\nContent-Type: application/json\r\nContent-Length: 32\r\nConnection: close\r\n\r\n"+
+				`{"currency":"USD","amount":1000}`, u.apiKey, newKey())
+			require.NoError(t, err)
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			require.NoError(t, err)
+			b, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "a raw byte in the query: %s", b)
+			require.Contains(t, string(b), "target-invalid")
+			require.Equal(t, int64(0), u.storedKeys(t), "nothing stored")
+			require.Empty(t, u.balances(t), "nothing moved")
 		})
 	}
 }
