@@ -234,21 +234,30 @@ const maxScrub = 8 << 10
 // part is the length of the shortest part of a secret Scrub masks.
 const part = 4
 
+// parts is the set of the parts, part bytes long, of secrets that shown
+// does not show.
+func parts(secrets []string, shown string) map[string]bool {
+	set := map[string]bool{}
+	for _, s := range secrets {
+		for i := 0; i+part <= len(s); i++ {
+			set[s[i:i+part]] = true
+		}
+	}
+	for i := 0; i+part <= len(shown); i++ {
+		delete(set, shown[i:i+part])
+	}
+	return set
+}
+
 // maskParts masks every run of text made of parts of a secret part bytes
 // long that shown does not show, one mask a run.
 func maskParts(text string, secrets []string, shown string) string {
+	set := parts(secrets, shown)
 	covered := make([]bool, len(text))
 	for i := 0; i+part <= len(text); i++ {
-		g := text[i : i+part]
-		if strings.Contains(shown, g) {
-			continue
-		}
-		for _, s := range secrets {
-			if strings.Contains(s, g) {
-				for j := i; j < i+part; j++ {
-					covered[j] = true
-				}
-				break
+		if set[text[i:i+part]] {
+			for j := i; j < i+part; j++ {
+				covered[j] = true
 			}
 		}
 	}
@@ -269,17 +278,16 @@ func maskParts(text string, secrets []string, shown string) string {
 // Display(conn) does not show itself (a password may repeat a host name).
 func Leaks(text, conn string) bool {
 	shown := Display(conn)
-	for _, s := range secretsOf(conn) {
-		if len(s) < part {
-			if strings.Contains(text, s) && !strings.Contains(shown, s) {
-				return true
-			}
-			continue
+	secrets := secretsOf(conn)
+	for _, s := range secrets {
+		if len(s) < part && strings.Contains(text, s) && !strings.Contains(shown, s) {
+			return true
 		}
-		for i := 0; i+part <= len(s); i++ {
-			if g := s[i : i+part]; strings.Contains(text, g) && !strings.Contains(shown, g) {
-				return true
-			}
+	}
+	set := parts(secrets, shown)
+	for i := 0; i+part <= len(text); i++ {
+		if set[text[i:i+part]] {
+			return true
 		}
 	}
 	return false

@@ -132,8 +132,16 @@ func showsPart(out, pw, shown string) (string, bool) {
 	if len(pw) < 4 {
 		return pw, strings.Contains(out, pw) && !strings.Contains(shown, pw)
 	}
+	grams := func(s string) map[string]bool {
+		set := map[string]bool{}
+		for i := 0; i+4 <= len(s); i++ {
+			set[s[i:i+4]] = true
+		}
+		return set
+	}
+	inOut, inShown := grams(out), grams(shown)
 	for i := 0; i+4 <= len(pw); i++ {
-		if g := pw[i : i+4]; strings.Contains(out, g) && !strings.Contains(shown, g) {
+		if g := pw[i : i+4]; inOut[g] && !inShown[g] {
 			return g, true
 		}
 	}
