@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -184,6 +185,20 @@ func TestGateway(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 400, resp.StatusCode, "%s", b)
 		require.Contains(t, string(b), "#body-invalid", "malformed JSON, nothing stored nor forwarded")
+	})
+	t.Run("TargetNotUTF8", func(t *testing.T) {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = io.WriteString(conn, "POST /ok?note=\xff HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\nIdempotency-Key: k-target\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, 400, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), "#target-invalid", "nothing stored nor forwarded")
 	})
 
 	// What the upstream saw: each request once, with a derived key.
