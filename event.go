@@ -13,7 +13,7 @@ const (
 	OutcomeInFlight    Outcome = "in_flight"    // 409: another request holds the key
 	OutcomeMismatch    Outcome = "mismatch"     // 422: the key was used for another request
 	OutcomeInvalidKey  Outcome = "invalid_key"  // 400: missing or malformed key
-	OutcomeInvalidBody Outcome = "invalid_body" // 400 or 413: the body cannot be fingerprinted
+	OutcomeInvalidBody Outcome = "invalid_body" // 400 or 413: the request (its body, or its target) cannot be fingerprinted
 	OutcomeNoScope     Outcome = "no_scope"     // 401: the request has no user
 	OutcomeStoreError  Outcome = "store_error"  // 503: the store failed; the handler did not run or was rolled back
 	OutcomeLeaseLost   Outcome = "lease_lost"   // the key passed to another attempt, or the lease lapsed or ran past its maximum life; the handler's work was rolled back

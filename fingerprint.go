@@ -3,6 +3,7 @@ package idem
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -54,13 +55,20 @@ func (m *Middleware) fingerprint(version int, r *http.Request, body []byte) (sto
 	return fingerprintWith(version, r, body)
 }
 
+// errEmptyJSON is a body declared JSON that holds nothing: not a JSON text
+// (RFC 8259), so malformed as any other, and refused before anything is stored.
+var errEmptyJSON = errors.New("the body is empty")
+
 // fingerprintV1 is SHA-256 over length-prefixed fields: a version tag, the
 // method, the path with its query, the body's kind, and the body (its RFC
 // 8785 canonical form when the request says it is JSON, else its bytes).
 // Length prefixes make the encoding unambiguous.
 func fingerprintV1(r *http.Request, body []byte) ([]byte, error) {
 	kind := "raw"
-	if isJSON(r.Header.Get("Content-Type")) && len(body) > 0 {
+	if isJSON(r.Header.Get("Content-Type")) {
+		if len(body) == 0 {
+			return nil, errEmptyJSON
+		}
 		c, err := jcs.Canonicalize(body)
 		if err != nil {
 			return nil, err

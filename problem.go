@@ -10,6 +10,7 @@ const (
 	ProblemKeyMissing       ProblemType = "key-missing"        // 400: the route requires a key and none was sent
 	ProblemKeyInvalid       ProblemType = "key-invalid"        // 400: the key header is malformed
 	ProblemBodyInvalid      ProblemType = "body-invalid"       // 400: a JSON body cannot be canonicalised, or the body cannot be read
+	ProblemTargetInvalid    ProblemType = "target-invalid"     // 400: the path or query holds bytes that are not UTF-8
 	ProblemBodyTooLarge     ProblemType = "body-too-large"     // 413: the body exceeds Config.MaxRequestBytes
 	ProblemScopeMissing     ProblemType = "scope-missing"      // 401: the request has no authenticated user
 	ProblemKeyReused        ProblemType = "key-reused"         // 422: the key was first used for a different request
@@ -33,6 +34,7 @@ var problemTitles = map[ProblemType]string{
 	ProblemKeyMissing:       "Idempotency key missing",
 	ProblemKeyInvalid:       "Idempotency key invalid",
 	ProblemBodyInvalid:      "Request body invalid",
+	ProblemTargetInvalid:    "Request target invalid",
 	ProblemBodyTooLarge:     "Request body too large",
 	ProblemScopeMissing:     "Unauthenticated",
 	ProblemKeyReused:        "Idempotency key reused",

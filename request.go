@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idem-dev/idem/store"
 )
@@ -98,6 +99,12 @@ func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string
 	key, res, ok := m.identify(q, m.cfg.ScopeFunc(q.r), keyValues)
 	if !ok {
 		return res, false
+	}
+	if !utf8.ValidString(q.r.URL.RequestURI()) {
+		// The key's record keeps the target as text, which PostgreSQL
+		// and MySQL refuse: every retry would fail as the first.
+		return rejected(OutcomeInvalidBody, ProblemTargetInvalid, http.StatusBadRequest,
+			"The request's path or query holds bytes that are not UTF-8; percent-encode them."), false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, m.cfg.MaxRequestBytes))
 	if err != nil {

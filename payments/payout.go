@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -54,8 +56,17 @@ func (s *Service) checkPayout(req PayoutRequest) error {
 		v.Add("destination", "must be at most 255 bytes")
 	case d != strings.TrimSpace(d):
 		v.Add("destination", "must not begin or end with spaces")
+	case !printable(d):
+		v.Add("destination", "must be UTF-8 text without control characters (NUL, line breaks, escapes)")
 	}
 	return v.Err()
+}
+
+// printable reports whether s is UTF-8 without control characters: text
+// every database keeps (PostgreSQL refuses NUL and invalid UTF-8 in text)
+// and every log and console shows as it is.
+func printable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // DebitPayout makes a pending payout and takes its amount from the user's

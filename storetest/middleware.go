@@ -175,6 +175,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			"Trailing":      {`{"a":1} {}`, 400, "body-invalid"},
 			"DuplicateName": {`{"a":1,"a":2}`, 400, "body-invalid"},
 			"InvalidUTF8":   {"{\"a\":\"\xff\"}", 400, "body-invalid"},
+			"Empty":         {"", 400, "body-invalid"},
 		}
 		for name, tc := range cases {
 			key := newKey()
@@ -185,8 +186,16 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			require.ErrorIs(t, err, store.ErrNotFound, name)
 		}
 		require.Equal(t, int32(0), s.runs.Load())
+		// A target of bytes that are not UTF-8, which no text column keeps.
+		key := newKey()
+		r := s.do(t, call{keys: []string{key}, body: `{}`, path: "/v1/payments?q=\xff"})
+		require.Equal(t, http.StatusBadRequest, r.status, "%s", r.body)
+		require.Equal(t, "target-invalid", problemType(t, r))
+		_, err := s.store.Get(ctx, "alice", key)
+		require.ErrorIs(t, err, store.ErrNotFound)
+		require.Equal(t, int32(0), s.runs.Load())
 		// Bytes that are not JSON are fingerprinted raw when not declared JSON.
-		r := s.do(t, call{keys: []string{newKey()}, body: `{"a":`, ctype: "text/plain"})
+		r = s.do(t, call{keys: []string{newKey()}, body: `{"a":`, ctype: "text/plain"})
 		require.Equal(t, http.StatusCreated, r.status)
 	})
 

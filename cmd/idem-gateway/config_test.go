@@ -9,7 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idem-dev/idem/cmd/internal/dburl/dburltest"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 )
 
 // send posts body to url with the headers given as name, value pairs.
@@ -130,7 +132,7 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"--config", yaml("both.yaml", "  - match: POST /v1/*\n    fingerprint: {ignore: [a], select: [b]}\n")}, "routes[0].fingerprint: give ignore or select, not both"},
 		{[]string{"--config", yaml("global.yaml", "  - match: POST /v1/*\n") + "", "--routes", "POST /x"}, "--routes: with --config, the upstreams and routes are the file's"},
 		{[]string{"--config", writeFile(t, "limits.yaml", "limits:\n  body_timeout: forever\nupstreams:\n  - url: http://127.0.0.1:1\n")}, `limits.body_timeout "forever"`},
-		{[]string{"--upstream", "http://x", "--db", "mysql://u:s3cret@/db"}, "--db mysql://u:xxxxx@/db names no host"},
+		{[]string{"--upstream", "http://x", "--db", "mysql://u:s3cret@/db"}, "--db mysql:///db names no host"},
 		{[]string{"--upstream", "http://x", "--db", "redis://h"}, "--db: redis URLs are not supported"},
 		{[]string{"keys"}, "keys: a subcommand is required"},
 		{[]string{"keys", "forget"}, `keys: unknown subcommand "forget"`},
@@ -185,4 +187,27 @@ func TestListenAlias(t *testing.T) {
 	up := startUpstream(t)
 	gw := startGatewayWith(t, "--upstream", up.url, "--listen", "127.0.0.1:0")
 	require.Equal(t, reply{201, `{"runs": 1}`, false}, post(t, gw.url, "/ok", "Bearer alice", "k"))
+}
+
+// TestHostilePasswordsNotPrinted runs idem-gateway migrate and serve with
+// every hostile password in every form: no start-up line ("key store
+// ready", the migrate line) and no error shows a part of one.
+func TestHostilePasswordsNotPrinted(t *testing.T) {
+	t.Parallel()
+	base := pgtest.SchemaURL(t, pgtest.Schema(t))
+	var all, migrated strings.Builder
+	for _, db := range dburltest.DSNs(t, base) {
+		out, errOut, code := gatewayCmd(t, "", "migrate", "--db", db)
+		all.WriteString(out + errOut)
+		if code == 0 {
+			migrated.WriteString(out)
+		}
+	}
+	require.NotContains(t, all.String(), dburltest.Marker)
+	require.Contains(t, migrated.String(), "(postgres postgres://127.0.0.1:5432/postgres)", "the migrate line shows the database")
+	for _, db := range []string{dburltest.DSNs(t, base)[0], dburltest.DSNs(t, base)[2]} {
+		g := startGatewayWith(t, "--upstream", "http://127.0.0.1:1", "--db", db)
+		require.Contains(t, g.stderr.String(), "key store ready")
+		require.NotContains(t, g.stderr.String(), dburltest.Marker)
+	}
 }

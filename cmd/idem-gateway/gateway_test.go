@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -171,6 +172,34 @@ func TestGateway(t *testing.T) {
 	}
 	t.Run("Unscoped", func(t *testing.T) {
 		require.Equal(t, 401, post(t, gw, "/ok", "", "k-anon").status)
+	})
+	t.Run("EmptyJSONBody", func(t *testing.T) {
+		req, err := http.NewRequest(http.MethodPost, gw+"/ok", http.NoBody)
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer alice")
+		req.Header.Set("Idempotency-Key", "k-empty")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, 400, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), "#body-invalid", "malformed JSON, nothing stored nor forwarded")
+	})
+	t.Run("TargetNotUTF8", func(t *testing.T) {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = io.WriteString(conn, "POST /ok?note=\xff HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer alice\r\nIdempotency-Key: k-target\r\n"+
+			"Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, 400, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), "#target-invalid", "nothing stored nor forwarded")
 	})
 
 	// What the upstream saw: each request once, with a derived key.

@@ -63,7 +63,7 @@ func openStore(ctx context.Context, db dburl.DB) (*keyStore, error) {
 	}
 	sdb, err := sqlitestore.Open(db.DSN)
 	if err != nil {
-		return nil, err
+		return nil, dburl.ScrubError(err, db.DSN)
 	}
 	return &keyStore{db: db, store: sqlitestore.New(sdb), close: func() { _ = sdb.Close() }, ping: sdb.PingContext,
 		migrate: func(ctx context.Context) ([]int, error) { return sqlitestore.Migrate(ctx, sdb) }}, nil

@@ -106,10 +106,10 @@ func openMySQL(ctx context.Context, d dburl.DB) (*backend, error) {
 func openSQLite(path string) (*backend, error) {
 	db, err := sqlitestore.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, dburl.ScrubError(err, path)
 	}
 	return &backend{
-		kind: "sqlite", display: path,
+		kind: "sqlite", display: dburl.Display(path),
 		store: sqlitestore.New(db), ledger: sqliteledger.New(db),
 		migrate: func(ctx context.Context, partitions int) (string, error) {
 			if err := noPartitions("SQLite", partitions); err != nil {

@@ -20,6 +20,7 @@ import (
 type grpcUser struct {
 	*user
 	client paymentsv1.PaymentsClient
+	conn   *grpc.ClientConn
 }
 
 // grpcDial connects to a server started with --grpc-addr, as u.
@@ -30,7 +31,7 @@ func grpcDial(t *testing.T, s *server, u *user) *grpcUser {
 	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
-	return &grpcUser{user: u, client: paymentsv1.NewPaymentsClient(conn)}
+	return &grpcUser{user: u, client: paymentsv1.NewPaymentsClient(conn), conn: conn}
 }
 
 // call is a context with u's API key and, when not "", an idempotency key.

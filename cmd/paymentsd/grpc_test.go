@@ -19,10 +19,16 @@ import (
 
 var grpcListening = regexp.MustCompile(`msg="grpc listening" addr=(\S+)`)
 
-// rawCodec hands the client a response's bytes as they came on the wire.
+// rawCodec hands the client a response's bytes as they came on the wire,
+// and sends a request given as bytes as they are.
 type rawCodec struct{}
 
-func (rawCodec) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	if b, ok := v.(*[]byte); ok {
+		return *b, nil
+	}
+	return proto.Marshal(v.(proto.Message))
+}
 func (rawCodec) Unmarshal(data []byte, v any) error {
 	*v.(*[]byte) = append([]byte(nil), data...)
 	return nil

@@ -14,6 +14,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/consumer"
 	"github.com/idem-dev/idem/idemamqp"
 	"github.com/idem-dev/idem/idemnats"
@@ -69,22 +70,27 @@ func commands(mw *idem.Middleware, ops *api.Operations) (*consumer.Consumer, err
 	})
 }
 
+// natsInboxPrefix is where paymentsd's inboxes live, its pull consumer's
+// deliveries among them: a prefix of its own, which broker permissions
+// let no producer read (docs/queues.md).
+const natsInboxPrefix = "_INBOX_paymentsd"
+
 // consumeNATS consumes the commands from JetStream at url until ctx ends,
 // making the streams (with replicas copies each) if missing and the
 // durable consumer. wait returns once the messages in hand are settled.
 func consumeNATS(ctx context.Context, url string, replicas int, c *consumer.Consumer, workers int, logger *slog.Logger) (wait func(), err error) {
-	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1), nats.Timeout(connectTimeout))
+	nc, err := nats.Connect(url, nats.Name("paymentsd"), nats.MaxReconnects(-1), nats.Timeout(connectTimeout), nats.CustomInboxPrefix(natsInboxPrefix))
 	if err != nil {
-		return nil, fmt.Errorf("nats %s: %w", url, err)
+		return nil, fmt.Errorf("nats %s: %w", dburl.Display(url), dburl.ScrubError(err, url))
 	}
 	if err := natsVersionCheck(nc); err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats %s: %w", url, err)
+		return nil, fmt.Errorf("nats %s: %w", dburl.Display(url), dburl.ScrubError(err, url))
 	}
 	cons, js, err := natsConsumer(ctx, nc, replicas, logger)
 	if err != nil {
 		nc.Close()
-		return nil, fmt.Errorf("nats %s: %w", url, err)
+		return nil, fmt.Errorf("nats %s: %w", dburl.Display(url), dburl.ScrubError(err, url))
 	}
 	ic, err := idemnats.New(c, js, idemnats.Config{ResultSubject: resultSubject, DeadLetterSubject: deadLetterSubject, Workers: workers, Logger: logger})
 	if err != nil {
@@ -198,7 +204,7 @@ func consumeAMQP(ctx context.Context, url string, c *consumer.Consumer, workers 
 func amqpConnect(url string) (*amqp.Connection, error) {
 	conn, err := amqp.Dial(url)
 	if err != nil {
-		return nil, fmt.Errorf("rabbitmq: %w", err)
+		return nil, fmt.Errorf("rabbitmq %s: %w", dburl.Display(url), dburl.ScrubError(err, url))
 	}
 	ch, err := conn.Channel()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idem-dev/idem/cmd/internal/dburl"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/pgledger"
 	"github.com/idem-dev/idem/pgstore"
@@ -46,7 +47,7 @@ func newDatabase(ctx context.Context, baseURL, prefix, migrator string, users, c
 	schema := prefix + "_" + hex.EncodeToString(b[:])
 	conn, err := pgx.Connect(ctx, baseURL)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", redact(baseURL), err)
+		return nil, fmt.Errorf("connect to %s: %w", dburl.Display(baseURL), dburl.ScrubError(err, baseURL))
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
@@ -135,14 +136,6 @@ func (db *database) drop(ctx context.Context, baseURL string) error {
 	defer conn.Close(ctx)
 	_, err = conn.Exec(ctx, "DROP SCHEMA "+db.schema+" CASCADE")
 	return err
-}
-
-func redact(dsn string) string {
-	u, err := url.Parse(dsn)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 func tail(s string, n int) string {

@@ -35,7 +35,7 @@ func Postgres(ctx context.Context, db dburl.DB, tracer pgx.QueryTracer) (*pgxpoo
 	display := db.String()
 	cfg, err := pgxpool.ParseConfig(db.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("PostgreSQL URL %s: %s", display, dburl.Redact(err.Error()))
+		return nil, fmt.Errorf("PostgreSQL URL %s: %s", display, dburl.Scrub(err.Error(), db.DSN))
 	}
 	if !strings.Contains(db.DSN, "pool_max_conns") {
 		cfg.MaxConns = DefaultPoolConns
@@ -48,13 +48,13 @@ func Postgres(ctx context.Context, db dburl.DB, tracer pgx.QueryTracer) (*pgxpoo
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err, db.DSN))
 	}
 	pctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
 	defer cancel()
 	if err := pool.Ping(pctx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err))
+		return nil, fmt.Errorf("connect to PostgreSQL at %s: %s", display, distinctLines(err, db.DSN))
 	}
 	return pool, nil
 }
@@ -65,7 +65,7 @@ func MySQL(ctx context.Context, db dburl.DB) (*sql.DB, error) {
 	display := db.String()
 	cfg, err := mysqlstore.ParseDSN(db.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("MySQL database %s: %s", display, dburl.Redact(err.Error()))
+		return nil, fmt.Errorf("MySQL database %s: %s", display, dburl.Scrub(err.Error(), db.DSN))
 	}
 	conns := DefaultPoolConns
 	if v, ok := cfg.Params["max_conns"]; ok {
@@ -82,7 +82,7 @@ func MySQL(ctx context.Context, db dburl.DB) (*sql.DB, error) {
 	}
 	sdb, err := mysqlstore.Open(cfg.FormatDSN())
 	if err != nil {
-		return nil, fmt.Errorf("MySQL database %s: %s", display, dburl.Redact(err.Error()))
+		return nil, fmt.Errorf("MySQL database %s: %s", display, dburl.Scrub(err.Error(), db.DSN))
 	}
 	sdb.SetMaxOpenConns(conns)
 	sdb.SetMaxIdleConns(conns)
@@ -90,20 +90,20 @@ func MySQL(ctx context.Context, db dburl.DB) (*sql.DB, error) {
 	defer cancel()
 	if err := sdb.PingContext(pctx); err != nil {
 		_ = sdb.Close()
-		return nil, fmt.Errorf("connect to MySQL at %s: %s", display, dburl.Redact(err.Error()))
+		return nil, fmt.Errorf("connect to MySQL at %s: %s", display, dburl.Scrub(err.Error(), db.DSN))
 	}
 	return sdb, nil
 }
 
-// distinctLines is err's text with each line once, redacted: pgx reports
+// distinctLines is err's text with each line once, scrubbed of dsn: pgx reports
 // one line per connection attempt, and with sslmode=prefer it tries each
 // address twice, with TLS and without, failing the same way.
-func distinctLines(err error) string {
+func distinctLines(err error, dsn string) string {
 	var out []string
 	for _, line := range strings.Split(err.Error(), "\n") {
 		if line = strings.TrimSpace(line); line != "" && !slices.Contains(out, line) {
 			out = append(out, line)
 		}
 	}
-	return dburl.Redact(strings.Join(out, " "))
+	return dburl.Scrub(strings.Join(out, " "), dsn)
 }

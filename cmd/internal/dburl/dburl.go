@@ -40,8 +40,8 @@ type DB struct {
 	DSN string
 }
 
-// String is the database as it may be printed: every credential masked.
-func (d DB) String() string { return Redact(d.DSN) }
+// String is the database as it may be printed: Display of its DSN.
+func (d DB) String() string { return Display(d.DSN) }
 
 // Error is a database argument that names no supported database: a usage
 // error, its message one line, without a credential.
@@ -71,12 +71,12 @@ func parse(s, from string) (DB, error) {
 	switch {
 	case strings.HasPrefix(s, "postgres://"), strings.HasPrefix(s, "postgresql://"):
 		if hostPart(s) == "" {
-			return DB{}, &Error{fmt.Sprintf("%s %s names no host; %s", from, Redact(s), supported)}
+			return DB{}, &Error{fmt.Sprintf("%s %s names no host; %s", from, Display(s), supported)}
 		}
 		return DB{Kind: Postgres, DSN: s}, nil
 	case strings.HasPrefix(s, "mysql://"):
 		if hostPart(s) == "" {
-			return DB{}, &Error{fmt.Sprintf("%s %s names no host; %s", from, Redact(s), supported)}
+			return DB{}, &Error{fmt.Sprintf("%s %s names no host; %s", from, Display(s), supported)}
 		}
 		return DB{Kind: MySQL, DSN: s}, nil
 	case mysqlDSN.MatchString(s):
@@ -84,11 +84,11 @@ func parse(s, from string) (DB, error) {
 	case strings.HasPrefix(s, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(s, "sqlite:"), "//")
 		if path == "" || strings.ContainsAny(path, "?#") {
-			return DB{}, &Error{fmt.Sprintf("%s %q: want sqlite:PATH or sqlite:///ABSOLUTE/PATH, without parameters", from, Redact(s))}
+			return DB{}, &Error{fmt.Sprintf("%s %s: want sqlite:PATH or sqlite:///ABSOLUTE/PATH, without parameters", from, Display(s))}
 		}
 		return DB{Kind: SQLite, DSN: path}, nil
 	case conninfo.MatchString(s):
-		return DB{}, &Error{fmt.Sprintf("%s %q is a key=value connection string; give a URL, such as postgres://user@host:5432/dbname", from, Redact(s))}
+		return DB{}, &Error{fmt.Sprintf("%s %q is a key=value connection string; give a URL, such as postgres://user@host:5432/dbname", from, Display(s))}
 	case scheme.MatchString(s):
 		return DB{}, &Error{fmt.Sprintf("%s: %s URLs are not supported; %s", from, scheme.FindStringSubmatch(s)[1], supported)}
 	case strings.TrimSpace(s) == "":

@@ -5,9 +5,6 @@ import (
 	"regexp"
 )
 
-// masked replaces every credential Redact hides.
-const masked = "xxxxx"
-
 var (
 	// userinfoPassword matches the password of a URL's userinfo.
 	userinfoPassword = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s"'?#]*:)[^@\s"']*@`)
@@ -18,10 +15,12 @@ var (
 	paramSecret = regexp.MustCompile(`(?i)((?:^|[?&;\s,"'(])[a-z_]*(?:password|passwd|pwd|secret|token)\s*=\s*)('[^']*'|"[^"]*"|[^&\s;,"')]+)`)
 )
 
-// Redact masks, anywhere in s, every credential of a database argument:
-// a URL's userinfo password, a MySQL DSN's password, and parameters such
-// as password=, sslpassword= (in a query or a key=value string). Errors
-// and log lines pass through it, since drivers quote what they were given.
+// Redact masks, anywhere in s, what looks like a credential of a
+// connection string: a URL's userinfo password, a MySQL DSN's password,
+// and parameters such as password=, sslpassword=. It is the last net
+// under stderr (Writer), for text that names no connection string it
+// knows; a connection string is printed through Display, and text about
+// one through Scrub.
 func Redact(s string) string {
 	s = userinfoPassword.ReplaceAllString(s, "${1}"+masked+"@")
 	s = dsnPassword.ReplaceAllString(s, "${1}${2}"+masked+"@${3}")
