@@ -25,6 +25,9 @@
 #   make test-console                      the operator console in a real headless Chromium against paymentsd and
 #                                          idem-gateway on PostgreSQL and SQLite (installs chromium with apt-get when
 #                                          missing; writes docs/console/*.png)
+#   make test-clients                      the client recipes (docs/clients.md) in Python, Node and Go against
+#                                          paymentsd and idem-gateway on PostgreSQL (installs python3-requests with
+#                                          apt-get and the pinned npm packages when missing)
 #   make model                             model-check the key protocol and the payout flow with SPIN
 #                                          (docs/model.md; installs spin with apt-get when missing)
 #   make bench                             the benchmark: paymentsd on a durable PostgreSQL (results/bench)
@@ -73,7 +76,7 @@ PARTITIONED_PKGS  ?= ./payments/pgledger/...
 PARTITIONED_E2E   ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClientPayouts|TestConcurrency|TestDepositMinuteNet|TestGRPC|TestGRPCReadsAndPayouts|TestInFlightWhileRunning|TestKeyAfterRetention|TestKeysShow|TestSweep|TestPayouts|TestPayoutSIGKILL|TestQueueCommands)$$' ./cmd/paymentsd
 
 .DEFAULT_GOAL := test
-.PHONY: test-console
+.PHONY: test-console test-clients
 .PHONY: check-modules release release-tags
 .PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
 
@@ -157,6 +160,15 @@ test-pgbouncer: check-cc
 # GOTESTFLAGS.
 test-console:
 	./scripts/test-console.sh $(GOTESTFLAGS)
+
+# The client recipes of docs/clients.md with the real libraries (Python's
+# requests, Node's axios-retry, go-retryablehttp, idem's client) against
+# paymentsd and idem-gateway on PostgreSQL; a module of its own
+# (clienttest), so no retry library enters a library module's graph.
+# Installs python3-requests (apt-get) and the pinned npm packages (npm ci)
+# when missing. Extra flags: GOTESTFLAGS.
+test-clients:
+	./scripts/test-clients.sh $(GOTESTFLAGS)
 
 # The protocol, model-checked (docs/model.md): every property holds on the
 # Promela models in model/ and is violated by every broken variant.

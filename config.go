@@ -126,7 +126,7 @@ type Config struct {
 	// and authentication headers are never replayed, even when listed. "*"
 	// replays every header but those and the ones about the connection
 	// (Connection, Date, Content-Length, …), as a proxy does.
-	// Default Content-Type and Location.
+	// Default Content-Type, Location and [HeaderShouldRetry].
 	ReplayHeaders []string
 
 	// MaxRequestBytes is the largest request body accepted; larger → 413.
@@ -325,7 +325,7 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("idem: ProviderKeySecret is %d bytes; the minimum is %d", n, MinProviderKeySecret))
 	}
 	if c.ReplayHeaders == nil {
-		c.ReplayHeaders = []string{"Content-Type", "Location"}
+		c.ReplayHeaders = []string{"Content-Type", "Location", HeaderShouldRetry}
 	}
 	replay := make([]string, 0, len(c.ReplayHeaders))
 	for _, h := range c.ReplayHeaders {

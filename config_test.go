@@ -27,7 +27,7 @@ func TestConfig(t *testing.T) {
 		require.Equal(t, time.Second, c.RetryAfter)
 		require.Equal(t, int64(1<<20), c.MaxRequestBytes)
 		require.Equal(t, int64(1<<20), c.MaxResponseBytes)
-		require.Equal(t, []string{"Content-Type", "Location"}, c.ReplayHeaders)
+		require.Equal(t, []string{"Content-Type", "Location", idem.HeaderShouldRetry}, c.ReplayHeaders)
 		require.NotNil(t, c.ScopeFunc)
 	})
 

@@ -20,6 +20,33 @@ const (
 	ProblemResponseTooLarge ProblemType = "response-too-large" // stored: the response exceeded Config.MaxResponseBytes; 500 when the request took effect, the handler's 4xx when it was refused
 )
 
+// HeaderShouldRetry is the response header that tells a client, without
+// reading the body, whether a retry with the same key may get another
+// answer: "true" (after Retry-After when the answer has one) or "false"
+// (the answer is final: change the request, or look its result up). The
+// middleware sets it on every problem it answers, package limits on its
+// refusals, and it is replayed with a stored answer (see
+// [Config.ReplayHeaders]); docs/problems.md lists each problem's value.
+const HeaderShouldRetry = "Idempotent-Should-Retry"
+
+// ShouldRetry reports whether an answer with this HTTP status asks for a
+// retry with the same key: 5xx, 408 and 429. It is the rule every door
+// decides an answer's finality by; the middleware's own in-flight and
+// lease-lost 409s ask for a retry too, and its response-too-large does not.
+func ShouldRetry(status int) bool { return !isFinal(status) }
+
+// shouldRetry is the HeaderShouldRetry value of a problem of type t
+// answered with status.
+func (t ProblemType) shouldRetry(status int) bool {
+	switch t {
+	case ProblemInFlight, ProblemLeaseLost:
+		return true
+	case ProblemResponseTooLarge:
+		return false // stored: every retry gets this answer
+	}
+	return ShouldRetry(status)
+}
+
 // Problem is a response the middleware answers itself, as
 // Config.ProblemFunc gets it to render.
 type Problem struct {

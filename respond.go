@@ -96,6 +96,7 @@ func (m *Middleware) problemResponse(t ProblemType, status int, detail string) *
 		if r.Header == nil {
 			r.Header = http.Header{}
 		}
+		r.Header.Set(HeaderShouldRetry, strconv.FormatBool(t.shouldRetry(status)))
 		return &r
 	}
 	b, err := json.Marshal(struct {
@@ -107,7 +108,10 @@ func (m *Middleware) problemResponse(t ProblemType, status int, detail string) *
 	if err != nil {
 		panic(fmt.Sprintf("idem: marshal problem: %v", err)) // strings and an int always marshal
 	}
-	return &Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: append(b, '\n')}
+	return &Response{StatusCode: status, Body: append(b, '\n'), Header: http.Header{
+		"Content-Type":    {"application/problem+json"},
+		HeaderShouldRetry: {strconv.FormatBool(t.shouldRetry(status))},
+	}}
 }
 
 func (m *Middleware) retryAfterSeconds() int {

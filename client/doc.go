@@ -21,7 +21,12 @@
 //     statuses 408, 429, 5xx, and 409 when it carries Retry-After (the idem
 //     middleware's in-flight and lease-lost). Every other status is final
 //     and returned at once: 400, 401, 402, 403, 404, 413, 415, 422, a 409
-//     without Retry-After (a business rule's refusal), and all others.
+//     without Retry-After (a business rule's refusal, idem-gateway's
+//     outcome-unknown), and all others. A response with
+//     Idempotent-Should-Retry (the idem middleware, paymentsd and
+//     idem-gateway send it with every problem) is retried when it says
+//     true and returned when it says false, whatever its status: a stored
+//     500 response-too-large is not sent again.
 //   - When: attempt n+1 waits a random duration between 0 and
 //     min([Transport.MaxDelay] (8 s), [Transport.BaseDelay] (250 ms) × 2ⁿ⁻¹)
 //     ("full jitter"). A Retry-After (seconds or an HTTP date) replaces that

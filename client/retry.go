@@ -14,8 +14,15 @@ import (
 )
 
 // retryableStatus reports whether a response with status and header asks
-// for a retry: 408, 429, 5xx, and a 409 with Retry-After.
+// for a retry: what its Idempotent-Should-Retry says, else 408, 429, 5xx,
+// and a 409 with Retry-After.
 func retryableStatus(status int, header http.Header) bool {
+	switch header.Get("Idempotent-Should-Retry") {
+	case "true":
+		return status >= 400 // never a success, whatever a server says
+	case "false":
+		return false
+	}
 	switch {
 	case status == http.StatusRequestTimeout, status == http.StatusTooManyRequests, status >= 500 && status <= 599:
 		return true

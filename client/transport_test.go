@@ -172,6 +172,7 @@ func TestRetriedStatuses(t *testing.T) {
 		"408":               status(408),
 		"429":               status(429),
 		"409WithRetryAfter": status(409, "Retry-After", "1"),
+		"409ShouldRetry":    status(409, "Idempotent-Should-Retry", "true"),
 	}
 	for name, fail := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -207,6 +208,23 @@ func TestFinalStatuses(t *testing.T) {
 			}
 			if resp.StatusCode != code || string(body) != `{"status":"failed"}` {
 				t.Fatalf("got %d %q, want the first answer", resp.StatusCode, body)
+			}
+			sameKey(t, s, 1, `{}`)
+		})
+	}
+}
+
+// TestFinalByHeader: Idempotent-Should-Retry: false makes any status
+// final: a stored 500 (response-too-large) or a 503 is returned at once.
+func TestFinalByHeader(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{500, 503} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			t.Parallel()
+			s := newServer(t, failing(1, status(code, "Idempotent-Should-Retry", "false")))
+			resp, _, err := post(t, fakeTransport(newClock()), s.URL, `{}`)
+			if err != nil || resp.StatusCode != code {
+				t.Fatalf("got %v, %v; want the first answer", resp, err)
 			}
 			sameKey(t, s, 1, `{}`)
 		})

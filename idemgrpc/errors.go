@@ -21,13 +21,17 @@ const ErrorDomain = "github.com/idem-dev/idem"
 const (
 	InfoHTTPStatus = "httpStatus" // the HTTP status of the answer, which decided whether it was stored
 	InfoRetryAfter = "retryAfter" // seconds, as Retry-After: retry with the same key after it
+	// InfoShouldRetry is "true" or "false", as HTTP's idem.HeaderShouldRetry:
+	// whether a retry with the same key may get another answer.
+	InfoShouldRetry = "shouldRetry"
 )
 
 // ResponseError is the gRPC error of a refusal in HTTP's terms (r's status is
 // not 2xx), for a door that runs HTTP handlers behind gRPC: its code is
 // Code's for r's status; its details are a google.rpc.ErrorInfo (reason,
-// ErrorDomain, metadata InfoHTTPStatus and, with Retry-After,
-// InfoRetryAfter) and, with Retry-After, a google.rpc.RetryInfo. Returned by
+// ErrorDomain, metadata InfoHTTPStatus, InfoShouldRetry (r's
+// idem.HeaderShouldRetry, else idem.ShouldRetry of its status) and, with
+// Retry-After, InfoRetryAfter) and, with Retry-After, a google.rpc.RetryInfo. Returned by
 // a handler, it is stored when r's status is final (4xx but 408 and 429),
 // as over HTTP, whatever its code.
 func ResponseError(r idem.Response, reason, message string) error {
@@ -35,7 +39,7 @@ func ResponseError(r idem.Response, reason, message string) error {
 }
 
 func responseErrorCode(r idem.Response, code codes.Code, reason, message string) error {
-	return &responseError{httpStatus: r.StatusCode, st: errorStatus(code, r.StatusCode, reason, message, r.Header.Get("Retry-After"))}
+	return &responseError{httpStatus: r.StatusCode, st: errorStatus(code, r.StatusCode, reason, message, r.Header)}
 }
 
 // responseError is a status whose answer's HTTP status is known.
@@ -47,13 +51,18 @@ type responseError struct {
 func (e *responseError) Error() string              { return e.st.Err().Error() }
 func (e *responseError) GRPCStatus() *status.Status { return e.st }
 
-// errorStatus is a status with a google.rpc.ErrorInfo and, when
-// retryAfter is a number of seconds, a google.rpc.RetryInfo.
-func errorStatus(code codes.Code, httpStatus int, reason, message, retryAfter string) *status.Status {
+// errorStatus is a status with a google.rpc.ErrorInfo and, when the
+// answer's header h has a Retry-After of seconds, a google.rpc.RetryInfo.
+func errorStatus(code codes.Code, httpStatus int, reason, message string, h http.Header) *status.Status {
 	info := &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{}}
 	if httpStatus != 0 {
 		info.Metadata[InfoHTTPStatus] = strconv.Itoa(httpStatus)
+		info.Metadata[InfoShouldRetry] = strconv.FormatBool(idem.ShouldRetry(httpStatus))
+		if v := h.Get(idem.HeaderShouldRetry); v != "" {
+			info.Metadata[InfoShouldRetry] = v
+		}
 	}
+	retryAfter := h.Get("Retry-After")
 	st := status.New(code, message)
 	withInfo, err := st.WithDetails(info)
 	if secs, aerr := strconv.Atoi(retryAfter); aerr == nil && secs >= 0 {
@@ -69,5 +78,5 @@ func errorStatus(code codes.Code, httpStatus int, reason, message, retryAfter st
 // internalError is an error of the interceptor's own that no retry can
 // mend: Internal, reason internal-error.
 func internalError(message string) error {
-	return errorStatus(codes.Internal, http.StatusInternalServerError, "internal-error", "idemgrpc: "+message, "").Err()
+	return errorStatus(codes.Internal, http.StatusInternalServerError, "internal-error", "idemgrpc: "+message, nil).Err()
 }

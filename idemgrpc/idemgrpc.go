@@ -153,7 +153,7 @@ func Response(resp any, err error) idem.Response {
 func answer(fullMethod, problemBase string, res idem.Result, resp any) (any, error) {
 	r := res.Response
 	if r == nil {
-		return nil, errorStatus(codes.Canceled, 0, string(res.Outcome), "idemgrpc: the call was abandoned; its work was rolled back", "").Err()
+		return nil, errorStatus(codes.Canceled, 0, string(res.Outcome), "idemgrpc: the call was abandoned; its work was rolled back", nil).Err()
 	}
 	switch r.Header.Get("Content-Type") {
 	case contentMessage:

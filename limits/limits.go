@@ -216,8 +216,9 @@ func (l *Limiter) read(w http.ResponseWriter, r *http.Request, size int64) ([]by
 // Retry-After.
 func retryLater(name string, status int, detail string) *idem.Response {
 	return &idem.Response{StatusCode: status, Body: problem(name, status, detail), Header: http.Header{
-		"Content-Type": {"application/problem+json"},
-		"Retry-After":  {strconv.Itoa(RetryAfter)},
+		"Content-Type":         {"application/problem+json"},
+		"Retry-After":          {strconv.Itoa(RetryAfter)},
+		idem.HeaderShouldRetry: {"true"},
 	}}
 }
 
@@ -231,6 +232,7 @@ var titles = map[string]string{
 // writeProblem answers an RFC 9457 problem.
 func writeProblem(w http.ResponseWriter, name string, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set(idem.HeaderShouldRetry, strconv.FormatBool(idem.ShouldRetry(status)))
 	w.WriteHeader(status)
 	_, _ = w.Write(problem(name, status, detail))
 }

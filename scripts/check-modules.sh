@@ -36,7 +36,7 @@ graphs=(
 # user did not import; one that a dependency outside this repository requires
 # too, for its own tests (grpc's go.mod requires gonum, pgx's testify), is
 # only noted.
-unwanted='^(github\.com/jackc/pgx|modernc\.org/sqlite|github\.com/mattn/go-sqlite3|gonum\.org/|github\.com/Shopify/toxiproxy|github\.com/nats-io/nats-server|github\.com/idem-dev/idem/(pgstore|sqlitestore|sqlstore|mysqlstore)$|github\.com/stretchr/testify|github\.com/google/go-cmp|gotest\.tools|github\.com/onsi/|github\.com/DATA-DOG/go-sqlmock|go\.uber\.org/goleak|github\.com/kylelemons/godebug)'
+unwanted='^(github\.com/jackc/pgx|modernc\.org/sqlite|github\.com/mattn/go-sqlite3|gonum\.org/|github\.com/Shopify/toxiproxy|github\.com/nats-io/nats-server|github\.com/idem-dev/idem/(pgstore|sqlitestore|sqlstore|mysqlstore)$|github\.com/stretchr/testify|github\.com/google/go-cmp|gotest\.tools|github\.com/onsi/|github\.com/DATA-DOG/go-sqlmock|go\.uber\.org/goleak|github\.com/kylelemons/godebug|github\.com/hashicorp/go-retryablehttp)'
 
 goline=$(sed -n 's/^go //p' "$root/go.mod")
 work=$(mktemp -d)

@@ -139,5 +139,13 @@ func problemType(t *testing.T, r reply) string {
 	require.Equal(t, r.status, p.Status)
 	require.NotEmpty(t, p.Title)
 	require.Contains(t, p.Type, idem.DefaultProblemTypeBase)
-	return p.Type[len(idem.DefaultProblemTypeBase):]
+	name := p.Type[len(idem.DefaultProblemTypeBase):]
+	// The retry advice a client reads without the body (docs/problems.md).
+	shouldRetry := "false"
+	switch idem.ProblemType(name) {
+	case idem.ProblemInFlight, idem.ProblemLeaseLost, idem.ProblemStoreUnavailable:
+		shouldRetry = "true"
+	}
+	require.Equal(t, shouldRetry, r.header.Get(idem.HeaderShouldRetry), "%s: body: %s", idem.HeaderShouldRetry, r.body)
+	return name
 }

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"bytes"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ func TestBadCommandLines(t *testing.T) {
 		says string
 	}{
 		{"UnknownFlag", []string{"--nope"}, 2, "flag provided but not defined: --nope (run 'bankd --help' for usage)"},
-		{"Argument", []string{"serve"}, 2, `unexpected argument "serve"`},
+		{"Argument", []string{"migrate"}, 2, `unexpected argument "migrate"`},
 		{"UnknownFault", []string{"--faults", "error-before=0.1,flaky=0.1"}, 2, `--faults: unknown fault "flaky"`},
 		{"FaultWithoutProbability", []string{"--faults", "hang"}, 2, `--faults: fault "hang": want name=probability`},
 		{"ProbabilityOverOne", []string{"--faults", "hang=1.5"}, 2, `probability "1.5" is not a number in [0, 1]`},
@@ -65,9 +66,28 @@ func TestHelp(t *testing.T) {
 		require.NoError(t, cmd.Run(), "%v: %s", args, stderr.String())
 		require.Empty(t, stderr.String())
 		require.Contains(t, stdout.String(), "Usage: bankd")
+		for _, c := range []string{"bankd [serve]", "bankd version", "bankd help"} {
+			require.Contains(t, stdout.String(), c, "the commands are listed as paymentsd and idem-gateway list theirs")
+		}
 		for _, f := range []string{"--addr", "--db", "--faults", "--log-level", "--log-format"} {
 			require.Contains(t, stdout.String(), f)
 		}
 		require.NotRegexp(t, `(?m)^\s+-[a-z]`, stdout.String(), "flags are spelt --name")
 	}
+}
+
+// TestServeCommand: "bankd serve", the command paymentsd and idem-gateway
+// name theirs by, runs the bank, as bankd alone does; "bankd version"
+// prints the version.
+func TestServeCommand(t *testing.T) {
+	t.Parallel()
+	db := newDB(t)
+	b := startBankWith(t, db, []string{"serve", "--addr", "127.0.0.1:0", "--db", db})
+	r := b.post(t, "serve-1", body(700, "acct-1"))
+	require.Equal(t, http.StatusCreated, r.status, "%s", r)
+	b.stop(t)
+
+	out, err := exec.Command(binary, "version").Output()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(out), "bankd "), "%q", out)
 }

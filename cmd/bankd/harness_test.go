@@ -52,8 +52,15 @@ func newDB(t *testing.T) string { return filepath.Join(t.TempDir(), "bank.db") }
 // fails if the race detector spoke.
 func startBank(t *testing.T, db string, args ...string) *bank {
 	t.Helper()
+	return startBankWith(t, db, append([]string{"--addr", "127.0.0.1:0", "--db", db}, args...))
+}
+
+// startBankWith starts bankd with the command line argv, which must name
+// db and a free port, and waits for its listening line.
+func startBankWith(t *testing.T, db string, argv []string) *bank {
+	t.Helper()
 	b := &bank{db: db, stderr: &proctest.Buffer{}, exited: make(chan struct{})}
-	b.cmd = exec.Command(binary, append([]string{"--addr", "127.0.0.1:0", "--db", db}, args...)...)
+	b.cmd = exec.Command(binary, argv...)
 	b.cmd.Stderr = b.stderr
 	require.NoError(t, b.cmd.Start())
 	go func() {

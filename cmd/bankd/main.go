@@ -5,8 +5,9 @@
 //
 // Usage:
 //
-//	bankd [--addr HOST:PORT] [--db PATH] [--faults SPEC] [--seed N] [--slow-delay D] [--shutdown-timeout D]
+//	bankd [serve] [--addr HOST:PORT] [--db PATH] [--faults SPEC] [--seed N] [--slow-delay D] [--shutdown-timeout D]
 //	      [--log-level LEVEL] [--log-format text|json]
+//	bankd version
 package main
 
 import (
@@ -42,10 +43,15 @@ type flags struct {
 	log             cli.Log
 }
 
-const synopsis = `bankd [--addr HOST:PORT] [--db PATH] [--faults SPEC] [flags]
+const synopsis = `bankd [serve] [flags]
 
 A simulated bank: transfers settle at once, are kept in a SQLite file, and are idempotent
-by their Idempotency-Key; --faults makes its link misbehave. See docs/bankd.md.`
+by their Idempotency-Key; --faults makes its link misbehave. See docs/bankd.md.
+
+Commands:
+  bankd [serve] [flags]   run the bank (the default command)
+  bankd version           print the version and the commit it was built from
+  bankd help              show this help`
 
 func parseFlags(args []string, stdout io.Writer) (flags, error) {
 	var f flags
@@ -58,8 +64,11 @@ func parseFlags(args []string, stdout io.Writer) (flags, error) {
 	fs.DurationVar(&f.slowDelay, "slow-delay", bank.DefaultSlowDelay, "how late a slow-after fault answers")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long SIGTERM waits for in-flight requests")
 	f.log.Register(fs)
-	if len(args) > 0 && args[0] == "help" {
+	switch {
+	case len(args) > 0 && args[0] == "help":
 		args = []string{"--help"}
+	case len(args) > 0 && args[0] == "serve":
+		args = args[1:] // the one command, as paymentsd and idem-gateway name theirs
 	}
 	if err := cli.ParseFlags(fs, args, stdout, "bankd", synopsis); err != nil {
 		return f, err

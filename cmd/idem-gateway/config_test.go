@@ -175,7 +175,14 @@ func TestHelp(t *testing.T) {
 		require.NotRegexp(t, `(?m)^\s+-[a-z]`, stdout, "flags are spelt --name")
 		require.NotContains(t, stdout, "--listen", "a deprecated alias is not advertised")
 	}
-	stdout, _, _ := gatewayCmd(t, "", "serve", "--help")
+	stdout, _, _ := gatewayCmd(t, "", "--help")
+	for _, c := range []string{"idem-gateway [serve]", "idem-gateway version", "idem-gateway help"} {
+		require.Contains(t, stdout, c, "the commands are listed as paymentsd and bankd list theirs")
+	}
+	stdout, _, code := gatewayCmd(t, "", "version")
+	require.Zero(t, code)
+	require.True(t, strings.HasPrefix(stdout, "idem-gateway "), "%q", stdout)
+	stdout, _, _ = gatewayCmd(t, "", "serve", "--help")
 	for _, f := range []string{"--addr", "--config", "--db", "--metrics-addr", "--log-level", "--log-format", "--body-timeout", "--requests-per-scope"} {
 		require.Contains(t, stdout, f)
 	}

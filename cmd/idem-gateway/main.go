@@ -7,6 +7,7 @@
 //	idem-gateway [serve] --addr 127.0.0.1:8081 --upstream http://127.0.0.1:9000 [--db URL] [--routes 'POST /v1/*'] …
 //	idem-gateway migrate [--db URL]
 //	idem-gateway keys list|show|resolve|sweep [--db URL] …
+//	idem-gateway version
 //
 // The configuration file (YAML) names several upstreams by path prefix and
 // what each route does with keys; the keys commands show the keys whose
@@ -32,6 +33,7 @@ Usage:
   idem-gateway keys show [flags]      print a key's state (--scope, --key); never a body
   idem-gateway keys resolve [flags]   resolve an unknown outcome: --release, or --status the upstream's answer
   idem-gateway keys sweep [flags]     delete the records past their retention, once
+  idem-gateway version                print the version and the commit it was built from
   idem-gateway help                   show this help
 
 Run 'idem-gateway <command> --help' for a command's flags. The key store is --db (a postgres:// URL,

@@ -31,7 +31,7 @@ func TestEveryHelp(t *testing.T) {
 			require.Contains(t, out, "Usage")
 			require.NotRegexp(t, singleDash, out, "flags are spelt --name")
 			if len(args) == 1 {
-				for _, cmd := range []string{"[serve]", "migrate", "users create", "keys show", "keys sweep"} {
+				for _, cmd := range []string{"[serve]", "migrate", "users create", "keys show", "keys sweep", "version"} {
 					require.Contains(t, out, "paymentsd "+cmd)
 				}
 			}

@@ -27,7 +27,7 @@ func TestConcurrency(t *testing.T) {
 			t.Parallel()
 			testMixedRun(t, s)
 		})
-	}, "--requests-per-user", "64") // one user races 32 requests at once
+	}, "--requests-per-scope", "64") // one user races 32 requests at once
 }
 
 // testOneKey sends 32 identical requests with one key at once: the money

@@ -141,7 +141,7 @@ type streamKey struct{}
 // message, as the HTTP door admits a request before reading its body: a
 // call of the payments service is authenticated from its authorization
 // metadata (Unauthenticated, nothing read) and counted against its user's
-// --requests-per-user; every call, reflection's too, reserves what its
+// --requests-per-scope; every call, reflection's too, reserves what its
 // stream may buffer (reserve bytes) of --body-memory-mb, until it ends.
 // Its message must arrive within timeout (--body-timeout), else the call
 // ends DeadlineExceeded and its buffers are freed.

@@ -55,12 +55,12 @@ func TestGRPCLargeMessages(t *testing.T) {
 }
 
 // TestGRPCRequestsPerUser holds a user's balance so that their deposits
-// wait in flight: past --requests-per-user, their calls are refused with
+// wait in flight: past --requests-per-scope, their calls are refused with
 // ResourceExhausted too-many-requests and a RetryInfo, nothing stored,
 // while another user's deposit is answered.
 func TestGRPCRequestsPerUser(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, newDB(t, "postgres"), "--grpc-addr", "127.0.0.1:0", "--requests-per-user", "4")
+	s := startServer(t, newDB(t, "postgres"), "--grpc-addr", "127.0.0.1:0", "--requests-per-scope", "4")
 	u, other := grpcDial(t, s, s.newUser(t)), grpcDial(t, s, s.newUser(t))
 	req := func(n int64) *paymentsv1.CreateDepositRequest {
 		return &paymentsv1.CreateDepositRequest{Currency: "USD", Amount: n}

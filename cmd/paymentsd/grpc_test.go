@@ -84,7 +84,7 @@ func TestGRPC(t *testing.T) {
 			require.Equal(t, "unauthorized", grpcReason(t, err)["reason"])
 			_, err = client.CreateDeposit(call(newKey()), &paymentsv1.CreateDepositRequest{Currency: "USD", Amount: -5})
 			require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
-			require.Equal(t, map[string]string{"reason": "invalid-request", "domain": "github.com/idem-dev/idem", "httpStatus": "400"}, grpcReason(t, err))
+			require.Equal(t, map[string]string{"reason": "invalid-request", "domain": "github.com/idem-dev/idem", "httpStatus": "400", "shouldRetry": "false"}, grpcReason(t, err))
 
 			// A business refusal is final: stored and replayed with its code.
 			key = newKey()

@@ -26,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
@@ -269,14 +270,24 @@ func (r reply) json(t *testing.T) map[string]any {
 	return m
 }
 
-// problemType is the name of a problem response's type.
+// problemType is the name of a problem response's type. It requires the
+// retry advice a client reads without the body (docs/problems.md), on the
+// first answer and on a replay alike.
 func (r reply) problemType(t *testing.T) string {
 	t.Helper()
 	require.Equal(t, "application/problem+json", r.header.Get("Content-Type"), "%s", r)
 	typ, _ := r.json(t)["type"].(string)
 	_, name, ok := strings.Cut(typ, "#")
 	require.True(t, ok, "type %q", typ)
+	require.Equal(t, strconv.FormatBool(retriedProblems[name]), r.header.Get(idem.HeaderShouldRetry), "%s: %s", idem.HeaderShouldRetry, r)
 	return name
+}
+
+// retriedProblems are the problem types whose answer asks for a retry with
+// the same key; every other one is final.
+var retriedProblems = map[string]bool{
+	"in-flight": true, "lease-lost": true, "store-unavailable": true, "internal-error": true, "unavailable": true,
+	"payouts-unavailable": true, "too-many-requests": true, "overloaded": true, "body-timeout": true,
 }
 
 func (r reply) replayed() bool { return r.header.Get("Idempotent-Replayed") == "true" }

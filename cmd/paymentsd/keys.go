@@ -40,22 +40,24 @@ type keyState struct {
 func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
 	fs := flag.NewFlagSet("keys show", flag.ContinueOnError)
 	db := dbFlag(fs)
-	userID := fs.String("user-id", "", "the user the key belongs to (required)")
+	scope := fs.String("scope", "", "the scope the key belongs to: the user's id (required)")
+	cli.Alias(fs, "user-id", "scope")
 	key := fs.String("key", "", "the Idempotency-Key, unquoted (required)")
-	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --user-id ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON,\nwith an unfinished operation's recovery point and the keys sent downstream (provider_keys.bank: the bank's key).\nIt never prints a request or response body."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --scope USER_ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON,\nwith an unfinished operation's recovery point and the keys sent downstream (provider_keys.bank: the bank's key).\nIt never prints a request or response body."); err != nil {
 		return err
 	}
-	if *userID == "" || *key == "" {
-		return cli.Usagef("keys show: --user-id and --key are required")
+	cli.WarnDeprecated(fs, stderr, "paymentsd")
+	if *scope == "" || *key == "" {
+		return cli.Usagef("keys show: --scope and --key are required")
 	}
 	b, err := openMigrated(ctx, *db, getenv)
 	if err != nil {
 		return err
 	}
 	defer b.close()
-	rec, err := b.store.Get(ctx, *userID, *key)
+	rec, err := b.store.Get(ctx, *scope, *key)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("keys show: no record for key %q of user %s (never used, or swept after its retention)", *key, *userID)
+		return fmt.Errorf("keys show: no record for key %q of user %s (never used, or swept after its retention)", *key, *scope)
 	}
 	if err != nil {
 		return fmt.Errorf("keys show: %w", err)

@@ -85,7 +85,7 @@ func TestBodyBounds(t *testing.T) {
 	for _, store := range stores {
 		t.Run(camel(store), func(t *testing.T) {
 			t.Parallel()
-			s := startServer(t, newDB(t, store), "--body-memory-mb", "1", "--requests-per-user", "1", "--body-timeout", "1m")
+			s := startServer(t, newDB(t, store), "--body-memory-mb", "1", "--requests-per-scope", "1", "--body-timeout", "1m")
 			u, other := s.newUser(t), s.newUser(t)
 			hold, r := holdInFlight(t, s, u)
 			require.Equal(t, "too-many-requests", r.problemType(t))

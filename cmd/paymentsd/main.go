@@ -37,7 +37,7 @@ Usage:
   paymentsd [serve] [flags]       run the HTTP server (the default command)
   paymentsd migrate [flags]       create or upgrade the database schema
   paymentsd users create [flags]  create a user; print {"user_id","api_key"} as JSON
-  paymentsd keys show [flags]     print an idempotency record's state (--user-id, --key)
+  paymentsd keys show [flags]     print an idempotency record's state (--scope, --key)
   paymentsd keys sweep [flags]    delete the idempotency records past their retention, once
   paymentsd version               print the version and the commit it was built from
   paymentsd help                  show this help
@@ -58,7 +58,7 @@ Run 'paymentsd users create --help' for its flags.
 const keysUsage = `Usage: paymentsd keys <subcommand> [flags]
 
 Subcommands:
-  show      print an idempotency record's state (--user-id, --key); never a body
+  show      print an idempotency record's state (--scope, --key); never a body
   sweep     delete the idempotency records past their retention, once; print {"deleted":N}
 
 Run 'paymentsd keys show --help' or 'paymentsd keys sweep --help' for their flags.

@@ -16,7 +16,7 @@ import (
 // keysShow runs `paymentsd keys show` and decodes its JSON.
 func keysShow(t *testing.T, s *server, u *user, key string) (map[string]any, string, int) {
 	t.Helper()
-	out, errOut, code := runCLI(t, env(), "keys", "show", "--db", s.db, "--user-id", u.id, "--key", key)
+	out, errOut, code := runCLI(t, env(), "keys", "show", "--db", s.db, "--scope", u.id, "--key", key)
 	if code != 0 {
 		return nil, errOut, code
 	}
@@ -62,7 +62,7 @@ func TestKeysShow(t *testing.T) {
 
 		_, errOut, code = runCLI(t, env(), "keys", "show", "--db", s.db, "--key", key)
 		require.Equal(t, 2, code, "a missing flag is a usage error")
-		require.Contains(t, errOut, "--user-id and --key are required")
+		require.Contains(t, errOut, "--scope and --key are required")
 	})
 }
 

@@ -61,7 +61,7 @@ type serveFlags struct {
 	grpcAddr        string
 	bodyTimeout     time.Duration
 	bodyMemoryMB    int64
-	userRequests    int
+	scopeRequests   int
 	conns           conns.Limits // the HTTP listener's, and the gRPC one's header and idle bounds
 	grpcMaxConns    int
 	grpcMaxStreams  int
@@ -105,7 +105,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.IntVar(&f.queueWorkers, "queue-workers", 8, "commands processed at once per broker")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", api.DefaultBodyTimeout, "how long a request body may take to arrive; a slower one gets 408 and nothing is stored")
 	fs.Int64Var(&f.bodyMemoryMB, "body-memory-mb", api.DefaultBodyMemory>>20, "megabytes of request bodies in flight at once (each counted at its Content-Length); past it,\n503 with Retry-After and nothing is stored")
-	fs.IntVar(&f.userRequests, "requests-per-user", api.DefaultRequestsPerUser, "how many requests that move money one user may have in flight; past it, 429 with Retry-After")
+	fs.IntVar(&f.scopeRequests, "requests-per-scope", api.DefaultRequestsPerUser, "how many requests that move money one scope (a user) may have in flight; past it, 429 with Retry-After")
+	cli.Alias(fs, "requests-per-user", "requests-per-scope")
 	f.conns = conns.Limits{HeaderTimeout: conns.DefaultHeaderTimeout, MaxHeaderBytes: defaultMaxHeaderBytes, MaxConns: conns.DefaultMaxConns,
 		MaxIdleConns: conns.DefaultMaxIdleConns, IdleTimeout: conns.DefaultIdleTimeout}
 	f.conns.Register(fs)
@@ -139,7 +140,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	for _, n := range []struct {
 		name string
 		v    int64
-	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-user", int64(f.userRequests)}, {"grpc-max-conns", int64(f.grpcMaxConns)},
+	}{{"body-memory-mb", f.bodyMemoryMB}, {"requests-per-scope", int64(f.scopeRequests)}, {"grpc-max-conns", int64(f.grpcMaxConns)},
 		{"grpc-max-streams", int64(f.grpcMaxStreams)}, {"grpc-max-message-bytes", int64(f.grpcMaxMessage)}} {
 		if n.v <= 0 {
 			return cli.Usagef("serve: --%s must be positive, got %d", n.name, n.v)
@@ -304,7 +305,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		return cli.Usagef("serve: %v", err)
 	}
 	// One Bounds for HTTP and gRPC: a user's requests count at both doors together.
-	bounds, err := api.NewBounds(api.Limits{BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.userRequests})
+	bounds, err := api.NewBounds(api.Limits{BodyTimeout: f.bodyTimeout, BodyMemory: f.bodyMemoryMB << 20, RequestsPerUser: f.scopeRequests})
 	if err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func openCall(t *testing.T, conn *grpc.ClientConn, apiKey string) error {
 // its user's place.
 func TestGRPCTransportBounds(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, newDB(t, "sqlite"), "--grpc-addr", "127.0.0.1:0", "--body-timeout", "300ms", "--requests-per-user", "1")
+	s := startServer(t, newDB(t, "sqlite"), "--grpc-addr", "127.0.0.1:0", "--body-timeout", "300ms", "--requests-per-scope", "1")
 	u := grpcDial(t, s, s.newUser(t))
 	conn := grpcConn(t, s)
 

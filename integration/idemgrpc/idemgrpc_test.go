@@ -3,6 +3,7 @@ package idemgrpc_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -295,6 +296,12 @@ func requireReason(t *testing.T, err error, reason idem.ProblemType, httpStatus 
 	require.Equal(t, string(reason), info.GetReason(), "%v", err)
 	require.Equal(t, idemgrpc.ErrorDomain, info.GetDomain())
 	require.Equal(t, httpStatus, info.GetMetadata()[idemgrpc.InfoHTTPStatus], "%v", err)
+	// The retry advice, as HTTP's Idempotent-Should-Retry gives it: the
+	// middleware's 409s in flight ask for a retry, and other answers by
+	// their status (docs/problems.md).
+	code, _ := strconv.Atoi(httpStatus)
+	shouldRetry := reason == idem.ProblemInFlight || reason == idem.ProblemLeaseLost || idem.ShouldRetry(code)
+	require.Equal(t, strconv.FormatBool(shouldRetry), info.GetMetadata()[idemgrpc.InfoShouldRetry], "%v", err)
 }
 
 // requireRetryAfter checks that err says when to retry, in its ErrorInfo

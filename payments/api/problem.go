@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strconv"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/limits"
@@ -74,8 +75,10 @@ type ProblemField struct {
 func TypeURI(t ProblemType) string { return idem.DefaultProblemTypeBase + string(t) }
 
 // writeProblem sends a problem response, without Retry-After: only the
-// bounds of Limits ask for a retry later (package limits).
+// bounds of Limits ask for a retry later (package limits). Its
+// idem.HeaderShouldRetry says whether a retry may get another answer.
 func writeProblem(w http.ResponseWriter, t ProblemType, status int, detail string, fields ...ProblemField) {
+	w.Header().Set(idem.HeaderShouldRetry, strconv.FormatBool(idem.ShouldRetry(status)))
 	write(w, status, "application/problem+json",
 		Problem{Type: TypeURI(t), Title: problemTitles[t], Status: status, Detail: detail, Errors: fields})
 }
