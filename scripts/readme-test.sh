@@ -106,7 +106,8 @@ cp "$work/blocks/main.go" main.go
 while IFS= read -r c; do
 	case $c in
 	*"go run ."*)
-		printf '\n$ %s &\n' "$c"
+		printf '\n$ %s\n' "$c"
+		echo "(in the background, its output in a log printed on failure)"
 		eval "$c" >"$work/server.log" 2>&1 &
 		server=$!
 		for _ in $(seq 1 600); do # a cold build on a busy machine: up to 5 minutes
@@ -138,7 +139,8 @@ fi
 # (curl -i: the headers, a blank line, the body) into $1.headers and $1.body.
 answer() {
 	printf '\n$ %s\n' "$curl_cmd"
-	if ! eval "$curl_cmd" >"$work/$1"; then
+	if ! eval "$curl_cmd" >"$work/$1" 2>"$work/$1.err"; then
+		cat "$work/$1.err" >&2
 		echo "readme-test: curl failed" >&2
 		exit 1
 	fi
