@@ -31,7 +31,8 @@ work=$(mktemp -d)
 server=""
 cleanup() {
 	if [ -n "$server" ]; then
-		kill "$server" 2>/dev/null || true
+		# The whole process group: go run and the program it built.
+		kill -- "-$server" 2>/dev/null || true
 		wait "$server" 2>/dev/null || true
 	fi
 	rm -rf "$work"
@@ -108,7 +109,7 @@ while IFS= read -r c; do
 	*"go run ."*)
 		printf '\n$ %s\n' "$c"
 		echo "(in the background, its output in a log printed on failure)"
-		eval "$c" >"$work/server.log" 2>&1 &
+		setsid bash -c "$c" >"$work/server.log" 2>&1 &
 		server=$!
 		for _ in $(seq 1 600); do # a cold build on a busy machine: up to 5 minutes
 			if curl -s -o /dev/null --max-time 2 localhost:8080; then break; fi
