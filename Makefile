@@ -49,12 +49,16 @@
 GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
-# make test runs two sets, smallest module graph first, so that the first
-# results come within a minute from an empty module cache: the core (the
+# make test runs two sets, smallest module graph first, so that from an
+# empty module cache the first results come before the stores' graphs are
+# downloaded and built: the core (the
 # standard library and uuid; no database), then the stores and the payments
 # packages (pgx, pure-Go SQLite) on PostgreSQL. A pattern names one module's
-# packages (./... alone the root's). PKGS, when given, replaces both.
-CORE_PKGS  ?= ./... ./idemshared/...
+# packages (./... alone the root's). go test builds and prints in the order
+# given, a package named twice counting once: ./internal/... (its JSON
+# canonicalizer needs a third of the standard library the others need)
+# comes first. PKGS, when given, replaces both.
+CORE_PKGS  ?= ./internal/... ./... ./idemshared/...
 STORE_PKGS ?= ./pgstore/... ./sqlstore/... ./sqlitestore/... ./payments/...
 PKGS       ?=
 # make test-cmd: the commands' module, whose graph holds every door's
