@@ -2,11 +2,17 @@
 # either DATABASE_URL or local PostgreSQL server binaries: the tests run
 # through scripts/test-postgres.sh, which starts a throwaway cluster.
 #
-#   make test                              gofmt check, go vet, go test -race
+#   make test                              gofmt check, then go test -race -vet=all of the core, then of the
+#                                          stores and the payments packages on PostgreSQL and SQLite
 #   make test GOTESTFLAGS='-run TestX -v'  extra go test flags
-#   make test PKGS=./pgstore/...           only some packages
+#   make test PKGS=./pgstore/...           only some packages (of any module of go.work)
 #   make test-short                        same, with -short
-#   make vet | make fmt
+#   make test-cmd                          paymentsd's, idem-gateway's and bankd's end-to-end tests, and the tools'
+#   make test-adapters                     the adapters (gin, echo, gRPC, NATS, OpenTelemetry, Prometheus), the
+#                                          routers' and repository libraries' tests (GORM, sqlx, lib/pq)
+#   make test-readme                       README.md's commands as they are, in a scratch module outside the tree
+#                                          with an empty module cache, on a throwaway PostgreSQL (scripts/readme-test.sh)
+#   make vet | make fmt                    go vet of every module but consoletest | gofmt -w
 #   make lint-openapi                      api/openapi.yaml against Redocly's recommended-strict rules (needs npm)
 #   make chaos                             the chaos harness, short profile (docs/chaos.md)
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
@@ -46,10 +52,28 @@
 GO          ?= go
 GOFMT       ?= gofmt
 GOTESTFLAGS ?=
-# Every module of the workspace (go.work): ./... alone names the root's.
-PKGS        ?= ./... ./idemshared/... ./pgstore/... ./sqlitestore/... ./sqlstore/... ./idemprom/... ./payments/... ./cmd/... ./idemecho/... ./idemgin/... ./idemotel/... ./routers/... ./repositories/... ./idemgrpc/... ./idemnats/... $(INTEGRATION_PKGS)
-# The adapters' and sqlstore's tests with a store of another module (module
+# make test runs two sets, smallest module graph first, so that from an
+# empty module cache the first results come before the stores' graphs are
+# downloaded and built: the core (the
+# standard library and uuid; no database), then the stores and the payments
+# packages (pgx, pure-Go SQLite) on PostgreSQL. A pattern names one module's
+# packages (./... alone the root's). go test builds and prints in the order
+# given, a package named twice counting once: ./internal/... (its JSON
+# canonicalizer needs a third of the standard library the others need)
+# comes first. PKGS, when given, replaces both.
+CORE_PKGS  ?= ./internal/... ./... ./idemshared/...
+STORE_PKGS ?= ./pgstore/... ./sqlstore/... ./sqlitestore/... ./payments/...
+PKGS       ?=
+# make test-cmd: the commands' module, whose graph holds every door's
+# dependencies (gRPC, NATS and its embedded server, OpenTelemetry,
+# Prometheus, the MySQL and AMQP clients) and the tools' (toxiproxy, gonum).
+CMD_PKGS   ?= ./cmd/...
+# make test-adapters: the adapters whose frameworks pull large graphs (gin,
+# echo, gRPC, NATS, OpenTelemetry, Prometheus), the routers' module (chi,
+# echo v4), the repository libraries' (GORM, sqlx, lib/pq) and the
+# adapters' and sqlstore's tests with a store of another module (module
 # integration), but for idemamqp's: RABBITMQ_PKGS.
+ADAPTER_PKGS ?= ./idemecho/... ./idemgin/... ./idemgrpc/... ./idemnats/... ./idemotel/... ./idemprom/... ./routers/... ./repositories/... $(INTEGRATION_PKGS)
 INTEGRATION_PKGS ?= ./integration/ ./integration/idemecho/... ./integration/idemgin/... ./integration/idemgrpc/... ./integration/idemnats/... ./integration/idemotel/... ./integration/idemprom/... ./integration/sqlstore/...
 # Modules whose tests need a broker that is not embedded: make test-rabbitmq.
 RABBITMQ_PKGS ?= ./idemamqp/... ./integration/idemamqp/...
@@ -65,7 +89,10 @@ MYSQL_TAGGED_PKGS ?= ./cmd/paymentsd/...
 MYSQL_GATEWAY ?= -run '^TestOperatorResolvesUnknownOutcomes$$' ./cmd/idem-gateway
 TEST_MYSQL  ?= ./scripts/test-mysql.sh
 TEST_PG     ?= ./scripts/test-postgres.sh
-GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -count=1 -timeout 15m
+# go test vets each package it tests, with every analyzer go vet runs, on
+# the build it tests: nothing is compiled twice.
+GOTEST_NOPG  = CGO_ENABLED=1 $(GO) test -race -vet=all -count=1 -timeout 15m
+GOTEST       = CGO_ENABLED=1 $(TEST_PG) $(GO) test -race -vet=all -count=1 -timeout 15m
 # What make test-partitioned runs on the schema hash-partitioned by user:
 # pgstore's conformance and sweep tests, the wallet's and paymentsd's tests.
 PARTITIONED_STORE ?= -run '^(TestConformance|TestKeysInEveryQueryMode|TestSweep|TestSweepPartitioned|TestOnce|TestRun)$$' ./pgstore
@@ -78,20 +105,39 @@ PARTITIONED_E2E   ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClient
 .DEFAULT_GOAL := test
 .PHONY: test-console test-clients
 .PHONY: check-modules release release-tags
-.PHONY: test test-short test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
+.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
 .NOTPARALLEL:
 
-test: check-cc fmt-check vet
-	$(GOTEST) $(GOTESTFLAGS) $(PKGS)
-	@echo "make test: not run here, as they need servers make test does not start:"
+test: check-cc fmt-check
+ifeq ($(strip $(PKGS)),)
+	$(GOTEST_NOPG) $(GOTESTFLAGS) $(CORE_PKGS)
+	$(GOTEST) $(GOTESTFLAGS) $(STORE_PKGS)
+	@echo "make test: not run here (CI runs them all, .ci/run):"
+	@echo "  make test-cmd       paymentsd, idem-gateway, bankd and the tools, end to end ($(CMD_PKGS))"
+	@echo "  make test-adapters  gin, echo, gRPC, NATS, OpenTelemetry, Prometheus, the routers, GORM, sqlx, lib/pq"
 	@echo "  make test-mysql     $(MYSQL_PKGS) and paymentsd on MySQL (MariaDB or MySQL: MYSQL_URL, or apt-get install mariadb-server)"
 	@echo "  make test-rabbitmq  $(RABBITMQ_PKGS) and paymentsd over AMQP (RabbitMQ: AMQP_URL, or apt-get install rabbitmq-server)"
+else
+	$(GOTEST) $(GOTESTFLAGS) $(PKGS)
+endif
 
-test-short: check-cc fmt-check vet
-	$(GOTEST) -short $(GOTESTFLAGS) $(PKGS)
+test-short:
+	$(MAKE) test GOTESTFLAGS="-short $(GOTESTFLAGS)"
+
+test-cmd: check-cc fmt-check
+	$(GOTEST) $(GOTESTFLAGS) $(CMD_PKGS)
+
+test-adapters: check-cc fmt-check
+	$(GOTEST) $(GOTESTFLAGS) $(ADAPTER_PKGS)
+
+# README.md's blocks as a new user pastes them: a scratch module outside the
+# tree, a clone of this checkout, an empty module cache, the example on a
+# throwaway PostgreSQL and its curl sent twice.
+test-readme:
+	./scripts/readme-test.sh
 
 # The RabbitMQ adapter against a real RabbitMQ at AMQP_URL (default
 # amqp://guest:guest@127.0.0.1:5672/): its tests fail, saying what to
@@ -220,9 +266,12 @@ release:
 release-tags:
 	./scripts/release-tags.sh $(VERSION)
 
+# Every module of go.work but consoletest (make test-console), as a whole;
+# each test target vets what it tests (go test -vet=all).
 vet:
-	$(GO) vet $(PKGS) $(RABBITMQ_PKGS)
+	$(GO) vet $(CORE_PKGS) $(STORE_PKGS) $(CMD_PKGS) $(ADAPTER_PKGS) $(RABBITMQ_PKGS) $(MYSQL_PKGS)
 	$(GO) vet -tags rabbitmq ./cmd/paymentsd
+	$(GO) vet -tags mysql $(MYSQL_TAGGED_PKGS) ./cmd/idem-gateway
 
 # api/openapi.yaml against Redocly's recommended-strict ruleset (redocly.yaml;
 # known exceptions, each with its reason, in .redocly.lint-ignore.yaml). The

@@ -43,7 +43,7 @@ func created(w http.ResponseWriter, _ *http.Request) {
 // A payment handler behind the middleware: the first request runs, the
 // retry gets the first response back, byte for byte.
 func Example() {
-	mw, err := idem.New(memstore.New(), idem.Config{Mode: idem.ModeAtomic})
+	mw, err := idem.New(memstore.New(), idem.Config{}) // leased, the default mode
 	if err != nil {
 		log.Fatal(err)
 	}

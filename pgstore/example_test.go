@@ -46,7 +46,7 @@ func newServer(ctx context.Context, pool *pgxpool.Pool) (http.Handler, error) {
 	if _, err := pool.Exec(ctx, `CREATE TABLE IF NOT EXISTS payments (id bigserial PRIMARY KEY, amount bigint NOT NULL)`); err != nil {
 		return nil, err
 	}
-	mw, err := idem.New(pgstore.New(pool), idem.Config{Mode: idem.ModeAtomic})
+	mw, err := idem.New(pgstore.New(pool), idem.Config{}) // the zero Config: leased mode, 48 h TTL
 	if err != nil {
 		return nil, err // a bad Config fails here, never on a request
 	}
