@@ -53,15 +53,18 @@ type scopeSource struct {
 	trusted bool
 }
 
-func (s scopeSource) of(r *http.Request) string {
+// of returns r's scope, or why r's credential cannot scope keys.
+func (s scopeSource) of(r *http.Request) (scope, why string) {
 	v := r.Header.Get(s.header)
 	switch {
 	case v == "" || s.trusted:
-		return v
+		return v, ""
 	case s.header == "Authorization":
-		v = canonicalAuthorization(v)
+		if v, why = canonicalAuthorization(v); why != "" {
+			return "", why
+		}
 	}
-	return scopeOf(v)
+	return scopeOf(v), ""
 }
 
 // gateway is the proxy and what it guards.
@@ -140,7 +143,12 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Pattern = rt.pattern.text // the route label of logs and metrics
-	if s := rt.scope.of(r); s != "" {
+	s, why := rt.scope.of(r)
+	if why != "" {
+		refuseAmbiguous(w, why)
+		return
+	}
+	if s != "" {
 		r = r.WithContext(idem.WithScope(r.Context(), s))
 	}
 	rt.guarded.ServeHTTP(w, r)

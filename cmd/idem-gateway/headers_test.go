@@ -1,12 +1,14 @@
 package main_test
 
 // The headers the gateway reads, or that decide what an upstream runs,
-// have one spelling too: the key and the scope reach the upstream under
-// their own names only, no header turns a request into another method,
-// and no Upgrade but WebSocket's opens a tunnel past the guard.
+// have one spelling too: a credential is one scope, the key and the scope
+// reach the upstream under their own names only, no header turns a
+// request into another method, and no Upgrade but WebSocket's opens a
+// tunnel past the guard.
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
@@ -71,6 +73,55 @@ func (u *headerUpstream) under(name string) []string {
 		}
 	}
 	return vs
+}
+
+// TestCredentialOneSpelling: base64 leaves unused bits at the end of a
+// value that does not fill its last group, and decoders (Go's, Python's)
+// ignore them: "YWxpY2U6cHc=" and "YWxpY2U6cHd=" are both alice:pw. A
+// spelling other than the canonical one is refused, for Basic and for
+// each part of a JWS-shaped Bearer token, so one key runs once per user.
+func TestCredentialOneSpelling(t *testing.T) {
+	t.Parallel()
+	up := startLenient(t)
+	gw := startGatewayWith(t, "--upstream", up.url).url
+	fresh, replayed, ambiguous := answer{201, "", false}, answer{201, "", true}, answer{400, "request-ambiguous", false}
+
+	t.Run("Basic", func(t *testing.T) {
+		require.Equal(t, fresh, rawRequest(t, gw, "POST", "/basic", "Authorization", "Basic YWxpY2U6cHc=", "Idempotency-Key", "b-1"))
+		require.Equal(t, replayed, rawRequest(t, gw, "POST", "/basic", "Authorization", "basic YWxpY2U6cHc=", "Idempotency-Key", "b-1"))
+		for _, creds := range []string{"YWxpY2U6cHd=", "YWxpY2U6cHe=", "YWxpY2U6cHf=", "YWxpY2U6cHc", "YWxpY2U6cHc==", "YWxp Y2U6cHc="} {
+			require.Equal(t, ambiguous, rawRequest(t, gw, "POST", "/basic", "Authorization", "Basic "+creds, "Idempotency-Key", "b-1"), creds)
+		}
+		require.Equal(t, 1, up.runs("POST /basic"), "alice:pw ran once under one key")
+	})
+
+	t.Run("JWS", func(t *testing.T) {
+		enc := base64.RawURLEncoding
+		// The signature's bytes spell - and _ in base64url.
+		sig := enc.EncodeToString([]byte(strings.Repeat("\xfb\xff", 16)))
+		token := enc.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(`{"sub":"alice"}`)) + "." + sig
+		require.Equal(t, fresh, rawRequest(t, gw, "POST", "/jws", "Authorization", "Bearer "+token, "Idempotency-Key", "j-1"))
+		for _, spelling := range []string{
+			withTrailingBits(token), // the signature's unused bits set
+			token + "=",             // padded
+			strings.NewReplacer("-", "+", "_", "/").Replace(token), // the standard alphabet
+			strings.Replace(token, ".", "=.", 1),                   // a padded header
+		} {
+			require.Equal(t, ambiguous, rawRequest(t, gw, "POST", "/jws", "Authorization", "Bearer "+spelling, "Idempotency-Key", "j-1"), spelling)
+		}
+		require.Equal(t, 1, up.runs("POST /jws"), "one token ran once under one key")
+
+		// An opaque token with dots is no JWS: taken as sent.
+		require.Equal(t, fresh, rawRequest(t, gw, "POST", "/opaque", "Authorization", "Bearer abc.def.ghi", "Idempotency-Key", "o-1"))
+	})
+}
+
+// withTrailingBits is token with its last character's unused low bit set:
+// another spelling of the same bytes.
+func withTrailingBits(token string) string {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, token[len(token)-1])
+	return token[:len(token)-1] + string(alphabet[last|1])
 }
 
 // TestKeyAndScopeUnderOneName: a CGI, WSGI or Rack upstream reads
