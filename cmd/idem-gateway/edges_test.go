@@ -92,16 +92,22 @@ type answer struct {
 // byte, with a JSON body and the headers given as name, value pairs.
 func rawRequest(t *testing.T, gw, method, target string, headers ...string) answer {
 	t.Helper()
-	conn, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
-	require.NoError(t, err)
-	defer conn.Close()
 	body := `{"amount":100}`
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n", method, target, len(body))
 	for i := 0; i+1 < len(headers); i += 2 {
 		fmt.Fprintf(&b, "%s: %s\r\n", headers[i], headers[i+1])
 	}
-	_, err = io.WriteString(conn, b.String()+"\r\n"+body)
+	return exchange(t, gw, b.String()+"\r\n"+body)
+}
+
+// exchange sends text, a whole request as written, and reads the answer.
+func exchange(t *testing.T, gw, text string) answer {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(gw, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, text)
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)

@@ -54,15 +54,18 @@ type scopeSource struct {
 	trusted bool
 }
 
-func (s scopeSource) of(r *http.Request) string {
+// of returns r's scope, or why r's credential cannot scope keys.
+func (s scopeSource) of(r *http.Request) (scope, why string) {
 	v := r.Header.Get(s.header)
 	switch {
 	case v == "" || s.trusted:
-		return v
+		return v, ""
 	case s.header == "Authorization":
-		v = canonicalAuthorization(v)
+		if v, why = canonicalAuthorization(v); why != "" {
+			return "", why
+		}
 	}
-	return scopeOf(v)
+	return scopeOf(v), ""
 }
 
 // gateway is the proxy and what it guards.
@@ -71,10 +74,14 @@ type gateway struct {
 	routes    []*route
 	// open forwards the requests no route guards, per upstream, without a
 	// response deadline: streams and long polls pass.
-	open    map[*upstream]*httputil.ReverseProxy
-	limiter *limits.Limiter
-	logger  *slog.Logger
-	unknown *prometheus.CounterVec // outcome-unknown answers stored, by route
+	open map[*upstream]*httputil.ReverseProxy
+	// readHeaders are the headers the gateway reads (the key's, the
+	// scopes'), in Go's canonical spelling: under no other spelling may
+	// they reach an upstream.
+	readHeaders []string
+	limiter     *limits.Limiter
+	logger      *slog.Logger
+	unknown     *prometheus.CounterVec // outcome-unknown answers stored, by route
 }
 
 // The gateway's own problem types.
@@ -90,23 +97,33 @@ const (
 	problemUpstreamUnavailable = "upstream-unavailable"
 	// problemNoUpstream: no upstream's prefix matches the path.
 	problemNoUpstream = "no-upstream"
-	// problemRequestAmbiguous: the request line has a spelling upstreams
+	// problemRequestAmbiguous: the request line, or a header the gateway
+	// reads or that names what the upstream runs, has a spelling upstreams
 	// read in different ways (docs/gateway.md); never forwarded.
 	problemRequestAmbiguous = "request-ambiguous"
 	// problemRouteUnguarded: an unsafe method that no route matches.
 	problemRouteUnguarded = "route-unguarded"
 )
 
-// ServeHTTP normalises the request line, then guards the requests a route
-// guards and proxies every request to its upstream. Only a real protocol
-// upgrade (GET with Upgrade: websocket), the routes whose key is off, and
-// the safe methods no route matches pass unguarded: an Upgrade or Accept
-// header on any other request changes nothing, and an unsafe request no
-// route matches is refused.
+// ServeHTTP normalises the request line, checks the headers, then guards
+// the requests a route guards and proxies every request to its upstream.
+// Only a real protocol upgrade (GET with Upgrade: websocket), the routes
+// whose key is off, and the safe methods no route matches pass unguarded:
+// any other Upgrade is removed, an Accept header changes nothing, and an
+// unsafe request no route matches is refused.
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if why := normalise(r); why != "" {
-		writeProblem(w, problemRequestAmbiguous, http.StatusBadRequest, "The gateway refuses this request line: "+why+".")
+	why := normalise(r)
+	if why == "" {
+		why = headerAmbiguity(r, g.readHeaders)
+	}
+	if why != "" {
+		refuseAmbiguous(w, why)
 		return
+	}
+	if _, ok := r.Header["Upgrade"]; ok && !websocket(r) {
+		// A server may ignore Upgrade (RFC 9110 §7.8); forwarded, it lets
+		// an upstream switch the connection to a tunnel past the guard.
+		r.Header.Del("Upgrade")
 	}
 	up := upstreamFor(g.upstreams, r)
 	if up == nil {
@@ -127,10 +144,21 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Pattern = rt.pattern.text // the route label of logs and metrics
-	if s := rt.scope.of(r); s != "" {
+	s, why := rt.scope.of(r)
+	if why != "" {
+		refuseAmbiguous(w, why)
+		return
+	}
+	if s != "" {
 		r = r.WithContext(idem.WithScope(r.Context(), s))
 	}
 	rt.guarded.ServeHTTP(w, r)
+}
+
+// refuseAmbiguous answers 400 request-ambiguous: nothing is claimed or
+// forwarded.
+func refuseAmbiguous(w http.ResponseWriter, why string) {
+	writeProblem(w, problemRequestAmbiguous, http.StatusBadRequest, "The gateway refuses this request: "+why+".")
 }
 
 // guards reports whether rt guards r: its key is required, or optional
@@ -288,7 +316,7 @@ var problemTitles = map[string]string{
 	problemOutcomeUnknown:      "Outcome unknown",
 	problemUpstreamUnavailable: "Upstream unavailable",
 	problemNoUpstream:          "No upstream",
-	problemRequestAmbiguous:    "Ambiguous request line",
+	problemRequestAmbiguous:    "Ambiguous request",
 	problemRouteUnguarded:      "No route guards this request",
 }
 

@@ -104,10 +104,10 @@ func benchFresh(b *testing.B, g http.Handler) {
 	}
 }
 
-// BenchmarkRequestLine is what the gateway does with a request line before
-// the guard: normalise it, choose the upstream and the route, for the
-// default routes and a path already normal (the common case: no
-// allocation) and one to rewrite.
+// BenchmarkRequestLine is what the gateway does with a request before the
+// guard: normalise its line, check its headers, choose the upstream and
+// the route, for the default routes and a path already normal (the common
+// case: no allocation) and one to rewrite.
 func BenchmarkRequestLine(b *testing.B) {
 	var routes []*route
 	for _, m := range strings.Split("POST /*,PATCH /*,PUT /*,DELETE /*,POST /v1/things,POST /v1/reports/*", ",") {
@@ -121,11 +121,18 @@ func BenchmarkRequestLine(b *testing.B) {
 	for _, target := range []string{"/v1/things", "//v1/./things%2d1"} {
 		b.Run(target, func(b *testing.B) {
 			r := httptest.NewRequest(http.MethodPost, target, nil)
+			for _, h := range []string{"Authorization", "Idempotency-Key", "Content-Type", "Accept", "User-Agent", "X-Request-Id"} {
+				r.Header.Set(h, "x")
+			}
+			read := []string{"Authorization", "Idempotency-Key"}
 			u := *r.URL
 			b.ReportAllocs()
 			for b.Loop() {
 				*r.URL = u
 				if why := normalise(r); why != "" {
+					b.Fatal(why)
+				}
+				if why := headerAmbiguity(r, read); why != "" {
 					b.Fatal(why)
 				}
 				if upstreamFor(ups, r) == nil || routeFor(routes, r) == nil {

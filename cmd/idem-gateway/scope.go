@@ -1,6 +1,9 @@
 package main
 
-import "strings"
+import (
+	"encoding/base64"
+	"strings"
+)
 
 // authSchemes are the HTTP authentication schemes of IANA's registry, as
 // spelt there: the spelling an Authorization value's scheme is hashed in,
@@ -14,11 +17,13 @@ var authSchemes = []string{
 // spelling (auth-schemes are case-insensitive, RFC 9110 §11.1) and one
 // space before the credentials, which stay as sent. A value without
 // credentials after a scheme is returned as is: it may be a bare token,
-// whose case matters.
-func canonicalAuthorization(v string) string {
+// whose case matters. It returns why the credentials cannot scope keys
+// ("" when they can): base64 in another spelling than its one
+// (credentialAmbiguity).
+func canonicalAuthorization(v string) (string, string) {
 	i := strings.IndexAny(v, " \t")
 	if i <= 0 {
-		return v
+		return v, ""
 	}
 	scheme, creds := v[:i], strings.TrimLeft(v[i:], " \t")
 	canon := ""
@@ -31,10 +36,64 @@ func canonicalAuthorization(v string) string {
 	if canon == "" {
 		canon = titleASCII(scheme)
 	}
-	if canon == scheme && v[i] == ' ' && len(v)-len(creds) == i+1 {
-		return v // the common case: no allocation
+	if why := credentialAmbiguity(canon, creds); why != "" {
+		return "", why
 	}
-	return canon + " " + creds
+	if canon == scheme && v[i] == ' ' && len(v)-len(creds) == i+1 {
+		return v, "" // the common case: no allocation
+	}
+	return canon + " " + creds, ""
+}
+
+// credentialAmbiguity returns why creds, the credentials of an
+// Authorization value with scheme, have more spellings than one to an
+// upstream ("" when they have one). Base64 leaves bits unused when the
+// bytes do not fill its last group, and decoders ignore them (and, the
+// lenient ones, padding, whitespace and the other alphabet): one
+// credential, many scopes. So Basic credentials must be base64 in its one
+// spelling (RFC 4648 §3.5), and so must every part of a token that is a
+// JWS or JWE (RFC 7515 §7.1) in base64url; an opaque token is as sent.
+func credentialAmbiguity(scheme, creds string) string {
+	switch {
+	case scheme == "Basic":
+		if _, err := base64.StdEncoding.Strict().DecodeString(creds); err != nil {
+			return "the Basic credentials are not base64 in its one spelling (padded, no unused bits set)"
+		}
+	case jose(creds):
+		for _, part := range strings.Split(creds, ".") {
+			if _, err := base64.RawURLEncoding.Strict().DecodeString(part); err != nil {
+				return "the " + scheme + " token is a JWS or JWE whose parts are not base64url in its one spelling (unpadded, no unused bits set)"
+			}
+		}
+	}
+	return ""
+}
+
+// jose reports whether token is shaped like a JOSE compact serialisation:
+// three (JWS) or five (JWE) parts separated by dots, the first a JSON
+// object in base64 as the most lenient library reads it (either alphabet,
+// padding ignored).
+func jose(token string) bool {
+	if n := strings.Count(token, "."); n != 2 && n != 4 || len(token) < 4 {
+		return false
+	}
+	var head [4]byte
+	for i := range head {
+		switch c := token[i]; c {
+		case '+':
+			head[i] = '-'
+		case '/':
+			head[i] = '_'
+		default:
+			head[i] = c
+		}
+	}
+	var b [3]byte
+	if _, err := base64.RawURLEncoding.Decode(b[:], head[:]); err != nil {
+		return false
+	}
+	obj := strings.TrimLeft(string(b[:]), " \t\r\n")
+	return obj != "" && obj[0] == '{'
 }
 
 // titleASCII is s with its first letter upper-case and the rest lower,

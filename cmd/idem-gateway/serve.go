@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"slices"
 	"strings"
 	"time"
 
@@ -435,7 +436,12 @@ func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags
 			rt.proxies[up] = g.newProxy(up, transport(s.upstreamTimeout), s.dedups)
 		}
 		g.routes = append(g.routes, rt)
+		g.readHeaders = appendNew(g.readHeaders, rt.scope.header)
+		if rt.mw != nil {
+			g.readHeaders = appendNew(g.readHeaders, http.CanonicalHeaderKey(rt.mw.Config().Header))
+		}
 	}
+	g.readHeaders = appendNew(g.readHeaders, "Idempotency-Key") // the header forwarded upstream
 	return g, nil
 }
 
@@ -490,4 +496,12 @@ func adminMux(reg *prometheus.Registry, ks *keyStore) *http.ServeMux {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	return mux
+}
+
+// appendNew appends s to list unless it holds it already.
+func appendNew(list []string, s string) []string {
+	if slices.Contains(list, s) {
+		return list
+	}
+	return append(list, s)
 }
