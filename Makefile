@@ -28,6 +28,9 @@
 #   make test-pgbouncer                    pgstore's tests through a real PgBouncer (transaction mode)
 #   make test-partitioned                  pgstore's, the wallet's and paymentsd's end-to-end tests on a key table
 #                                          and wallet hash-partitioned by user (16 partitions, PG_PARTITIONS)
+#   make test-citus                        pgstore's, the wallet's, paymentsd's and idem-gateway's tests on a Citus cluster
+#                                          (a coordinator, two workers), every table distributed by user (PG_CITUS;
+#                                          builds Citus into the local PostgreSQL 15 first: ../shared/citus/build.sh)
 #   make test-console                      the operator console in a real headless Chromium against paymentsd and
 #                                          idem-gateway on PostgreSQL and SQLite (installs chromium with apt-get when
 #                                          missing; writes docs/console/*.png)
@@ -105,7 +108,7 @@ PARTITIONED_E2E   ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClient
 .DEFAULT_GOAL := test
 .PHONY: test-console test-clients
 .PHONY: check-modules release release-tags
-.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
+.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned test-citus bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -168,6 +171,37 @@ test-partitioned: check-cc
 	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_STORE)
 	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_PKGS)
 	PG_PARTITIONS=16 $(GOTEST) $(GOTESTFLAGS) $(PARTITIONED_E2E)
+
+# The same tests on a Citus cluster (docs/operations.md, "Running on
+# Citus"): a coordinator and two workers, throwaway clusters of
+# scripts/test-citus.sh, each test's tables distributed by user as
+# `paymentsd migrate --citus` does (PG_CITUS=1); and idem-gateway's tests
+# on PostgreSQL, its key table distributed by `idem-gateway migrate
+# --citus`; paymentsd over RabbitMQ when a broker answers at
+# 127.0.0.1:5672 (AMQP_URL). Citus is built into the local PostgreSQL 15
+# first (../shared/citus/build.sh: nothing to do once installed).
+CITUS_BUILD   ?= ../shared/citus/build.sh
+TEST_CITUS    ?= ./scripts/test-citus.sh
+GOTEST_CITUS   = CGO_ENABLED=1 $(TEST_CITUS) $(GO) test -race -count=1 -timeout 20m
+CITUS_STORE   ?= -run '^(TestConformance|TestSweep|TestOnce|TestRun|TestSweepDistributed)$$' ./pgstore
+# The store in pgx's query modes but the simple protocol, which sends the
+# store's SET LOCAL and its statement as one query string: Citus 13.2
+# passes that whole string to the worker (docs/operations.md, "Running on
+# Citus", limits).
+CITUS_MODES   ?= -run '^TestKeysInEveryQueryMode$$/^(Exec|CacheDescribe)$$' ./pgstore
+CITUS_E2E     ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClientPayouts|TestConcurrency|TestDepositMinuteNet|TestGRPC|TestGRPCReadsAndPayouts|TestInFlightWhileRunning|TestKeyAfterRetention|TestKeysShow|TestSweep|TestPayouts|TestPayoutSIGKILL|TestQueueCommands|TestMigrateCitus)$$' ./cmd/paymentsd
+CITUS_GATEWAY ?= -run '^(TestResolveSeenByCachingReplicas|TestKeysListStates|TestSweepKeepsUnknownOutcomes|TestOperatorResolvesUnknownOutcomes|TestReplicasKilled)$$' ./cmd/idem-gateway
+AMQP_ADDR     ?= 127.0.0.1:5672
+test-citus: check-cc
+	$(CITUS_BUILD) >/dev/null
+	$(GOTEST_CITUS) $(GOTESTFLAGS) $(CITUS_STORE)
+	$(GOTEST_CITUS) $(GOTESTFLAGS) $(CITUS_MODES)
+	$(GOTEST_CITUS) $(GOTESTFLAGS) $(PARTITIONED_PKGS)
+	$(GOTEST_CITUS) $(GOTESTFLAGS) $(CITUS_E2E)
+	$(GOTEST_CITUS) $(GOTESTFLAGS) $(CITUS_GATEWAY)
+	@if bash -c "exec 3<>/dev/tcp/$(subst :,/,$(AMQP_ADDR))" 2>/dev/null; then \
+		$(GOTEST_CITUS) $(GOTESTFLAGS) $(RABBITMQ_E2E); \
+	else echo "make test-citus: no RabbitMQ at $(AMQP_ADDR): paymentsd over AMQP not run (make test-rabbitmq needs one)"; fi
 
 # The chaos harness: paymentsd replicas behind a retrying front proxy,
 # SIGKILLs, broken database links and PostgreSQL restarts while payments

@@ -28,11 +28,16 @@ func newStore(t *testing.T) *pgstore.Store {
 }
 
 // migrate migrates pool's schema, hash-partitioned by user when
-// PG_PARTITIONS asks for it (make test-partitioned).
+// PG_PARTITIONS asks for it (make test-partitioned), distributed by user
+// on Citus when PG_CITUS does (make test-citus).
 func migrate(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
 	_, err := pgstore.MigrateWithConfig(context.Background(), pool, pgstore.MigrateConfig{Partitions: pgtest.Partitions(t)})
 	require.NoError(t, err)
+	if pgtest.Citus() {
+		_, err := pgstore.Distribute(context.Background(), pool, pgstore.DistributeConfig{})
+		require.NoError(t, err)
+	}
 }
 
 // newClaim is a claim of key for user alice with a fresh token, a one

@@ -28,16 +28,23 @@ SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_k
 // behind it.
 const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
 
-// deleteExpired deletes the oldest expired rows of one table through its
-// expires_at index, at most $1, but not a claim whose lease is live nor an
-// unfinished row (store.Advancer: model/payout.pml's sweeper skips UNKNOWN)
-// nor one holding the outcome-unknown answer (store.AwaitsOperator),
-// and skips rows another transaction holds (a request re-acquiring an
-// expired key) instead of waiting for them; a row whose lease was renewed
-// meanwhile is checked again when locked, and left. The rows it locked
-// are then deleted by their physical address (a TID scan); adding any
-// other condition to the outer WHERE lets the planner scan the whole
-// expired range of the index a second time, in every batch.
+// sweepable is true of a row the sweep may delete: past its expiry, not a
+// claim whose lease is live, not an unfinished row (store.Advancer:
+// model/payout.pml's sweeper skips UNKNOWN), not one holding the
+// outcome-unknown answer (store.AwaitsOperator).
+var sweepable = `expires_at <= now()
+            AND (status <> 'PROCESSING' OR lease_expires_at <= now())
+            AND ` + finished + `
+            AND ` + pgsql.NotAwaitingOperator
+
+// deleteExpired deletes the oldest sweepable rows of one table through
+// its expires_at index, at most $1, and skips rows another transaction
+// holds (a request re-acquiring an expired key) instead of waiting for
+// them; a row whose lease was renewed meanwhile is checked again when
+// locked, and left. The rows it locked are then deleted by their physical
+// address (a TID scan); adding any other condition to the outer WHERE
+// lets the planner scan the whole expired range of the index a second
+// time, in every batch.
 //
 // The scan starts at $2, the latest expiry the previous batch deleted: the
 // index entries of the rows deleted since the last vacuum lie before it,
@@ -46,19 +53,55 @@ const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
 //
 // A ctid is an address within one table: the statement always names a
 // table that holds rows, never a partitioned parent, where the same ctid
-// names a row in every partition (the live keys of other users).
+// names a row in every partition (the live keys of other users), nor a
+// table Citus distributes (sweepCandidates).
 var deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM idempotency_keys
-          WHERE expires_at <= now() AND expires_at >= $2
-            AND (status <> 'PROCESSING' OR lease_expires_at <= now())
-            AND ` + finished + `
-            AND ` + pgsql.NotAwaitingOperator + `
+          WHERE ` + sweepable + ` AND expires_at >= $2
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))
 RETURNING scope, idempotency_key, expires_at`
+
+// sweepCandidates and sweepShard sweep a key table Citus distributes by
+// scope, through its coordinator, which refuses deleteExpired's FOR
+// UPDATE across shards, and where a ctid names a row only within one
+// shard. sweepCandidates reads the oldest sweepable rows of every shard
+// without locking them (each shard through its expires_at index, at most
+// $1 from each, the oldest $1 kept on the coordinator) and the shard of
+// each; then one sweepShard per shard, all in one batch and one
+// distributed transaction, deletes its candidates: its scopes all on that
+// shard, Citus sends it to that shard alone, where FOR UPDATE SKIP LOCKED
+// and the ctid work as in deleteExpired. A row held by a request is
+// skipped, and one re-acquired or renewed meanwhile is checked again when
+// locked, and left. The key list is a product of scopes and keys: a
+// sweepable row it names beyond the candidates goes too.
+var (
+	sweepCandidates = `
+SELECT scope, idempotency_key, get_shard_id_for_distribution_column('idempotency_keys', scope)
+  FROM idempotency_keys
+ WHERE ` + sweepable + ` AND expires_at >= $2
+ ORDER BY expires_at
+ LIMIT $1`
+	sweepShard = `
+DELETE FROM idempotency_keys
+ WHERE scope = ANY ($1) AND idempotency_key = ANY ($2)
+   AND ctid = ANY (ARRAY(
+         SELECT ctid FROM idempotency_keys
+          WHERE scope = ANY ($1) AND idempotency_key = ANY ($2)
+            AND ` + sweepable + `
+            FOR UPDATE SKIP LOCKED))
+RETURNING scope, idempotency_key, expires_at`
+)
+
+// citusInstalled and keysDistributed read whether Citus distributes the key
+// table: the first, whether the catalog the second reads exists.
+const (
+	citusInstalled  = `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`
+	keysDistributed = `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'idempotency_keys'::regclass AND partmethod = 'h')`
+)
 
 // sweepLeaves lists the tables that hold the key table's rows: the table
 // itself, or its partitions (MigrateConfig.Partitions).
@@ -77,7 +120,10 @@ const sweepWorkers = 4
 // next batch starts.
 type leaf struct {
 	lock, delete string
-	mu           sync.Mutex // guards from; held by the batch sweeping the table
+	// candidates, when not empty, is sweepCandidates: the table is
+	// distributed by Citus, and delete is sweepShard.
+	candidates string
+	mu         sync.Mutex // guards from; held by the batch sweeping the table
 	// from is the latest expiry the last batch deleted, while batches come
 	// back full; zero, from the start of the index, after a short one, so
 	// that a round picks up the rows earlier ones skipped (held by a
@@ -107,15 +153,33 @@ func (s *Store) targets(ctx context.Context) ([]*leaf, error) {
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: find partitions: %w", translate(err))
 	}
+	if len(names) == 0 {
+		return nil, errors.New("delete expired: the key table is partitioned and has no partitions")
+	}
+	distributed, err := s.distributed(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("delete expired: read Citus's catalog: %w", translate(err))
+	}
 	leaves := make([]*leaf, 0, len(names))
 	for _, name := range names {
-		leaves = append(leaves, &leaf{lock: keytable.Rewrite(sweepLock, name), delete: keytable.Rewrite(deleteExpired, name)})
-	}
-	if len(leaves) == 0 {
-		return nil, errors.New("delete expired: the key table is partitioned and has no partitions")
+		l := &leaf{lock: keytable.Rewrite(sweepLock, name), delete: keytable.Rewrite(deleteExpired, name)}
+		if distributed {
+			l.candidates, l.delete = keytable.Rewrite(sweepCandidates, name), keytable.Rewrite(sweepShard, name)
+		}
+		leaves = append(leaves, l)
 	}
 	s.sweep.leaves = leaves
 	return leaves, nil
+}
+
+// distributed reports whether Citus distributes the key table.
+func (s *Store) distributed(ctx context.Context) (bool, error) {
+	var citus bool
+	if err := s.pool.QueryRow(ctx, citusInstalled).Scan(&citus); err != nil || !citus {
+		return false, err
+	}
+	err := s.pool.QueryRow(ctx, keytable.Rewrite(keysDistributed, s.sql.table)).Scan(&citus)
+	return citus, err
 }
 
 // DeleteExpired deletes at most limit records past their expiry, but no
@@ -207,6 +271,48 @@ func (s *Store) runSweepJobs(ctx context.Context, jobs []sweepJob) {
 	wg.Wait()
 }
 
+// sweepShards runs one batch of a key table Citus distributes in tx
+// (sweepCandidates), scanning each deleted row with scan.
+func sweepShards(ctx context.Context, tx pgx.Tx, l *leaf, limit int, scan func(pgx.Rows) error) error {
+	rows, err := tx.Query(ctx, l.candidates, limit, l.from)
+	if err != nil {
+		return err
+	}
+	type keys struct{ scopes, keys []string }
+	shards := map[int64]*keys{}
+	var order []int64
+	var scope, key string
+	var shard int64
+	_, err = pgx.ForEachRow(rows, []any{&scope, &key, &shard}, func() error {
+		if shards[shard] == nil {
+			shards[shard] = &keys{}
+			order = append(order, shard)
+		}
+		shards[shard].scopes = append(shards[shard].scopes, scope)
+		shards[shard].keys = append(shards[shard].keys, key)
+		return nil
+	})
+	if err != nil || len(order) == 0 {
+		return err
+	}
+	b := &pgx.Batch{}
+	for _, id := range order {
+		b.Queue(l.delete, shards[id].scopes, shards[id].keys)
+	}
+	br := tx.SendBatch(ctx, b)
+	for range order {
+		rows, err := br.Query()
+		if err == nil {
+			err = scan(rows)
+		}
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+	}
+	return br.Close()
+}
+
 // sweepers is how many partitions a sweep takes at once on a pool of
 // maxConns: sweepWorkers, but at most half the pool.
 func sweepers(maxConns int32) int { return max(1, min(sweepWorkers, int(maxConns)/2)) }
@@ -241,23 +347,30 @@ func (s *Store) deleteExpired(ctx context.Context, l *leaf, limit int) ([]store.
 	if !locked {
 		return nil, store.ErrSweepBusy
 	}
-	rows, err := tx.Query(ctx, l.delete, limit, l.from)
-	if err != nil {
-		return nil, fmt.Errorf("delete expired: %w", translate(err))
-	}
 	var (
 		deleted []store.KeyRef
 		k       store.KeyRef
 		latest  time.Time
 		expires time.Time
 	)
-	_, err = pgx.ForEachRow(rows, []any{&k.Scope, &k.Key, &expires}, func() error {
-		deleted = append(deleted, k)
-		if expires.After(latest) {
-			latest = expires
+	scan := func(rows pgx.Rows) error {
+		_, err := pgx.ForEachRow(rows, []any{&k.Scope, &k.Key, &expires}, func() error {
+			deleted = append(deleted, k)
+			if expires.After(latest) {
+				latest = expires
+			}
+			return nil
+		})
+		return err
+	}
+	if l.candidates != "" {
+		err = sweepShards(ctx, tx, l, limit, scan)
+	} else {
+		var rows pgx.Rows
+		if rows, err = tx.Query(ctx, l.delete, limit, l.from); err == nil {
+			err = scan(rows)
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("delete expired: %w", translate(err))
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/jackc/pgx/v5"
 
@@ -80,4 +81,70 @@ SELECT 'user-' || i % 100, md5(i::text), 'POST', '/v1/payments', sha256(i::text:
 		_, err := New(nil).DeleteExpired(ctx, 0)
 		require.ErrorContains(t, err, "limit must be positive")
 	})
+}
+
+// TestSweepDistributed: on a key table Citus distributes by scope (make
+// test-citus) the sweep runs sweepCandidates and a sweepShard per shard
+// through the coordinator, which refuses deleteExpired's FOR UPDATE across
+// shards; on one PostgreSQL it keeps deleteExpired. Either deletes the
+// expired finished records of every user, in batches, and leaves a live
+// lease, an unfinished record, an outcome-unknown answer and a live
+// record.
+func TestSweepDistributed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, 4)
+	_, err := Migrate(ctx, pool)
+	require.NoError(t, err)
+	if pgtest.Citus() {
+		_, err := Distribute(ctx, pool, DistributeConfig{})
+		require.NoError(t, err)
+	}
+	s := New(pool)
+	leaves, err := s.targets(ctx)
+	require.NoError(t, err)
+	require.Len(t, leaves, 1)
+	l := leaves[0]
+	if pgtest.Citus() {
+		require.Equal(t, [3]string{sweepLock, sweepShard, sweepCandidates}, [3]string{l.lock, l.delete, l.candidates}, "Citus distributes the key table")
+	} else {
+		require.Equal(t, [3]string{sweepLock, deleteExpired, ""}, [3]string{l.lock, l.delete, l.candidates}, "one PostgreSQL")
+	}
+	{
+		// 40 users: 25 expired finished records each, and one of each
+		// kind the sweep must leave.
+		_, err = pool.Exec(ctx, `
+INSERT INTO idempotency_keys (scope, idempotency_key, request_method, request_path, request_hash,
+       fingerprint_version, status, fencing_token, claimed_at, lease_expires_at, response_code, response_body,
+       recovery_point, created_at, expires_at)
+SELECT 'user-' || u, kind || '-' || i, 'POST', '/v1/payments', sha256(i::text::bytea), 1,
+       CASE WHEN kind IN ('leased', 'unfinished') THEN 'PROCESSING' ELSE 'COMPLETED' END,
+       gen_random_uuid(), now() - interval '2 days',
+       CASE kind WHEN 'leased' THEN now() + interval '1 hour' ELSE now() - interval '2 days' END,
+       CASE kind WHEN 'leased' THEN NULL WHEN 'unfinished' THEN NULL WHEN 'unknown' THEN 409 ELSE 201 END,
+       CASE kind WHEN 'unknown' THEN convert_to('{"type": "`+keytable.OutcomeUnknownType+`"}', 'UTF8') END,
+       CASE kind WHEN 'unfinished' THEN 'charged' END,
+       now() - interval '2 days',
+       CASE kind WHEN 'live' THEN now() + interval '1 day' ELSE now() - interval '1 day' + i * interval '1 second' END
+  FROM generate_series(1, 40) AS u,
+       LATERAL (SELECT 'expired', i FROM generate_series(1, 25) AS i
+                UNION ALL VALUES ('leased', 0), ('unfinished', 0), ('unknown', 0), ('live', 0)) AS k(kind, i)`)
+		require.NoError(t, err)
+		var deleted []store.KeyRef
+		for {
+			batch, err := s.deleteExpired(ctx, l, 300)
+			require.NoError(t, err)
+			deleted = append(deleted, batch...)
+			if len(batch) < 300 {
+				break
+			}
+		}
+		require.Len(t, deleted, 40*25)
+		for _, k := range deleted {
+			require.True(t, strings.HasPrefix(k.Key, "expired-"), "swept %v", k)
+		}
+		var left int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE idempotency_key NOT LIKE 'expired-%'`).Scan(&left))
+		require.Equal(t, 40*4, left)
+	}
 }

@@ -29,6 +29,8 @@
 #                 1GB, max_wal_size 8GB and checkpoint_timeout 30min (so a
 #                 run is not interrupted by forced checkpoints), and
 #                 pg_stat_statements preloaded. make bench sets it.
+#   PG_OPTS       more server settings, appended to the above (e.g.
+#                 "-c shared_preload_libraries=citus": scripts/test-citus.sh).
 set -euo pipefail
 
 prog=test-postgres
@@ -174,6 +176,8 @@ if [ "${PG_DURABLE:-}" = 1 ]; then
 	pg_opts="-c fsync=on -c full_page_writes=on -c synchronous_commit=on -c max_connections=300 -c shared_buffers=1GB"
 	pg_opts="$pg_opts -c max_wal_size=8GB -c checkpoint_timeout=30min -c shared_preload_libraries=pg_stat_statements"
 fi
+
+pg_opts="$pg_opts ${PG_OPTS:-}"
 
 port=${PG_PORT_BASE:-55432}
 last_port=$((port + 200))

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/idem-dev/idem/internal/require"
-	"github.com/idem-dev/idem/pgstore/pgtest"
 )
 
 // TestResolveSeenByCachingReplicas: two replicas on one PostgreSQL key
@@ -17,7 +16,7 @@ import (
 func TestResolveSeenByCachingReplicas(t *testing.T) {
 	t.Parallel()
 	up := startUpstream(t)
-	db := pgtest.SchemaURL(t, pgtest.Schema(t))
+	db := pgDB(t)
 	replicas := []string{startGateway(t, up, "--db", db), startGateway(t, up, "--db", db)}
 	first := post(t, replicas[0], "/die", "Bearer alice", "k-unknown")
 	require.Equal(t, 409, first.status, first.body)

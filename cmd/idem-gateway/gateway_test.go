@@ -21,8 +21,11 @@ import (
 
 	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/pgstore"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/idem-dev/idem/sqlitestore"
 	"github.com/idem-dev/idem/store"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 var binary string
@@ -270,13 +273,27 @@ func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 	}
 }
 
+// pgDB is a fresh PostgreSQL schema's --db; on Citus (make test-citus)
+// its key table is distributed first, as an operator does with migrate
+// --citus.
+func pgDB(t testing.TB) string {
+	t.Helper()
+	db := pgtest.SchemaURL(t, pgtest.Schema(t))
+	if pgtest.Citus() {
+		out, err := exec.Command(binary, "migrate", "--citus", "--db", db).CombinedOutput()
+		require.NoError(t, err, "idem-gateway migrate --citus: %s", out)
+	}
+	return db
+}
+
 // keyDB is a kind of key store the keys commands are tested on.
 type keyDB struct {
 	new   func(t testing.TB) string                    // a fresh database's --db
 	audit func(t *testing.T, db string) store.AuditLog // its audit log, once migrated
 }
 
-// keyDBs are SQLite's, and MySQL's with -tags mysql (make test-mysql).
+// keyDBs are SQLite's, PostgreSQL's (distributed on Citus in make
+// test-citus), and MySQL's with -tags mysql (make test-mysql).
 var keyDBs = map[string]keyDB{"SQLite": {
 	new: func(t testing.TB) string { return filepath.Join(t.TempDir(), "keys.db") },
 	audit: func(t *testing.T, db string) store.AuditLog {
@@ -284,6 +301,14 @@ var keyDBs = map[string]keyDB{"SQLite": {
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = sdb.Close() })
 		return sqlitestore.New(sdb)
+	},
+}, "PostgreSQL": {
+	new: pgDB,
+	audit: func(t *testing.T, db string) store.AuditLog {
+		pool, err := pgxpool.New(context.Background(), db)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		return pgstore.New(pool)
 	},
 }}
 

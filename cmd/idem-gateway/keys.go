@@ -168,7 +168,8 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer, getenv fun
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	db := fs.String("db", "", "the key store, as serve's --db (default $DATABASE_URL, else "+defaultDB+")")
 	config := fs.String("config", "", "serve's configuration file: its db, unless --db is given")
-	if err := cli.ParseFlags(fs, args, stdout, "idem-gateway", "idem-gateway migrate [--db URL]\n\nCreates or upgrades the key table."); err != nil {
+	citus := fs.Bool("citus", false, "then distribute the key table by scope on a Citus coordinator, its audit log a reference table\n(docs/operations.md, \"Running on Citus\"); tables already distributed are left alone")
+	if err := cli.ParseFlags(fs, args, stdout, "idem-gateway", "idem-gateway migrate [--db URL] [--citus]\n\nCreates or upgrades the key table."); err != nil {
 		return err
 	}
 	ks, err := openKeys(ctx, *db, *config, getenv)
@@ -180,8 +181,17 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer, getenv fun
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", ks.db, err)
 	}
-	_, err = fmt.Fprintf(stdout, "idem-gateway: applied migrations %v (%s %s)\n", applied, ks.db.Kind, ks.db)
-	return err
+	if _, err := fmt.Fprintf(stdout, "idem-gateway: applied migrations %v (%s %s)\n", applied, ks.db.Kind, ks.db); err != nil || !*citus {
+		return err
+	}
+	if ks.distribute == nil {
+		return fmt.Errorf("--citus is for PostgreSQL with the citus extension, not %s", ks.db.Kind)
+	}
+	tables, err := ks.distribute(ctx)
+	if err != nil {
+		return fmt.Errorf("distribute %s: %w", ks.db, err)
+	}
+	return cli.PrintDistributed(stdout, "idem-gateway", tables)
 }
 
 // openKeys opens the key store of --db, else of the configuration file,

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/internal/require"
-	"github.com/idem-dev/idem/pgstore/pgtest"
 )
 
 // TestKeysListStates: keys list finds the keys in each state an operator
@@ -23,7 +22,7 @@ func TestKeysListStates(t *testing.T) {
 		name string
 		db   func(t *testing.T) string
 	}{
-		{"PostgreSQL", func(t *testing.T) string { return pgtest.SchemaURL(t, pgtest.Schema(t)) }},
+		{"PostgreSQL", func(t *testing.T) string { return pgDB(t) }},
 		{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "keys.db") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -105,7 +104,7 @@ func TestSweepKeepsUnknownOutcomes(t *testing.T) {
 		name string
 		db   func(t *testing.T) string
 	}{
-		{"PostgreSQL", func(t *testing.T) string { return pgtest.SchemaURL(t, pgtest.Schema(t)) }},
+		{"PostgreSQL", func(t *testing.T) string { return pgDB(t) }},
 		{"SQLite", func(t *testing.T) string { return filepath.Join(t.TempDir(), "keys.db") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -16,7 +16,6 @@ import (
 	"github.com/idem-dev/idem/client"
 	"github.com/idem-dev/idem/cmd/internal/chaos"
 	"github.com/idem-dev/idem/internal/require"
-	"github.com/idem-dev/idem/pgstore/pgtest"
 )
 
 // TestReplicasKilled runs three gateway replicas on one PostgreSQL key
@@ -51,7 +50,7 @@ func killReplicas(t *testing.T, dedups bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var upArgs []string
-	args := []string{"--listen", "127.0.0.1:0", "--db", pgtest.SchemaURL(t, pgtest.Schema(t)),
+	args := []string{"--listen", "127.0.0.1:0", "--db", pgDB(t),
 		"--lease-duration", "1s", "--upstream-timeout", "10s"}
 	if dedups {
 		upArgs = []string{"--dedup"}

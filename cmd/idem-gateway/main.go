@@ -5,7 +5,7 @@
 //
 //	idem-gateway [serve] --config gateway.yaml
 //	idem-gateway [serve] --addr 127.0.0.1:8081 --upstream http://127.0.0.1:9000 [--db URL] [--routes 'POST /v1/*'] …
-//	idem-gateway migrate [--db URL]
+//	idem-gateway migrate [--db URL] [--citus]
 //	idem-gateway keys list|show|resolve|sweep [--db URL] …
 //	idem-gateway version
 //

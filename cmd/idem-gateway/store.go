@@ -25,6 +25,9 @@ type keyStore struct {
 	upstreams []*upstream
 	// migrate applies the key table's pending migrations and returns them.
 	migrate func(ctx context.Context) ([]int, error)
+	// distribute distributes the migrated key table on a Citus
+	// coordinator (migrate --citus); nil where there is no Citus.
+	distribute func(ctx context.Context) ([]string, error)
 	// ping checks that the database answers: /readyz.
 	ping func(ctx context.Context) error
 	// durability reads whether a committed key could be lost on a crash or
@@ -46,7 +49,10 @@ func openStore(ctx context.Context, db dburl.DB) (*keyStore, error) {
 			return nil, err
 		}
 		return &keyStore{db: db, store: pgstore.New(pool), close: pool.Close, ping: pool.Ping, trips: trips,
-			migrate:    func(ctx context.Context) ([]int, error) { return pgstore.Migrate(ctx, pool) },
+			migrate: func(ctx context.Context) ([]int, error) { return pgstore.Migrate(ctx, pool) },
+			distribute: func(ctx context.Context) ([]string, error) {
+				return pgstore.Distribute(ctx, pool, pgstore.DistributeConfig{})
+			},
 			durability: func(ctx context.Context) (pgstore.Durability, error) { return pgstore.CheckDurability(ctx, pool) }}, nil
 	case dburl.MySQL:
 		sdb, err := dbconn.MySQL(ctx, db)

@@ -42,6 +42,46 @@ func TestUsersCreate(t *testing.T) {
 	}
 }
 
+// TestMigrateCitus: migrate --citus distributes an existing database (a
+// user made before) on a Citus coordinator (make test-citus): every
+// table paymentsd creates, the key table and the wallet by user in one
+// co-location group, api_keys and the audit log as reference tables; a
+// second run leaves them. Without Citus it fails saying so, and on SQLite
+// it is refused.
+func TestMigrateCitus(t *testing.T) {
+	t.Parallel()
+	db := pgtest.SchemaURL(t, pgtest.Schema(t))
+	out, errOut, code := runCLI(t, env(), "users", "create", "--db", db)
+	require.Zero(t, code, errOut)
+	var v map[string]string
+	require.NoError(t, json.Unmarshal([]byte(out), &v))
+	out, errOut, code = runCLI(t, env(), "migrate", "--citus", "--db", db)
+	if !pgtest.Citus() {
+		require.Equal(t, 1, code, out)
+		require.Contains(t, errOut, "the citus extension is not installed in this database")
+		return
+	}
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "paymentsd: distributed users, balances, deposits, transactions, payouts, ledger_entries, api_keys, idempotency_keys, idempotency_keys_audit (Citus)")
+	out, errOut, code = runCLI(t, env(), "migrate", "--citus", "--db", db)
+	require.Zero(t, code, errOut)
+	require.Contains(t, out, "paymentsd: every table already distributed (Citus)")
+
+	s := startServer(t, db)
+	require.Equal(t, "api_keys:n balances:h deposits:h idempotency_keys:h idempotency_keys_audit:n ledger_entries:h payouts:h transactions:h users:h",
+		sqlValue[string](t, s, `SELECT string_agg(c.relname || ':' || p.partmethod::text, ' ' ORDER BY c.relname)
+		  FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid WHERE c.relnamespace = current_schema()::regnamespace`))
+	require.Equal(t, int64(1), s.sqlInt(t, `SELECT count(DISTINCT p.colocationid)
+		  FROM pg_dist_partition p JOIN pg_class c ON c.oid = p.logicalrelid
+		 WHERE c.relnamespace = current_schema()::regnamespace AND p.partmethod = 'h'`), "one co-location group")
+	u := &user{s: s, id: v["user_id"], apiKey: v["api_key"]}
+	require.Equal(t, http.StatusOK, u.get(t, "/v1/balances").status, "the user made before distribution signs in")
+
+	_, errOut, code = runCLI(t, env(), "migrate", "--citus", "--db", filepath.Join(t.TempDir(), "p.db"))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "--citus is for PostgreSQL with the citus extension, not sqlite")
+}
+
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	for _, store := range stores {
@@ -59,8 +99,8 @@ func TestMigrate(t *testing.T) {
 				keys, wallet = "[1 2 3 4 5 6 7]", "[1 2 3 4 5 6]" // 5: partitions, the user as text
 			}
 			applied := "applied migrations: idempotency keys " + keys + ", wallet " + wallet
-			if store == "postgres" && pgtest.Partitions(t) > 0 {
-				applied = "schema is up to date" // newDB migrated it with --partitions
+			if store == "postgres" && (pgtest.Partitions(t) > 0 || pgtest.Citus()) {
+				applied = "schema is up to date" // newDB migrated it with --partitions or --citus
 			}
 			require.Contains(t, out, applied)
 			require.Contains(t, out, "("+store+" ")

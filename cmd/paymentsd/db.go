@@ -33,6 +33,10 @@ type backend struct {
 	// and describes what it did; partitions > 0 hash-partitions a new
 	// PostgreSQL schema by user (pgstore.MigrateConfig.Partitions).
 	migrate func(ctx context.Context, partitions int) (string, error)
+	// distribute distributes the migrated wallet and key table by user on
+	// a Citus coordinator (migrate --citus) and returns the tables it
+	// distributed; nil where there is no Citus.
+	distribute func(ctx context.Context) ([]string, error)
 	// durability reads whether a committed key could be lost on a crash or
 	// a failover (pgstore.CheckDurability); nil where not checked.
 	durability func(ctx context.Context) (pgstore.Durability, error)
@@ -67,6 +71,14 @@ func openPostgres(ctx context.Context, db dburl.DB) (*backend, error) {
 			}
 			wallet, err := pgledger.MigrateWithConfig(ctx, pool, pgledger.MigrateConfig{Partitions: partitions})
 			return describeMigrations(keys, wallet), err
+		},
+		distribute: func(ctx context.Context) ([]string, error) {
+			wallet, err := pgledger.Distribute(ctx, pool)
+			if err != nil {
+				return wallet, err
+			}
+			keys, err := pgstore.Distribute(ctx, pool, pgstore.DistributeConfig{ColocateWith: "users"})
+			return append(wallet, keys...), err
 		},
 		durability: func(ctx context.Context) (pgstore.Durability, error) { return pgstore.CheckDurability(ctx, pool) },
 		close:      pool.Close,

@@ -52,8 +52,9 @@ func TestMain(m *testing.M) {
 	if !set {
 		_ = flag.Set("test.parallel", parallel)
 	}
-	if os.Getenv("PG_PARTITIONS") != "" {
-		// make test-partitioned is about PostgreSQL's partitioned schema:
+	if os.Getenv("PG_PARTITIONS") != "" || pgtest.Citus() {
+		// make test-partitioned is about PostgreSQL's partitioned schema,
+		// make test-citus about Citus's distributed one:
 		// the tests that run on every store run on it alone (make test
 		// runs them on SQLite).
 		stores = []string{"postgres"}
@@ -105,6 +106,10 @@ func newDB(t *testing.T, store string) string {
 	if n := pgtest.Partitions(t); n > 0 { // make test-partitioned
 		out, err := exec.Command(binary, "migrate", "--db", u.String(), "--partitions", strconv.Itoa(n)).CombinedOutput()
 		require.NoError(t, err, "paymentsd migrate --partitions %d: %s", n, out)
+	}
+	if pgtest.Citus() { // make test-citus
+		out, err := exec.Command(binary, "migrate", "--db", u.String(), "--citus").CombinedOutput()
+		require.NoError(t, err, "paymentsd migrate --citus: %s", out)
 	}
 	return u.String()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/pgstore/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -187,10 +188,17 @@ func waitForLockWait(t *testing.T, s *server, waiters int) {
 	u, err := url.Parse(s.db)
 	require.NoError(t, err)
 	app := u.Query().Get("application_name")
+	waiting := `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`
+	if pgtest.Citus() {
+		// The rows are on a worker: the server's connection to the
+		// coordinator waits on its worker connection, which waits for the
+		// lock, one global pid for both.
+		waiting = `SELECT count(DISTINCT global_pid) FROM citus_stat_activity WHERE wait_event_type = 'Lock'
+		              AND global_pid IN (SELECT global_pid FROM citus_stat_activity WHERE application_name = $1)`
+	}
 	require.Eventually(t, func() bool {
 		var n int
-		err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-		                            WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n)
+		err := conn.QueryRow(ctx, waiting, app).Scan(&n)
 		return err == nil && n >= waiters
 	}, patience, 10*time.Millisecond, "%d requests never waited for the balance lock", waiters)
 }

@@ -16,7 +16,8 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	db := dbFlag(fs)
 	partitions := fs.Int("partitions", 0, "hash-partition the key table and the wallet's tables by user into this many partitions\n(PostgreSQL; read when the schema is created, a migrated schema keeps its layout)")
-	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd migrate [--db URL] [--partitions N]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
+	citus := fs.Bool("citus", false, "then distribute every table by user on a Citus coordinator (docs/operations.md, \"Running on Citus\");\ntables already distributed are left alone")
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd migrate [--db URL] [--partitions N] [--citus]\n\nCreates or upgrades the database schema: the idempotency key table and the wallet's tables."); err != nil {
 		return err
 	}
 	url, err := resolveDB(*db, getenv)
@@ -32,6 +33,15 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", b.display, err)
 	}
-	_, err = fmt.Fprintf(stdout, "paymentsd: %s (%s %s)\n", what, b.kind, b.display)
-	return err
+	if _, err := fmt.Fprintf(stdout, "paymentsd: %s (%s %s)\n", what, b.kind, b.display); err != nil || !*citus {
+		return err
+	}
+	if b.distribute == nil {
+		return fmt.Errorf("--citus is for PostgreSQL with the citus extension, not %s", b.kind)
+	}
+	tables, err := b.distribute(ctx)
+	if err != nil {
+		return fmt.Errorf("distribute %s: %w", b.display, err)
+	}
+	return cli.PrintDistributed(stdout, "paymentsd", tables)
 }

@@ -56,7 +56,8 @@ func TestSchemaDistributableByUser(t *testing.T) {
 
 // migratedPool is a pool of maxConns on a test schema holding the key
 // table and the ledger's tables, hash-partitioned by user when
-// PG_PARTITIONS asks for it (make test-partitioned); sent, when not nil,
+// PG_PARTITIONS asks for it (make test-partitioned), distributed by user
+// on Citus when PG_CITUS does (make test-citus); sent, when not nil,
 // records the statements the pool runs.
 func migratedPool(t *testing.T, maxConns int32, sent *pgtest.Recorder) *pgxpool.Pool {
 	t.Helper()
@@ -67,6 +68,12 @@ func migratedPool(t *testing.T, maxConns int32, sent *pgtest.Recorder) *pgxpool.
 	require.NoError(t, err)
 	_, err = pgledger.MigrateWithConfig(ctx, migrator, pgledger.MigrateConfig{Partitions: n})
 	require.NoError(t, err)
+	if pgtest.Citus() { // make test-citus: distributed as paymentsd migrate --citus does
+		_, err = pgledger.Distribute(ctx, migrator)
+		require.NoError(t, err)
+		_, err = pgstore.Distribute(ctx, migrator, pgstore.DistributeConfig{ColocateWith: "users"})
+		require.NoError(t, err)
+	}
 	migrator.Close()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	require.NoError(t, err)

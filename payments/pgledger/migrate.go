@@ -50,3 +50,20 @@ func MigrateWithConfig(ctx context.Context, pool *pgxpool.Pool, opts MigrateConf
 	set.Rewrite = rewrite
 	return set.Apply(ctx, pool)
 }
+
+// Distribute distributes the migrated wallet on a Citus coordinator
+// (docs/operations.md, "Running on Citus"): users by id and every other
+// table by user_id, co-located with users, so that a request's
+// transaction commits on the one node holding its user; api_keys, read by
+// key hash before the user is known, a reference table. It returns the
+// tables it distributed; those Citus already distributes are left alone.
+// paymentsd then distributes its key table co-located with users
+// (pgstore.DistributeConfig.ColocateWith). It fails with
+// pgmigrate.ErrNoCitus on a database without the citus extension.
+func Distribute(ctx context.Context, pool *pgxpool.Pool) ([]string, error) {
+	tables := []pgmigrate.Distribution{{Table: "users", Column: "id"}}
+	for _, t := range []string{"balances", "deposits", "transactions", "payouts", "ledger_entries"} {
+		tables = append(tables, pgmigrate.Distribution{Table: t, Column: "user_id", ColocateWith: "users"})
+	}
+	return pgmigrate.Distribute(ctx, pool, append(tables, pgmigrate.Distribution{Table: "api_keys"}))
+}

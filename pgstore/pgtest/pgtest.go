@@ -55,6 +55,13 @@ func Partitions(t testing.TB) int {
 	return n
 }
 
+// Citus reports whether DATABASE_URL is a Citus coordinator with its
+// workers (PG_CITUS=1, which scripts/test-citus.sh sets): the tests then
+// distribute the tables they migrate, as `paymentsd migrate --citus`
+// does, and `make test-citus` runs the store's, the wallet's and
+// paymentsd's tests on them.
+func Citus() bool { return os.Getenv("PG_CITUS") == "1" }
+
 // PgBouncer reports whether DATABASE_URL is a PgBouncer in transaction
 // pooling mode (PGBOUNCER=1).
 func PgBouncer() bool { return os.Getenv("PGBOUNCER") == "1" }

@@ -82,3 +82,14 @@ func Main(prog string, run func(ctx context.Context, args []string, stdout, stde
 	}
 	os.Exit(code)
 }
+
+// PrintDistributed says which tables a migrate --citus distributed on the
+// Citus coordinator, or that every one already was.
+func PrintDistributed(w io.Writer, prog string, tables []string) error {
+	what := "every table already distributed"
+	if len(tables) > 0 {
+		what = "distributed " + strings.Join(tables, ", ")
+	}
+	_, err := fmt.Fprintf(w, "%s: %s (Citus)\n", prog, what)
+	return err
+}

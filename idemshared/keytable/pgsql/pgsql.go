@@ -23,18 +23,23 @@ ON CONFLICT (scope, idempotency_key) DO NOTHING`
 // life, recovery point and provider keys kept (model/payout.pml: a re-acquire of
 // UNKNOWN never starts a new life). A record holding the outcome-unknown
 // answer is never re-acquired: only an operator settles it.
+//
+// The CASEs read the time from clock, not from now(): Citus refuses a
+// modification whose CASE calls a function that is not immutable, and
+// evaluates clock on the coordinator, as it does the other now()s.
 var Reacquire = `
 UPDATE idempotency_keys
    SET request_method = $3, request_path = $4, request_hash = $5, fingerprint_version = $6,
        status = 'PROCESSING',
-       attempts   = CASE WHEN expires_at <= now() AND ` + keytable.Finished + ` THEN 1 ELSE attempts + 1 END,
-       created_at = CASE WHEN expires_at <= now() AND ` + keytable.Finished + ` THEN now() ELSE created_at END,
+       attempts   = CASE WHEN expires_at <= clock.now AND ` + keytable.Finished + ` THEN 1 ELSE attempts + 1 END,
+       created_at = CASE WHEN expires_at <= clock.now AND ` + keytable.Finished + ` THEN clock.now ELSE created_at END,
        recovery_point = CASE WHEN status = 'COMPLETED' THEN NULL ELSE recovery_point END,
        provider_keys  = CASE WHEN status = 'COMPLETED' THEN NULL ELSE provider_keys END,
        expires_at = GREATEST(expires_at, now() + $9 * interval '1 microsecond'),
        fencing_token = $7, claimed_at = now(), lease_expires_at = now() + $8 * interval '1 microsecond',
        response_code = NULL, response_headers = NULL, response_body = NULL,
        resource_type = NULL, resource_id = NULL
+  FROM (SELECT now() AS now) AS clock
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $10
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= now())
@@ -120,11 +125,14 @@ UPDATE idempotency_keys
 // ReplaceResponse replaces the response of the COMPLETED record the
 // token $3 holds (store.KeyResolver), and binds its key for the record's
 // retention again, from now: an answer recorded past it is still replayed.
+// The sum is in UTC timestamps: Citus refuses a function that is not
+// immutable, such as timestamptz + interval, on a column in an UPDATE.
 const ReplaceResponse = `
 UPDATE idempotency_keys
    SET response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
        resource_type = nullif($7, ''), resource_id = nullif($8, ''),
-       expires_at = GREATEST(expires_at, now() + (expires_at - claimed_at))
+       expires_at = GREATEST(expires_at, ((now() AT TIME ZONE 'UTC')
+                    + ((expires_at AT TIME ZONE 'UTC') - (claimed_at AT TIME ZONE 'UTC'))) AT TIME ZONE 'UTC')
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
 // AppendAudit records an operator's action (store.AuditLog).
@@ -142,6 +150,10 @@ SELECT at, actor, action, reason, scope, idempotency_key, before, after
 
 // NotAwaitingOperator is keytable.NotAwaitingOperator in PostgreSQL: a row
 // that does not hold the outcome-unknown answer an operator must settle.
+// The needle, ASCII without a backslash, is a bytea constant: Citus
+// refuses a modification whose COALESCE holds a function that is not
+// immutable, as convert_to is (the re-acquire, a sweep on a distributed
+// key table).
 var NotAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle string) string {
-	return "position(convert_to(" + needle + ", 'UTF8') IN " + haystack + ") > 0"
+	return "position(" + needle + "::bytea IN " + haystack + ") > 0"
 })
