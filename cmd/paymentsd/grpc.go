@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -244,7 +243,7 @@ func serveGRPC(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.C
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(netutil.LimitListener(ln, f.grpcMaxConns)); err != nil {
+		if err := srv.Serve(f.conns.ListenerOf(ln, f.grpcMaxConns)); err != nil {
 			cfg.Logger.Error("grpc server stopped", "err", err)
 		}
 	}()
