@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -245,6 +246,31 @@ func TestGRPCTransportBounds(t *testing.T) {
 			return err == nil
 		}, "the user's place was not freed")
 	})
+}
+
+// TestGRPCAuthenticationBounded: the tap's database read, which holds the
+// connection's reader, gives up after 2 s: with the API keys locked, a
+// call is Unavailable instead of waiting for its own deadline.
+func TestGRPCAuthenticationBounded(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newDB(t, "postgres"), "--grpc-addr", "127.0.0.1:0")
+	u := grpcDial(t, s, s.newUser(t))
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, s.connURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close(ctx) })
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	call, cancel := context.WithTimeout(u.call(""), patience)
+	defer cancel()
+	start := time.Now()
+	_, err = u.client.GetRates(call, &paymentsv1.GetRatesRequest{})
+	t.Logf("GetRates with the API keys locked: %v after %v", status.Code(err), time.Since(start).Round(time.Millisecond))
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	require.Equal(t, "unavailable", grpcReason(t, err)["reason"])
 }
 
 // h2Conn is a raw HTTP/2 connection to paymentsd's gRPC listener.
