@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -199,4 +200,29 @@ func TestHeaderBounds(t *testing.T) {
 		require.Equal(t, "/ok", e.Path, "nothing reached the upstream but the GET")
 		require.Empty(t, e.Key)
 	}
+}
+
+// TestHeaderBoundsConnsPerSource: the configuration file's
+// limits.max_conns_per_source closes at once a source's connection past
+// it, unanswered, and keeps the one within it.
+func TestHeaderBoundsConnsPerSource(t *testing.T) {
+	t.Parallel()
+	up := startUpstream(t)
+	config := writeFile(t, "gateway.yaml", fmt.Sprintf("limits:\n  max_conns_per_source: 1\n  header_timeout: 1m\nupstreams:\n  - url: %s\n", up.url))
+	addr := strings.TrimPrefix(startGatewayWith(t, "--config", config).url, "http://")
+	statuses := make(chan int, 2) // 0: closed unanswered
+	conns := make([]net.Conn, 2)
+	for i := range conns {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		_, _ = fmt.Fprintf(conn, "GET /ok HTTP/1.1\r\nHost: %s\r\n", addr) // the second may be closed already
+		conns[i] = conn
+		go proctest.Answer(conn, time.Minute, statuses)
+	}
+	require.Zero(t, <-statuses, "the source's second connection closed at once, unanswered")
+	for _, conn := range conns {
+		_, _ = io.WriteString(conn, "\r\n")
+	}
+	require.Equal(t, http.StatusOK, <-statuses, "the first kept, and served once its headers end")
 }

@@ -40,14 +40,15 @@ type logSettings struct {
 }
 
 type limitSettings struct {
-	BodyTimeout      string `yaml:"body_timeout"`
-	BodyMemoryMB     int64  `yaml:"body_memory_mb"`
-	RequestsPerScope int    `yaml:"requests_per_scope"`
-	HeaderTimeout    string `yaml:"header_timeout"`
-	MaxHeaderBytes   int    `yaml:"max_header_bytes"`
-	MaxConns         int    `yaml:"max_conns"`
-	MaxIdleConns     int    `yaml:"max_idle_conns"`
-	IdleTimeout      string `yaml:"idle_timeout"`
+	BodyTimeout       string `yaml:"body_timeout"`
+	BodyMemoryMB      int64  `yaml:"body_memory_mb"`
+	RequestsPerScope  int    `yaml:"requests_per_scope"`
+	HeaderTimeout     string `yaml:"header_timeout"`
+	MaxHeaderBytes    int    `yaml:"max_header_bytes"`
+	MaxConns          int    `yaml:"max_conns"`
+	MaxConnsPerSource int    `yaml:"max_conns_per_source"`
+	MaxIdleConns      int    `yaml:"max_idle_conns"`
+	IdleTimeout       string `yaml:"idle_timeout"`
 }
 
 type upstreamSettings struct {

@@ -79,6 +79,7 @@ var fileFlags = []struct {
 	{"limits.header_timeout", func(s *fileSettings) string { return s.Limits.HeaderTimeout }, "header-timeout"},
 	{"limits.max_header_bytes", func(s *fileSettings) string { return nonZero(int64(s.Limits.MaxHeaderBytes)) }, "max-header-bytes"},
 	{"limits.max_conns", func(s *fileSettings) string { return nonZero(int64(s.Limits.MaxConns)) }, "max-conns"},
+	{"limits.max_conns_per_source", func(s *fileSettings) string { return nonZero(int64(s.Limits.MaxConnsPerSource)) }, "max-conns-per-source"},
 	{"limits.max_idle_conns", func(s *fileSettings) string { return nonZero(int64(s.Limits.MaxIdleConns)) }, "max-idle-conns"},
 	{"limits.idle_timeout", func(s *fileSettings) string { return s.Limits.IdleTimeout }, "idle-timeout"},
 	{"replay_cache_mb", func(s *fileSettings) string {

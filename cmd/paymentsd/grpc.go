@@ -9,20 +9,23 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/cmd/internal/paymentsv1"
 	"github.com/idem-dev/idem/completer"
 	"github.com/idem-dev/idem/idemgrpc"
-	"github.com/idem-dev/idem/limits"
 	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/payments/api"
 	"github.com/idem-dev/idem/store"
@@ -130,8 +133,20 @@ const (
 	grpcWindow = 64 << 10
 )
 
-// grpcPrefix begins the methods of payments.v1.Payments.
-var grpcPrefix = "/" + paymentsv1.Payments_ServiceDesc.ServiceName + "/"
+// grpcAuthTimeout bounds the tap's database read: grpc-go runs the tap
+// under the connection's lock, so a stalled read stalls the connection.
+const grpcAuthTimeout = 2 * time.Second
+
+// grpcServices are the services the gRPC door serves: payments.v1.Payments
+// and, with --grpc-reflection, server reflection.
+func grpcServices(withReflection bool) []string {
+	services := []string{paymentsv1.Payments_ServiceDesc.ServiceName}
+	if withReflection {
+		services = append(services, reflectionv1.ServerReflection_ServiceDesc.ServiceName,
+			reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName)
+	}
+	return services
+}
 
 // streamKey is the context key of the stream's context without the
 // message deadline grpcTap sets (grpcDetach).
@@ -139,40 +154,39 @@ type streamKey struct{}
 
 // grpcTap admits a call when its headers arrive, before grpc-go reads its
 // message, as the HTTP door admits a request before reading its body: a
-// call of the payments service is authenticated from its authorization
-// metadata (Unauthenticated, nothing read) and counted against its user's
-// --requests-per-scope; every call, reflection's too, reserves what its
-// stream may buffer (reserve bytes) of --body-memory-mb, until it ends.
-// Its message must arrive within timeout (--body-timeout), else the call
-// ends DeadlineExceeded and its buffers are freed.
+// call of a method outside services is Unimplemented; any other, of the
+// payments service or of reflection, is authenticated from its
+// authorization metadata (Unauthenticated, nothing read), counted against
+// its user's --requests-per-scope and reserves what its stream may buffer
+// (reserve bytes) of --body-memory-mb, until it ends. No call holds
+// anything before it is authenticated. Its message must arrive within
+// timeout (--body-timeout), else the call ends DeadlineExceeded and its
+// buffers are freed.
 //
 // grpc-go runs the tap on the connection's reader, under its lock: the
-// authentication's one database read is one at a time per connection, and
-// the connections are bounded (--grpc-max-conns), as HTTP's.
-func grpcTap(ops *api.Operations, b *api.Bounds, reserve int64, timeout time.Duration, logger *slog.Logger) tap.ServerInHandle {
+// authentication's one database read is one at a time per connection,
+// within grpcAuthTimeout, and the connections are bounded (--grpc-max-conns).
+func grpcTap(ops *api.Operations, b *api.Bounds, services []string, reserve int64, timeout time.Duration, logger *slog.Logger) tap.ServerInHandle {
 	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
-		var done func()
-		if strings.HasPrefix(info.FullMethodName, grpcPrefix) {
-			user, err := ops.Authenticate(ctx, info.Header.Get("authorization"))
-			switch {
-			case errors.Is(err, payments.ErrUnauthorized):
-				return nil, problemError(http.StatusUnauthorized, api.ProblemUnauthorized, "Send your API key as authorization: Bearer <api key>.")
-			case err != nil:
-				logger.ErrorContext(ctx, "authenticate", "err", err)
-				return nil, problemError(http.StatusServiceUnavailable, api.ProblemUnavailable, "The database is unavailable; retry later.")
-			}
-			var refusal *idem.Response
-			if done, refusal = b.Admit(user, reserve); refusal != nil {
-				return nil, answerOf(*refusal, nil)
-			}
-			ctx = idem.WithScope(ctx, user)
-		} else {
-			release, ok := b.Reserve(reserve)
-			if !ok {
-				return nil, problemError(http.StatusServiceUnavailable, limits.ProblemOverloaded, "The server is receiving too many messages at once. Retry later.")
-			}
-			done = release
+		service, _, _ := strings.Cut(strings.TrimPrefix(info.FullMethodName, "/"), "/")
+		if !slices.Contains(services, service) {
+			return nil, status.Errorf(codes.Unimplemented, "unknown service %s", service)
 		}
+		actx, cancel := context.WithTimeout(ctx, grpcAuthTimeout)
+		user, err := ops.Authenticate(actx, info.Header.Get("authorization"))
+		cancel()
+		switch {
+		case errors.Is(err, payments.ErrUnauthorized):
+			return nil, problemError(http.StatusUnauthorized, api.ProblemUnauthorized, "Send your API key as authorization: Bearer <api key>.")
+		case err != nil:
+			logger.ErrorContext(ctx, "authenticate", "err", err)
+			return nil, problemError(http.StatusServiceUnavailable, api.ProblemUnavailable, "The database is unavailable; retry later.")
+		}
+		done, refusal := b.Admit(user, reserve)
+		if refusal != nil {
+			return nil, answerOf(*refusal, nil)
+		}
+		ctx = idem.WithScope(ctx, user)
 		// The stream's context ends with the call, whichever way it ends.
 		mctx, cancel := context.WithTimeout(ctx, timeout)
 		context.AfterFunc(ctx, func() { cancel(); done() })
@@ -182,13 +196,17 @@ func grpcTap(ops *api.Operations, b *api.Bounds, reserve int64, timeout time.Dur
 
 // grpcDetach runs the call's handler without the message deadline grpcTap
 // set, which bounds the message's arrival, not the call: the handler's
-// context ends when the stream's does.
+// context ends when the stream's does, and has the client's deadline, if
+// it sent one (grpc-timeout), as its own.
 func grpcDetach(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	stream, ok := ctx.Value(streamKey{}).(context.Context)
 	if !ok {
 		return handler(ctx, req)
 	}
 	hctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	if d, ok := stream.Deadline(); ok {
+		hctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), d)
+	}
 	defer cancel()
 	defer context.AfterFunc(stream, cancel)()
 	return handler(hctx, req)
@@ -213,7 +231,7 @@ func grpcOptions(f serveFlags, tapHandle tap.ServerInHandle) []grpc.ServerOption
 	}
 }
 
-// serveGRPC serves payments.v1.Payments, with reflection, on f.grpcAddr
+// serveGRPC serves payments.v1.Payments, with reflection if asked, on f.grpcAddr
 // until ctx ends, bounded by cfg.Bounds; wait returns once the calls in
 // flight have finished.
 func serveGRPC(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.Config, logger *slog.Logger) (wait func(), err error) {
@@ -237,14 +255,16 @@ func serveGRPC(ctx context.Context, f serveFlags, mw *idem.Middleware, cfg api.C
 	}})
 	isPayout := func(m string) bool { return m == paymentsv1.Payments_CreatePayout_FullMethodName }
 	payouts := idemgrpc.UnaryServerInterceptor(leased, idemgrpc.Config{MethodFunc: isPayout})
-	tapHandle := grpcTap(ops, cfg.Bounds, int64(max(f.grpcMaxMessage, grpcWindow)), f.bodyTimeout, cfg.Logger)
+	tapHandle := grpcTap(ops, cfg.Bounds, grpcServices(f.grpcReflection), int64(max(f.grpcMaxMessage, grpcWindow)), f.bodyTimeout, cfg.Logger)
 	srv := grpc.NewServer(append(grpcOptions(f, tapHandle), grpc.ChainUnaryInterceptor(grpcDetach, keyed, payouts))...)
 	paymentsv1.RegisterPaymentsServer(srv, &paymentsServer{ops: ops})
-	reflection.Register(srv)
+	if f.grpcReflection {
+		reflection.Register(srv)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(netutil.LimitListener(ln, f.grpcMaxConns)); err != nil {
+		if err := srv.Serve(f.conns.ListenerOf(ln, f.grpcMaxConns)); err != nil {
 			cfg.Logger.Error("grpc server stopped", "err", err)
 		}
 	}()

@@ -23,12 +23,13 @@ type grpcUser struct {
 	conn   *grpc.ClientConn
 }
 
-// grpcDial connects to a server started with --grpc-addr, as u.
-func grpcDial(t *testing.T, s *server, u *user) *grpcUser {
+// grpcDial connects to a server started with --grpc-addr, as u, with
+// opts besides plaintext.
+func grpcDial(t *testing.T, s *server, u *user, opts ...grpc.DialOption) *grpcUser {
 	t.Helper()
 	m := grpcListening.FindStringSubmatch(s.stderr.String())
 	require.NotNil(t, m, "no grpc listening line:\n%s", s.stderr.String())
-	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(m[1], append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	return &grpcUser{user: u, client: paymentsv1.NewPaymentsClient(conn), conn: conn}

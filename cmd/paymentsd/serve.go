@@ -66,6 +66,7 @@ type serveFlags struct {
 	grpcMaxConns    int
 	grpcMaxStreams  int
 	grpcMaxMessage  int
+	grpcReflection  bool
 	metricsAddr     string
 	metricsExplicit bool // --metrics-addr was given: an address that cannot be bound fails the start
 	consoleToken    string
@@ -112,6 +113,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	f.conns.Register(fs)
 	fs.IntVar(&f.grpcMaxConns, "grpc-max-conns", defaultGRPCMaxConns, "with --grpc-addr, connections open at once on it; past it, new connections wait to be accepted")
 	fs.IntVar(&f.grpcMaxStreams, "grpc-max-streams", defaultGRPCMaxStreams, "with --grpc-addr, calls in flight at once on one connection; past it the call is refused (REFUSED_STREAM)")
+	fs.BoolVar(&f.grpcReflection, "grpc-reflection", false, "with --grpc-addr, also serve gRPC server reflection (grpcurl list, describe); its calls need an API key")
 	fs.IntVar(&f.grpcMaxMessage, "grpc-max-message-bytes", defaultGRPCMaxMessage, "with --grpc-addr, the largest request message; larger: ResourceExhausted, unread")
 	err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd [serve] [flags]\n\nRuns the HTTP API. Other commands: migrate, users, keys (see 'paymentsd --help').")
 	if err != nil {

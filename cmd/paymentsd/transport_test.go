@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/idem-dev/idem/cmd/internal/paymentsv1"
+	"github.com/idem-dev/idem/internal/proctest"
 	"github.com/idem-dev/idem/internal/require"
 )
 
@@ -109,6 +111,76 @@ func TestHeaderBounds(t *testing.T) {
 		require.NoError(t, err, "served once a connection closed")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 	})
+	t.Run("MaxConnsPerSource", func(t *testing.T) {
+		t.Parallel()
+		s := startServer(t, newDB(t, "sqlite"), "--max-conns", "6", "--max-conns-per-source", "2", "--header-timeout", "1m")
+		// One source opens the whole --max-conns, each header block unfinished.
+		conns := make([]net.Conn, 6)
+		statuses := make(chan int, len(conns)) // 0: closed unanswered
+		for i := range conns {
+			conn, host := dialAPI(t, s)
+			_, _ = fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: %s\r\n", host) // it may be closed already
+			conns[i] = conn
+			go proctest.Answer(conn, patience, statuses)
+		}
+		for range 4 {
+			require.Zero(t, <-statuses, "past --max-conns-per-source, closed at once, unanswered")
+		}
+		// Another source is served at once: the first holds 2 places, not 6.
+		other := &http.Client{Timeout: patience, Transport: &http.Transport{DialContext: (&net.Dialer{
+			LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}}
+		resp, err := other.Get(s.url + "/healthz")
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		// The first source's 2 connections were kept: ended, their requests are served.
+		for _, conn := range conns {
+			_, _ = io.WriteString(conn, "\r\n")
+		}
+		for range 2 {
+			require.Equal(t, http.StatusOK, <-statuses)
+		}
+	})
+}
+
+// TestGRPCConnsPerSource: --max-conns-per-source bounds the gRPC listener
+// too: a source's connection past it is closed at once, before the
+// server's SETTINGS, and another source's calls are served.
+func TestGRPCConnsPerSource(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newDB(t, "sqlite"), "--grpc-addr", "127.0.0.1:0", "--grpc-max-conns", "3",
+		"--max-conns-per-source", "2", "--header-timeout", "1m")
+	m := grpcListening.FindStringSubmatch(s.stderr.String())
+	require.NotNil(t, m, "no grpc listening line:\n%s", s.stderr.String())
+	// One source opens the whole --grpc-max-conns and never sends its preface.
+	firstReads := make(chan error, 3)
+	for range 3 {
+		conn, err := net.Dial("tcp", m[1])
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		go func() {
+			_ = conn.SetReadDeadline(time.Now().Add(patience))
+			_, err := conn.Read(make([]byte, 1))
+			firstReads <- err
+		}()
+	}
+	var served, closed int
+	for range 3 {
+		err := <-firstReads
+		require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the server wrote or closed")
+		if err == nil {
+			served++
+		} else {
+			closed++
+		}
+	}
+	require.Equal(t, 2, served, "the server's SETTINGS on the source's first 2 connections")
+	require.Equal(t, 1, closed, "the third closed at once")
+	u := grpcDial(t, s, s.newUser(t), grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		return (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext(ctx, "tcp", addr)
+	}))
+	_, err := u.client.GetRates(u.call(""), &paymentsv1.GetRatesRequest{})
+	require.NoError(t, err, "another source is served")
 }
 
 // grpcConn dials s's gRPC listener.
@@ -174,6 +246,31 @@ func TestGRPCTransportBounds(t *testing.T) {
 			return err == nil
 		}, "the user's place was not freed")
 	})
+}
+
+// TestGRPCAuthenticationBounded: the tap's database read, which holds the
+// connection's reader, gives up after 2 s: with the API keys locked, a
+// call is Unavailable instead of waiting for its own deadline.
+func TestGRPCAuthenticationBounded(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, newDB(t, "postgres"), "--grpc-addr", "127.0.0.1:0")
+	u := grpcDial(t, s, s.newUser(t))
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, s.connURL(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close(ctx) })
+	tx, err := db.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	call, cancel := context.WithTimeout(u.call(""), patience)
+	defer cancel()
+	start := time.Now()
+	_, err = u.client.GetRates(call, &paymentsv1.GetRatesRequest{})
+	t.Logf("GetRates with the API keys locked: %v after %v", status.Code(err), time.Since(start).Round(time.Millisecond))
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	require.Equal(t, "unavailable", grpcReason(t, err)["reason"])
 }
 
 // h2Conn is a raw HTTP/2 connection to paymentsd's gRPC listener.

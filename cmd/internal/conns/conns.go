@@ -1,7 +1,7 @@
 // Package conns bounds what the connections of paymentsd's and
 // idem-gateway's HTTP listeners may hold before a request on them is
 // authenticated: the time and the bytes of a header block, the connections
-// open at once, and the idle keep-alive ones. The handlers' bounds (body
+// open at once, in all and from one source IP, and the idle keep-alive ones. The handlers' bounds (body
 // deadline, body memory, requests per user) apply only once a request's
 // headers have arrived; these hold while they arrive.
 package conns
@@ -38,6 +38,10 @@ type Limits struct {
 	// accepts no more until one closes, and new ones wait in the kernel's
 	// backlog, in the order they came.
 	MaxConns int
+	// MaxConnsPerSource bounds the connections open at once from one source
+	// IP; past it a new one is closed at once. 0, the default, turns it off:
+	// behind a load balancer every connection has the balancer's address.
+	MaxConnsPerSource int
 	// MaxIdleConns bounds the idle keep-alive connections: one going idle
 	// past it is closed.
 	MaxIdleConns int
@@ -50,12 +54,17 @@ func (l *Limits) Register(fs *flag.FlagSet) {
 	fs.DurationVar(&l.HeaderTimeout, "header-timeout", l.HeaderTimeout, "how long a request's line and headers may take to arrive; a slower connection is closed")
 	fs.IntVar(&l.MaxHeaderBytes, "max-header-bytes", l.MaxHeaderBytes, "the largest request line and headers; larger: 431 and the connection closed")
 	fs.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "connections open at once on --addr; past it, new connections wait to be accepted until one closes")
+	fs.IntVar(&l.MaxConnsPerSource, "max-conns-per-source", l.MaxConnsPerSource, "connections open at once from one source IP; past it a new one is closed at once; 0: no bound\n(behind a load balancer every connection comes from its address: bound clients there)")
 	fs.IntVar(&l.MaxIdleConns, "max-idle-conns", l.MaxIdleConns, "how many idle keep-alive connections to keep open; one more going idle is closed")
 	fs.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "how long an idle keep-alive connection stays open")
 }
 
-// Check reports the first bound that is not positive, naming its flag.
+// Check reports the first bound that is not positive (MaxConnsPerSource:
+// negative), naming its flag.
 func (l Limits) Check() error {
+	if l.MaxConnsPerSource < 0 {
+		return fmt.Errorf("--max-conns-per-source must not be negative, got %d", l.MaxConnsPerSource)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -87,7 +96,19 @@ func (l Limits) Server(h http.Handler, errorLog *log.Logger) *http.Server {
 	}
 }
 
-// Listener is ln accepting at most l.MaxConns connections open at once.
+// Listener is ln accepting at most l.MaxConns connections open at once,
+// and at most l.MaxConnsPerSource of them from one source IP.
 func (l Limits) Listener(ln net.Listener) net.Listener {
-	return netutil.LimitListener(ln, l.MaxConns)
+	return l.ListenerOf(ln, l.MaxConns)
+}
+
+// ListenerOf is Listener with maxConns in place of l.MaxConns, for a
+// listener with a bound of its own (paymentsd's --grpc-max-conns). The
+// per-source bound is inside the global one: a connection closed for its
+// source takes no place.
+func (l Limits) ListenerOf(ln net.Listener, maxConns int) net.Listener {
+	if l.MaxConnsPerSource > 0 {
+		ln = &sourceListener{Listener: ln, max: l.MaxConnsPerSource, open: map[string]int{}}
+	}
+	return netutil.LimitListener(ln, maxConns)
 }
