@@ -156,7 +156,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{"UsersWithoutCreate", []string{"users"}, 2, "users: a subcommand is required"},
 		{"KeysWithoutSubcommand", []string{"keys"}, 2, "keys: a subcommand is required"},
 		{"UnknownKeysSubcommand", []string{"keys", "list"}, 2, `keys: unknown subcommand "list"`},
-		{"UnreachablePostgresServe", []string{"serve", "--db", "postgres://postgres@127.0.0.1:1/postgres"}, 1, "connect to PostgreSQL at postgres://postgres@127.0.0.1:1/postgres"},
+		{"UnreachablePostgresServe", []string{"serve", "--db", "postgres://postgres@127.0.0.1:1/postgres"}, 1, "connect to PostgreSQL at postgres://127.0.0.1:1/postgres"},
 		{"UnreachablePostgresMigrate", []string{"migrate", "--db", "postgres://postgres@127.0.0.1:1/postgres"}, 1, "connect to PostgreSQL"},
 		{"UnreachablePostgresUsers", []string{"users", "create", "--db", "postgres://postgres@127.0.0.1:1/postgres"}, 1, "connect to PostgreSQL"},
 		{"SQLiteInMissingDir", []string{"serve", "--db", missingDir}, 1, "sqlitestore: open"},

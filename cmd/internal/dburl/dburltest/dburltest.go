@@ -37,3 +37,13 @@ func DSNs(t *testing.T, db string) []string {
 	}
 	return out
 }
+
+// Shown is how a start-up line names the PostgreSQL URL db: its scheme,
+// host, port and database, read here from the URL itself, so that a test
+// holds the line to the server it really used.
+func Shown(t *testing.T, db string) string {
+	t.Helper()
+	u, err := url.Parse(db)
+	require.NoError(t, err)
+	return "(postgres postgres://" + u.Host + u.Path + ")"
+}
