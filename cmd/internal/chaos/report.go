@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -234,18 +233,23 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 		return strings.Join(ds, " ")
 	})
 	// A database with disruptions of several kinds (Citus: a worker
-	// restart, a shard move) says which came when.
-	what := func(r *Result) string {
-		var ds []string
-		for _, d := range r.Stats.Outages() {
+	// restart, a shard move) says which came when, a row for each.
+	named := 0
+	for _, r := range results {
+		for i, d := range r.Stats.Outages() {
 			if d.What != "" {
-				ds = append(ds, fmt.Sprintf("%s at %.0fs", d.What, d.At.Seconds()))
+				named = max(named, i+1)
 			}
 		}
-		return strings.Join(ds, ", ")
 	}
-	if slices.ContainsFunc(results, func(r *Result) bool { return what(r) != "" }) {
-		row("  what, seconds into the faults", what)
+	for i := range named {
+		row(fmt.Sprintf("  %d: what, seconds into the faults", i+1), func(r *Result) string {
+			ds := r.Stats.Outages()
+			if i >= len(ds) || ds[i].What == "" {
+				return "-"
+			}
+			return fmt.Sprintf("%s at %.0fs", ds[i].What, ds[i].At.Seconds())
+		})
 	}
 	row("  disruptions not completed (must be 0)", v(func(v *Verdict) int { return v.DBFaults }))
 	modeRow("operations (a key and its body)", v(func(v *Verdict) int { return v.Keys }))
