@@ -18,6 +18,8 @@
 #   make chaos-long                        the chaos soak: 10 minutes per idempotency mode
 #   make test-failover                     the chaos harness on a pg_auto_failover formation, its primary
 #                                          SIGKILLed 3 times (installs pg_auto_failover with apt-get when missing)
+#   make chaos-citus                       the chaos harness on a Citus cluster (a coordinator, two workers), a worker
+#                                          restarted and a shard moved under payments (builds Citus first, as test-citus)
 #   make test-rabbitmq                     the RabbitMQ adapter's tests, against AMQP_URL
 #                                          (default amqp://guest:guest@127.0.0.1:5672/), then
 #                                          paymentsd's commands over it (go test -tags rabbitmq);
@@ -108,7 +110,7 @@ PARTITIONED_E2E   ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClient
 .DEFAULT_GOAL := test
 .PHONY: test-console test-clients
 .PHONY: check-modules release release-tags
-.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned test-citus bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
+.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover chaos-citus test-pgbouncer test-partitioned test-citus bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -224,6 +226,18 @@ chaos-long:
 FAILOVERFLAGS ?= -modes atomic
 test-failover:
 	./scripts/test-failover.sh $(FAILOVERFLAGS)
+
+# The chaos harness on a Citus cluster of its own (docs/chaos.md,
+# docs/operations.md "Running on Citus"): a coordinator and two workers on
+# free loopback ports, every table distributed by migrate --citus; both
+# modes and the gateway phase under the short profile's faults but the
+# queue phase, plus the worker holding the busiest user's shard stopped
+# (pg_ctl stop -m immediate) and started again, then that shard moved to
+# the other worker (citus_move_shard_placement). CHAOSCITUSFLAGS: extra
+# flags of cmd/chaos.
+CHAOSCITUSFLAGS ?=
+chaos-citus:
+	CITUS_BUILD=$(CITUS_BUILD) ./scripts/test-chaos-citus.sh $(CHAOSCITUSFLAGS)
 
 # The store's tests through a real PgBouncer in transaction pooling mode,
 # in front of the throwaway cluster (scripts/with-pgbouncer.sh; needs

@@ -28,6 +28,7 @@
 //	go run ./cmd/chaos -profile short   # CI: both modes and the gateway phase
 //	go run ./cmd/chaos -profile long    # the soak: 10 minutes per mode
 //	go run ./cmd/chaos -failover        # on a pg_auto_failover formation, its primary killed (make test-failover)
+//	go run ./cmd/chaos -citus           # on a Citus cluster, a worker restarted and a shard moved (make chaos-citus)
 package main
 
 import (
@@ -77,7 +78,15 @@ func run() int {
 	failover := flag.Bool("failover", false, "run on a pg_auto_failover formation and SIGKILL its primary (profile failover unless -profile is given)")
 	async := flag.Bool("failover-async", false, "with -failover: commits do not wait for a standby (the contrast; may lose acknowledged writes)")
 	nodes := flag.Int("failover-nodes", 3, "with -failover: data nodes (a primary and its standbys)")
+	citus := flag.Bool("citus", false, "run on a Citus cluster (a coordinator, two workers), restart a worker and move a shard (profile citus unless -profile is given)")
 	flag.Parse()
+	if *citus && (*failover || *async) {
+		fmt.Fprintln(os.Stderr, "chaos: -citus and -failover are two databases; choose one")
+		return 2
+	}
+	if *citus && !isSet("profile") {
+		*profile = "citus"
+	}
 	var fo *chaos.FailoverConfig
 	if *failover || *async {
 		fo = &chaos.FailoverConfig{Nodes: *nodes, Async: *async}
@@ -88,7 +97,7 @@ func run() int {
 
 	p, ok := chaos.Profiles[*profile]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "chaos: unknown profile %q (want short, long or failover)\n", *profile)
+		fmt.Fprintf(os.Stderr, "chaos: unknown profile %q (want short, long, failover or citus)\n", *profile)
 		return 2
 	}
 	if *duration > 0 {
@@ -174,7 +183,7 @@ func run() int {
 	}
 
 	results, err := chaos.Run(ctx, chaos.Config{Profile: p, Modes: ms, Paymentsd: *bin, Bankd: *bankd, NATSServer: *natsServer,
-		Gateway: *gateway, Upstream: upstream, Seed: *seed, Log: os.Stderr, WorkDir: work, Failover: fo})
+		Gateway: *gateway, Upstream: upstream, Seed: *seed, Log: os.Stderr, WorkDir: work, Failover: fo, Citus: *citus})
 	if err != nil && len(results) == 0 {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		return 1

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -228,18 +229,25 @@ func (in *Injector) dbRestarts(ctx context.Context) {
 		return
 	}
 	every := in.Prof.Duration / time.Duration(n+1)
-	next := time.Now()
+	start := time.Now()
+	next := start
 	for range n {
 		next = next.Add(every)
 		if !in.sleep(ctx, max(time.Until(next), 0)) {
 			return
 		}
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		outage, err := in.DB.Disrupt(rctx)
+		at := time.Since(start)
+		d, err := in.DB.Disrupt(rctx)
 		cancel()
-		if outage > 0 {
-			in.Stats.addOutage(outage)
-			fmt.Fprintf(in.Log, "chaos: PostgreSQL disrupted; writes accepted again after %s\n", outage.Round(time.Millisecond))
+		if d.Took > 0 {
+			d.At = at
+			in.Stats.addOutage(d)
+			what := d.What
+			if d.Detail != "" {
+				what += " (" + d.Detail + ")"
+			}
+			fmt.Fprintf(in.Log, "chaos: PostgreSQL disrupted%s; over and writes accepted after %s\n", strings.TrimRight(" "+what, " "), d.Took.Round(time.Millisecond))
 		}
 		if err != nil {
 			fmt.Fprintf(in.Log, "chaos: disrupt PostgreSQL: %v\n", err)

@@ -323,6 +323,9 @@ func (f *Formation) DSN(db string) string {
 // front of it.
 func (f *Formation) ProxyTarget() string { return "" }
 
+// MigrateFlags: none on a formation, which is one PostgreSQL at a time.
+func (f *Formation) MigrateFlags() []string { return nil }
+
 // Describe names the formation.
 func (f *Formation) Describe() string {
 	mode := "synchronous"
@@ -350,17 +353,17 @@ func (f *Formation) Prepare(ctx context.Context, db string) error {
 // Disrupt SIGKILLs the primary's node, measures the time until a write
 // through the multi-host URL is accepted, then starts the killed node again
 // and waits until it is a secondary, so that the next kill leaves a copy.
-func (f *Formation) Disrupt(ctx context.Context) (time.Duration, error) {
+func (f *Formation) Disrupt(ctx context.Context) (Disruption, error) {
 	primary, err := f.primary(ctx)
 	if err != nil {
-		return 0, err
+		return Disruption{}, err
 	}
 	killed := time.Now()
 	f.kill(primary)
 	if err := f.settle(ctx, nil, 2*time.Minute, f.probeWrite); err != nil {
-		return 0, fmt.Errorf("no write accepted after %s was killed: %w", primary.name, err)
+		return Disruption{}, fmt.Errorf("no write accepted after %s was killed: %w", primary.name, err)
 	}
-	outage := time.Since(killed)
+	outage := Disruption{Took: time.Since(killed)}
 	if err := f.start(primary, "run", "--pgdata", primary.data); err != nil {
 		return outage, err
 	}

@@ -156,7 +156,7 @@ func (m *modeRun) exerciseGateway(ctx context.Context) (*Verdict, error) {
 		return nil, err
 	}
 	direct := m.pg.DSN(m.db)
-	if _, err := m.command(ctx, m.Gateway, "migrate", "--db", direct); err != nil {
+	if _, err := m.command(ctx, m.Gateway, append([]string{"migrate", "--db", direct}, m.pg.MigrateFlags()...)...); err != nil {
 		return nil, err
 	}
 	ups := map[string]*upstreamProc{}

@@ -28,12 +28,28 @@ type Database interface {
 	ProxyTarget() string
 	// Prepare sets up database db once it is created.
 	Prepare(ctx context.Context, db string) error
-	// Disrupt is the database's fault while traffic flows: a restart, or
-	// a SIGKILL of the primary. It returns the time from the fault until
-	// the database accepted writes again.
-	Disrupt(ctx context.Context) (time.Duration, error)
+	// Disrupt is the database's fault while traffic flows: a restart, a
+	// SIGKILL of the primary, a Citus worker restarted or a shard moved.
+	Disrupt(ctx context.Context) (Disruption, error)
+	// MigrateFlags are added to the migrate commands of paymentsd and
+	// idem-gateway (Citus: --citus).
+	MigrateFlags() []string
 	Describe() string
 	Close()
+}
+
+// Disruption is one fault of the database.
+type Disruption struct {
+	// What names it when the database has faults of several kinds; ""
+	// for a cluster's restart and a formation's primary kill.
+	What string
+	// Detail says more of it, for the log.
+	Detail string
+	// At is when it began, from the start of the faults.
+	At time.Duration
+	// Took is the time from the fault until the database accepted writes
+	// again (a shard move: the move's own time).
+	Took time.Duration
 }
 
 // Cluster is a throwaway PostgreSQL cluster of the harness's own: it must be
@@ -89,12 +105,18 @@ func newServerDir(prefix string) (serverDir, error) {
 
 // StartCluster creates and starts a cluster.
 func StartCluster(ctx context.Context) (*Cluster, error) {
+	return startCluster(ctx, "idem-chaos-pg-", "")
+}
+
+// startCluster creates and starts a cluster in a temp dir named prefix…,
+// with the server settings opts added to the harness's.
+func startCluster(ctx context.Context, prefix, opts string) (*Cluster, error) {
 	bindir, err := findBindir()
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{bindir: bindir}
-	if c.serverDir, err = newServerDir("idem-chaos-pg-"); err != nil {
+	if c.serverDir, err = newServerDir(prefix); err != nil {
 		return nil, err
 	}
 	c.data = filepath.Join(c.dir, "data")
@@ -116,7 +138,7 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 			break
 		}
 		c.opts = fmt.Sprintf("-c listen_addresses=127.0.0.1 -p %d -k %s -c fsync=off -c full_page_writes=off "+
-			"-c max_connections=400 -c shared_buffers=128MB", c.port, sock)
+			"-c max_connections=400 -c shared_buffers=128MB %s", c.port, sock, opts)
 		if err = c.ctl(ctx, "start"); err == nil {
 			return c, nil
 		}
@@ -152,11 +174,14 @@ func (c *Cluster) Prepare(context.Context, string) error { return nil }
 func (c *Cluster) Restart(ctx context.Context) error { return c.ctl(ctx, "restart", "-m", "fast") }
 
 // Disrupt restarts the server and returns how long the restart took.
-func (c *Cluster) Disrupt(ctx context.Context) (time.Duration, error) {
+func (c *Cluster) Disrupt(ctx context.Context) (Disruption, error) {
 	start := time.Now()
 	err := c.Restart(ctx)
-	return time.Since(start), err
+	return Disruption{Took: time.Since(start)}, err
 }
+
+// MigrateFlags: none on one server.
+func (c *Cluster) MigrateFlags() []string { return nil }
 
 // Close stops the server and removes its files.
 func (c *Cluster) Close() {

@@ -145,6 +145,20 @@ var Profiles = map[string]Profile{
 	},
 }
 
+// The citus profile runs on a Citus cluster of the harness's own (make
+// chaos-citus): short's replicas, callers, kills, link faults, races,
+// payouts and gateway phase, without the queue phase, for 45 s with two
+// disruptions of the database 15 s apart: the worker holding the busiest
+// user's shard stopped and started again, then that user's shard moved to
+// the other worker, both while traffic flows.
+func init() {
+	p := Profiles["short"]
+	p.Name, p.Duration, p.DBRestarts = "citus", 45*time.Second, 2
+	p.QueueProducers, p.QueueLanes, p.BrokerNodes, p.BrokerRestarts = 0, 0, 0, 0
+	p.QueueTimeout, p.QueueQuiet, p.BrokerDown = 0, 0, 0
+	Profiles["citus"] = p
+}
+
 // patient returns the front-proxy timeout and SDK of the patient callers.
 // Their double taps are three times as frequent: a tap that lands on a
 // frozen replica while its twin takes the expired lease elsewhere is the

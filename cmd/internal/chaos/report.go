@@ -46,21 +46,20 @@ type Stats struct {
 	Payouts            PayoutStats
 
 	outageMu sync.Mutex
-	outages  []time.Duration // guarded by outageMu: per database disruption, the time until writes were accepted again
+	outages  []Disruption // guarded by outageMu: the database disruptions, in order
 }
 
-func (s *Stats) addOutage(d time.Duration) {
+func (s *Stats) addOutage(d Disruption) {
 	s.outageMu.Lock()
 	defer s.outageMu.Unlock()
 	s.outages = append(s.outages, d)
 }
 
-// Outages returns, per database disruption, the time from the fault (a
-// restart, a SIGKILL of the primary) until writes were accepted again.
-func (s *Stats) Outages() []time.Duration {
+// Outages returns the database disruptions, in the order they happened.
+func (s *Stats) Outages() []Disruption {
 	s.outageMu.Lock()
 	defer s.outageMu.Unlock()
-	return append([]time.Duration(nil), s.outages...)
+	return append([]Disruption(nil), s.outages...)
 }
 
 // ConnFaultTotal is the number of connection faults of every kind.
@@ -229,10 +228,29 @@ func PrintTable(out io.Writer, p Profile, results []*Result) {
 	row("  time to the first accepted write", func(r *Result) string {
 		var ds []string
 		for _, d := range r.Stats.Outages() {
-			ds = append(ds, d.Round(100*time.Millisecond).String())
+			ds = append(ds, d.Took.Round(100*time.Millisecond).String())
 		}
 		return strings.Join(ds, " ")
 	})
+	// A database with disruptions of several kinds (Citus: a worker
+	// restart, a shard move) says which came when, a row for each.
+	named := 0
+	for _, r := range results {
+		for i, d := range r.Stats.Outages() {
+			if d.What != "" {
+				named = max(named, i+1)
+			}
+		}
+	}
+	for i := range named {
+		row(fmt.Sprintf("  %d: what, seconds into the faults", i+1), func(r *Result) string {
+			ds := r.Stats.Outages()
+			if i >= len(ds) || ds[i].What == "" {
+				return "-"
+			}
+			return fmt.Sprintf("%s at %.0fs", ds[i].What, ds[i].At.Seconds())
+		})
+	}
 	row("  disruptions not completed (must be 0)", v(func(v *Verdict) int { return v.DBFaults }))
 	modeRow("operations (a key and its body)", v(func(v *Verdict) int { return v.Keys }))
 	modeRow("operations that moved money", v(func(v *Verdict) int { return v.Executed }))

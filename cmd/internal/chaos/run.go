@@ -34,9 +34,12 @@ type Config struct {
 	// Failover, when set, runs on a pg_auto_failover formation instead
 	// of a throwaway cluster.
 	Failover *FailoverConfig
+	// Citus, when set, runs on a Citus cluster of its own (a coordinator
+	// and two workers) instead, every table distributed.
+	Citus bool
 }
 
-// Run starts a PostgreSQL cluster (or formation), runs every mode against
+// Run starts a PostgreSQL cluster (or formation, or Citus cluster), runs every mode against
 // it, and returns one result per mode. An error means the harness itself
 // could not run.
 func Run(ctx context.Context, cfg Config) ([]*Result, error) {
@@ -45,11 +48,14 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	}
 	var db Database
 	var err error
-	if cfg.Failover != nil {
+	switch {
+	case cfg.Failover != nil:
 		fo := *cfg.Failover
 		fo.LogDir = cfg.WorkDir
 		db, err = StartFormation(ctx, fo)
-	} else {
+	case cfg.Citus:
+		db, err = StartCitus(ctx, 2)
+	default:
 		db, err = StartCluster(ctx)
 	}
 	if err != nil {
@@ -120,7 +126,7 @@ func (m *modeRun) exercise(ctx context.Context) (*Verdict, error) {
 	if err := m.pg.Prepare(ctx, m.db); err != nil {
 		return nil, err
 	}
-	if _, err := m.paymentsd(ctx, "migrate", "--db", direct); err != nil {
+	if _, err := m.paymentsd(ctx, append([]string{"migrate", "--db", direct}, m.pg.MigrateFlags()...)...); err != nil {
 		return nil, err
 	}
 	// One user per caller, one for the late caller, one for the racer,
