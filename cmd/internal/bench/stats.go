@@ -113,6 +113,8 @@ type sample struct {
 	CPU     cpuTimes
 	Effects *effectCheck `json:"Storm"` // as Row.Effects
 	Top     []topStatement
+	// Workers are each Citus worker's share, for a variant on Citus.
+	Workers []WorkerSample `json:",omitempty"`
 }
 
 func newSample(name string, round int, t *tally, d time.Duration) *sample {
