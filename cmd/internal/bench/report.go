@@ -340,21 +340,27 @@ func outcomes(m map[string]int) string {
 func (rep *Report) Statements() string {
 	var b strings.Builder
 	for _, s := range rep.Samples {
-		if len(s.Top) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "### %s (round %d, %d requests)\n\n| calls/req | mean ms | statement |\n| ---: | ---: | --- |\n", s.Variant, s.Round, s.Total)
-		for _, t := range s.Top {
-			q := t.Query
-			if len(q) > 140 {
-				q = q[:140] + "…"
-			}
-			q = strings.ReplaceAll(q, "|", "\\|")
-			fmt.Fprintf(&b, "| %.2f | %.3f | `%s` |\n", float64(t.Calls)/float64(max(s.Total, 1)), t.MeanMS, q)
-		}
-		b.WriteString("\n")
+		statementTable(&b, s.Variant, s, s.Top)
+		statementTable(&b, s.Variant+", on the first Citus worker (calls per request of the cluster)", s, s.WorkerTop)
 	}
 	return b.String()
+}
+
+// statementTable writes one profile, top, of sample s under title.
+func statementTable(b *strings.Builder, title string, s *sample, top []topStatement) {
+	if len(top) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "### %s (round %d, %d requests)\n\n| calls/req | mean ms | statement |\n| ---: | ---: | --- |\n", title, s.Round, s.Total)
+	for _, t := range top {
+		q := t.Query
+		if len(q) > 140 {
+			q = q[:140] + "…"
+		}
+		q = strings.ReplaceAll(q, "|", "\\|")
+		fmt.Fprintf(b, "| %.2f | %.3f | `%s` |\n", float64(t.Calls)/float64(max(s.Total, 1)), t.MeanMS, q)
+	}
+	b.WriteString("\n")
 }
 
 // Rewrite reads a report's JSON (results.json, growth.json or sweep.json)

@@ -586,6 +586,11 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 		if s.Top, err = topStatements(ctx, pool, 16); err != nil {
 			return nil, err
 		}
+		if v.citus != nil {
+			if s.WorkerTop, err = topStatements(ctx, v.citus.workers[0].pool, 16); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return s, nil
 }
