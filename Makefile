@@ -45,6 +45,8 @@
 #   make bench-growth                      the benchmark with 10 million keys against an empty table
 #   make bench-gateway                     only idem-gateway on PostgreSQL in front of upstreams in Go and Node (results/bench/gateway.md)
 #   make bench-memory                      paymentsd's peak memory under hostile uploads (results/bench/memory.md)
+#   make bench-citus                       fresh and replay on a durable Citus cluster (a coordinator, two workers,
+#                                          32 shards) beside one durable PostgreSQL (results/bench/citus)
 #   make bench-sweep                       paymentsd's latency while 'paymentsd keys sweep' deletes 1 million of
 #                                          10 million keys (results/bench-sweep; about 10 minutes, up to 16 GB of disk)
 #   make check-modules                     each adapter and store in a scratch module outside the tree:
@@ -110,7 +112,11 @@ PARTITIONED_E2E   ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClient
 .DEFAULT_GOAL := test
 .PHONY: test-console test-clients
 .PHONY: check-modules release release-tags
+<<<<<<< HEAD
 .PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover chaos-citus test-pgbouncer test-partitioned test-citus bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
+=======
+.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned test-citus bench bench-citus bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
+>>>>>>> citus-bench
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
@@ -277,6 +283,17 @@ model:
 BENCHFLAGS ?=
 bench:
 	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench $(BENCHFLAGS)
+
+# paymentsd on a Citus cluster (scripts/test-citus.sh, durable, Citus's
+# default of 32 shards per table) and on one PostgreSQL started inside it,
+# each variant's twins back to back in every round (docs/benchmarks.md).
+# Citus must be installed (make test-citus builds it). Short by default:
+# BENCHFLAGS='-rounds 5 -duration 10s' for the full length.
+CITUS_BENCHFLAGS ?= -rounds 3 -duration 5s
+bench-citus:
+	PG_DURABLE=1 CITUS_SHARD_COUNT=$${CITUS_SHARD_COUNT:-32} scripts/test-citus.sh \
+		sh -c 'export CITUS_URL="$$DATABASE_URL"; unset DATABASE_URL; exec "$$@"' sh \
+		$(TEST_PG) $(GO) run ./cmd/bench -citus $(CITUS_BENCHFLAGS) $(BENCHFLAGS)
 
 bench-growth:
 	PG_DURABLE=1 $(TEST_PG) $(GO) run ./cmd/bench -growth $(BENCHFLAGS)

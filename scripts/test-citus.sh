@@ -25,7 +25,9 @@
 # prepared transactions (a transaction over shards of several workers
 # commits in two phases), the nodes' connections to each other without TLS
 # on loopback, and CITUS_SHARD_COUNT shards per distributed table (default
-# 4: the tests create hundreds of schemas; Citus's default is 32).
+# 4: the tests create hundreds of schemas; Citus's default is 32). With
+# PG_DURABLE=1 (make bench-citus) every node also preloads
+# pg_stat_statements, as test-postgres.sh's durable cluster does.
 set -euo pipefail
 
 prog=test-citus
@@ -47,7 +49,13 @@ if [ -z "${_CITUS_LEFT:-}" ]; then
 		exec "$@"
 	fi
 	export _CITUS_LEFT=$((1 + ${CITUS_WORKERS:-2})) _CITUS_URLS=""
-	export PG_OPTS="${PG_OPTS:-} -c shared_preload_libraries=citus -c wal_level=logical -c max_prepared_transactions=300 -c max_wal_senders=20 -c max_replication_slots=20 -c citus.node_conninfo=sslmode=disable -c citus.shard_count=${CITUS_SHARD_COUNT:-4}"
+	# A durable cluster (PG_DURABLE=1, the benchmark's) keeps the
+	# pg_stat_statements test-postgres.sh preloads for it: Citus first.
+	preload_more=""
+	if [ "${PG_DURABLE:-}" = 1 ]; then
+		preload_more=,pg_stat_statements
+	fi
+	export PG_OPTS="${PG_OPTS:-} -c shared_preload_libraries=citus$preload_more -c wal_level=logical -c max_prepared_transactions=300 -c max_wal_senders=20 -c max_replication_slots=20 -c citus.node_conninfo=sslmode=disable -c citus.shard_count=${CITUS_SHARD_COUNT:-4}"
 else
 	_CITUS_URLS="${_CITUS_URLS:+$_CITUS_URLS }$DATABASE_URL"
 	unset DATABASE_URL

@@ -10,6 +10,7 @@
 //	make bench-growth                # fresh and replay with 10 million keys against an empty table
 //	make bench-gateway               # only idem-gateway, in front of upstreams in Go and Node
 //	make bench-sweep                 # paymentsd's latency while 'paymentsd keys sweep' deletes 1M of 10M keys
+//	make bench-citus                 # fresh and replay on a Citus cluster beside one PostgreSQL
 //	DATABASE_URL=postgres://… go run ./cmd/bench [flags]
 //
 // It runs from the repository (it builds ./cmd/paymentsd). The servers are
@@ -62,6 +63,8 @@ func main() {
 	flag.BoolVar(&cfg.Memory, "memory", false, "the memory run: paymentsd's peak resident memory (VmHWM) under hostile uploads (results/bench/memory.md)")
 	flag.BoolVar(&cfg.GatewayOnly, "gateway", false, "the gateway run: only idem-gateway on PostgreSQL in front of an upstream in Go and one in Node, against each called directly (results/bench/gateway.md; a few minutes)")
 	flag.StringVar(&cfg.MemoryOnly, "memory-only", "", "with -memory, only the loads whose name contains this text (e.g. idem-gateway)")
+	citus := flag.Bool("citus", false, "the Citus run: fresh and replay in both modes and the bare server on the Citus coordinator of CITUS_URL "+
+		"(its workers in CITUS_WORKER_URLS, separated by spaces), each beside the same on the one PostgreSQL of DATABASE_URL (results/bench/citus; make bench-citus)")
 	flag.BoolVar(&cfg.Growth, "growth", false, "the growth run: fresh and replay with -growth-rows keys against an empty table")
 	rewrite := flag.String("rewrite", "", "write the Markdown and charts of an earlier run again from its JSON (results/bench/results.json, growth.json, results/bench-sweep/sweep.json), without running")
 	flag.IntVar(&cfg.GrowthRows, "growth-rows", 10_000_000, "rows preloaded into the key table for -growth")
@@ -84,6 +87,12 @@ func main() {
 		return
 	}
 	cfg.DatabaseURL = os.Getenv("DATABASE_URL")
+	if *citus {
+		if cfg.CitusURL = os.Getenv("CITUS_URL"); cfg.CitusURL == "" {
+			log.Fatal("bench: -citus needs CITUS_URL, the coordinator (make bench-citus starts a cluster)")
+		}
+		cfg.CitusWorkers = strings.Fields(os.Getenv("CITUS_WORKER_URLS"))
+	}
 	log.SetFlags(log.Ltime)
 	cfg.Logf = log.Printf
 

@@ -99,6 +99,14 @@ type Config struct {
 	// front of its upstreams in Go and Node and against them called
 	// directly, into gateway.md.
 	GatewayOnly bool
+	// CitusURL, when set, runs the Citus comparison instead of the main
+	// run (citus.go): paymentsd's fresh and replay in both modes, and the
+	// bare server, on a Citus coordinator whose tables `paymentsd migrate
+	// --citus` distributed, each right behind the same variant on the one
+	// PostgreSQL of DatabaseURL. CitusWorkers are the workers' URLs, read
+	// for their share of the requests.
+	CitusURL     string
+	CitusWorkers []string
 	// MemoryOnly runs only the memory loads whose name contains it.
 	MemoryOnly    string
 	SweepRows     int
@@ -159,13 +167,16 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("bench: rounds, users and replay keys must be positive")
 	}
 	runs := 0
-	for _, on := range []bool{c.Growth, c.Sweep, c.Memory, c.GatewayOnly} {
+	for _, on := range []bool{c.Growth, c.Sweep, c.Memory, c.GatewayOnly, c.CitusURL != ""} {
 		if on {
 			runs++
 		}
 	}
 	if runs > 1 {
-		return c, errors.New("bench: -growth, -sweep, -memory and -gateway are runs of their own: choose one")
+		return c, errors.New("bench: -growth, -sweep, -memory, -gateway and -citus are runs of their own: choose one")
+	}
+	if c.CitusURL != "" && len(c.CitusWorkers) == 0 {
+		return c, errors.New("bench: the Citus run needs the workers' URLs (CITUS_WORKER_URLS)")
 	}
 	if c.Sweep && (c.SweepExpired < 0 || c.SweepExpired >= c.SweepRows || c.SweepRate < 1 || c.SweepWindow < 0 || c.SweepBaseline < 0) {
 		return c, fmt.Errorf("bench: the sweep run needs 0 ≤ expired (%d) < rows (%d), a positive rate and positive durations",

@@ -24,5 +24,8 @@
 // sweep process is stopped. The gateway run (Config.GatewayOnly,
 // gateway.go) measures idem-gateway alone, in front of an upstream in Go
 // and one in Node that each make one durable INSERT per request, against
-// each upstream called directly; the main run has the same variants.
+// each upstream called directly; the main run has the same variants. The
+// Citus run (Config.CitusURL, citus.go) runs fresh, replay and bare on a
+// Citus coordinator, each right behind the same on one PostgreSQL, and
+// reads each worker's share of the requests.
 package bench

@@ -190,14 +190,7 @@ func (r *runner) gateway(ctx context.Context) (*Report, error) {
 	if vs, err = r.only(pairBaselines(vs)); err != nil {
 		return nil, err
 	}
-	machine.LoadBefore = loadAvg()
-	samples, err := r.rounds(ctx, vs)
-	if err != nil {
-		return nil, err
-	}
-	machine.LoadAfter = loadAvg()
-	rep := newReport(cfg, machine, vs, samples)
-	return rep, rep.write(cfg.Out, "")
+	return r.measure(ctx, machine, vs, nil)
 }
 
 // gatewayRatios are the gateway's targets (issue: the gateway, fast):

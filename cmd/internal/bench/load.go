@@ -61,6 +61,7 @@ type variant struct {
 	db     *database     // where its data lives
 	pool   *pgxpool.Pool // the ceiling's own connections
 	replay func(r *rand.Rand) request
+	citus  *cluster // the Citus cluster db is on, whose workers are read; nil for one PostgreSQL
 	// checked: every key sent is counted in the ledger (and at the bank)
 	// after each segment (effects.go).
 	checked bool

@@ -16,6 +16,7 @@ type Report struct {
 	Settings string // the run's parameters, one line
 	Growth   bool
 	Gateway  bool         // the gateway run's (Config.GatewayOnly)
+	Citus    int          `json:",omitempty"` // the Citus run's (Config.CitusURL): its workers
 	Sweep    *SweepResult `json:",omitempty"` // the sweep run's, instead of the three below
 	Rows     []Row        `json:",omitempty"`
 	Ratios   []Ratio      `json:",omitempty"`
@@ -39,6 +40,9 @@ type Row struct {
 	CPU             cpuTimes // CPU ms per request, medians
 	Peer            string   `json:",omitempty"` // the process CPU.Peer is of: bankd, nats-server
 	Outcomes        map[string]int
+	// Workers are each Citus worker's figures, medians; a variant on one
+	// PostgreSQL has none.
+	Workers []WorkerSample `json:",omitempty"`
 	// Effects is summed over the rounds; "Storm" in the JSON, as in the
 	// reports from before the doors, so that Rewrite reads those.
 	Effects *effectCheck `json:"Storm"`
@@ -72,9 +76,17 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 	for _, v := range vs {
 		row := Row{Variant: v.name, Outcomes: map[string]int{}}
 		var rps, p50, p99, stmts, trips, ptrips, wal, syncs, cs, cp, cg, co []float64
+		var workers [][3][]float64 // per worker: transactions, statements, CPU
 		for _, s := range samples {
 			if s.Variant != v.name {
 				continue
+			}
+			for i, w := range s.Workers {
+				if i == len(workers) {
+					workers = append(workers, [3][]float64{})
+				}
+				f := &workers[i]
+				f[0], f[1], f[2] = append(f[0], w.CommitsPerReq), append(f[1], w.StmtsPerReq), append(f[2], w.CPU)
 			}
 			rps, p50, p99 = append(rps, s.RPS), append(p50, ms(s.P50)), append(p99, ms(s.P99))
 			stmts, wal, syncs = append(stmts, s.StmtsPerReq), append(wal, s.WALPerReq), append(syncs, s.SyncsPerReq)
@@ -103,6 +115,9 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 		if v.peer != nil {
 			row.Peer = v.peer.name
 		}
+		for _, f := range workers {
+			row.Workers = append(row.Workers, WorkerSample{CommitsPerReq: median(f[0]), StmtsPerReq: median(f[1]), CPU: median(f[2])})
+		}
 		rep.Rows = append(rep.Rows, row)
 	}
 	switch {
@@ -110,6 +125,8 @@ func newReport(cfg Config, m Machine, vs []*variant, samples []*sample) *Report 
 		rep.growthRatios()
 	case cfg.GatewayOnly:
 		rep.gatewayRatios()
+	case cfg.CitusURL != "":
+		rep.citusRatios()
 	default:
 		rep.mainRatios()
 	}
@@ -205,6 +222,8 @@ func (rep *Report) names() (name, title string) {
 		return "gateway", "Gateway benchmark"
 	case rep.Sweep != nil:
 		return "sweep", "Sweep benchmark"
+	case rep.Citus > 0:
+		return "citus", "Citus benchmark"
 	}
 	return "results", "Benchmark"
 }
@@ -284,6 +303,9 @@ func (rep *Report) Markdown(prefix string) string {
 	for _, r := range rep.Ratios {
 		fmt.Fprintf(&b, "| %s | %.2f | %.2f–%.2f | %s | %s |\n", r.Name, r.Value, r.Lo, r.Hi, r.Target, r.verdict())
 	}
+	if rep.Citus > 0 {
+		rep.citusMarkdown(&b)
+	}
 	checked := false
 	for _, r := range rep.Rows {
 		if r.Effects != nil {
@@ -318,21 +340,27 @@ func outcomes(m map[string]int) string {
 func (rep *Report) Statements() string {
 	var b strings.Builder
 	for _, s := range rep.Samples {
-		if len(s.Top) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "### %s (round %d, %d requests)\n\n| calls/req | mean ms | statement |\n| ---: | ---: | --- |\n", s.Variant, s.Round, s.Total)
-		for _, t := range s.Top {
-			q := t.Query
-			if len(q) > 140 {
-				q = q[:140] + "…"
-			}
-			q = strings.ReplaceAll(q, "|", "\\|")
-			fmt.Fprintf(&b, "| %.2f | %.3f | `%s` |\n", float64(t.Calls)/float64(max(s.Total, 1)), t.MeanMS, q)
-		}
-		b.WriteString("\n")
+		statementTable(&b, s.Variant, s, s.Top)
+		statementTable(&b, s.Variant+", on the first Citus worker (calls per request of the cluster)", s, s.WorkerTop)
 	}
 	return b.String()
+}
+
+// statementTable writes one profile, top, of sample s under title.
+func statementTable(b *strings.Builder, title string, s *sample, top []topStatement) {
+	if len(top) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "### %s (round %d, %d requests)\n\n| calls/req | mean ms | statement |\n| ---: | ---: | --- |\n", title, s.Round, s.Total)
+	for _, t := range top {
+		q := t.Query
+		if len(q) > 140 {
+			q = q[:140] + "…"
+		}
+		q = strings.ReplaceAll(q, "|", "\\|")
+		fmt.Fprintf(b, "| %.2f | %.3f | `%s` |\n", float64(t.Calls)/float64(max(s.Total, 1)), t.MeanMS, q)
+	}
+	b.WriteString("\n")
 }
 
 // Rewrite reads a report's JSON (results.json, growth.json or sweep.json)

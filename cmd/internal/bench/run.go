@@ -44,8 +44,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 		cfg.Out = filepath.Join(root, "results", "bench")
-		if cfg.Sweep {
+		switch {
+		case cfg.Sweep:
 			cfg.Out += "-sweep"
+		case cfg.CitusURL != "":
+			cfg.Out = filepath.Join(cfg.Out, "citus")
 		}
 	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
@@ -66,7 +69,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	if cfg.Gateway == "" && !cfg.Growth && !cfg.Sweep {
+	if cfg.Gateway == "" && !cfg.Growth && !cfg.Sweep && cfg.CitusURL == "" {
 		cfg.Logf("building idem-gateway")
 		if r.cfg.Gateway, err = r.buildGateway(ctx); err != nil {
 			return nil, err
@@ -93,6 +96,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.GatewayOnly {
 		return r.gateway(ctx)
+	}
+	if cfg.CitusURL != "" {
+		return r.citus(ctx)
 	}
 	return r.main(ctx)
 }
@@ -148,7 +154,7 @@ func (r *runner) dispose(ctx context.Context, db *database) {
 		db.pool.Close()
 		return
 	}
-	_ = db.drop(context.WithoutCancel(ctx), r.cfg.DatabaseURL)
+	_ = db.drop(context.WithoutCancel(ctx))
 }
 
 func (r *runner) stopServers() {
@@ -354,14 +360,24 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	if vs, err = r.only(pairBaselines(vs)); err != nil {
 		return nil, err
 	}
+	return r.measure(ctx, machine, vs, nil)
+}
+
+// measure runs the rounds of vs, and writes their report into
+// Config.Out, with the machine's load before and after; set, when not
+// nil, completes the report before it is written.
+func (r *runner) measure(ctx context.Context, machine Machine, vs []*variant, set func(*Report)) (*Report, error) {
 	machine.LoadBefore = loadAvg()
 	samples, err := r.rounds(ctx, vs)
 	if err != nil {
 		return nil, err
 	}
 	machine.LoadAfter = loadAvg()
-	rep := newReport(cfg, machine, vs, samples)
-	return rep, rep.write(cfg.Out, "")
+	rep := newReport(r.cfg, machine, vs, samples)
+	if set != nil {
+		set(rep)
+	}
+	return rep, rep.write(r.cfg.Out, "")
 }
 
 // pairBaselines moves each baseline variant ("X (baseline)") right behind
@@ -486,6 +502,13 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if err != nil {
 		return nil, err
 	}
+	meter, workersBefore := r.cpu, []workerCounts(nil)
+	if v.citus != nil {
+		meter = v.citus.coordinator
+		if workersBefore, err = v.citus.counts(ctx, r.pgss, true); err != nil {
+			return nil, err
+		}
+	}
 	if before.RoundTrips, before.PeerTrips, err = roundTrips(ctx, v); err != nil {
 		return nil, err
 	}
@@ -497,10 +520,13 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 		peerPID = v.peer.cmd.Process.Pid
 	}
 	w := newWindow(r.cfg.Warmup, r.cfg.Duration)
-	cpuFrom := make(chan cpuTimes, 1)
+	cpuFrom, workerCPUFrom := make(chan cpuTimes, 1), make(chan []float64, 1)
 	go func() {
 		time.Sleep(time.Until(w.from))
-		cpuFrom <- r.cpu.read(serverPID, peerPID)
+		cpuFrom <- meter.read(serverPID, peerPID)
+		if v.citus != nil {
+			workerCPUFrom <- v.citus.cpu()
+		}
 	}()
 	var profiled chan error
 	if v.srv != nil && v.srv.pprof != "" && last {
@@ -519,7 +545,11 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if err != nil {
 		return nil, err
 	}
-	cpu := r.cpu.read(serverPID, peerPID).sub(<-cpuFrom)
+	cpu := meter.read(serverPID, peerPID).sub(<-cpuFrom)
+	var workerCPU, workerCPUTo []float64
+	if v.citus != nil {
+		workerCPUTo, workerCPU = v.citus.cpu(), <-workerCPUFrom
+	}
 	if profiled != nil {
 		if err := <-profiled; err != nil {
 			return nil, err
@@ -535,6 +565,13 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	}
 	s := newSample(v.name, round, t, r.cfg.Duration)
 	s.counters(before, after)
+	if v.citus != nil {
+		workersAfter, err := v.citus.counts(ctx, r.pgss, false)
+		if err != nil {
+			return nil, err
+		}
+		s.Workers = workerSamples(workersBefore, workersAfter, workerCPU, workerCPUTo, s.Total, s.Measured)
+	}
 	if s.Measured > 0 {
 		s.CPU = cpu.per(float64(s.Measured) / 1000) // CPU ms per request
 	}
@@ -548,6 +585,11 @@ func (r *runner) segment(ctx context.Context, v *variant, round int, last bool) 
 	if last && r.pgss {
 		if s.Top, err = topStatements(ctx, pool, 16); err != nil {
 			return nil, err
+		}
+		if v.citus != nil {
+			if s.WorkerTop, err = topStatements(ctx, v.citus.workers[0].pool, 16); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return s, nil

@@ -28,10 +28,11 @@ type user struct {
 	hash   []byte
 }
 
-// database is one schema of the run: its URL (search_path set), a pool on
-// it for the generator, and its users.
+// database is one schema of the run: the server's URL it was made on, its
+// own URL (search_path set), a pool on it for the generator, and its users.
 type database struct {
 	schema string
+	base   string
 	url    string
 	pool   *pgxpool.Pool
 	users  []user
@@ -40,8 +41,9 @@ type database struct {
 // newDatabase creates a schema with the key table and the wallet, and
 // users with an API key each, a large USD balance and an empty EUR one.
 // The tables are this build's, or, when migrator names a paymentsd binary
-// (a baseline's), that build's, made by its migrate command.
-func newDatabase(ctx context.Context, baseURL, prefix, migrator string, users, conns int) (*database, error) {
+// (a baseline's, or this build's for a Citus coordinator), that build's,
+// made by its migrate command with migrateArgs.
+func newDatabase(ctx context.Context, baseURL, prefix, migrator string, users, conns int, migrateArgs ...string) (*database, error) {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	schema := prefix + "_" + hex.EncodeToString(b[:])
@@ -60,7 +62,7 @@ func newDatabase(ctx context.Context, baseURL, prefix, migrator string, users, c
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	db := &database{schema: schema, url: u.String()}
+	db := &database{schema: schema, base: baseURL, url: u.String()}
 	cfg, err := pgxpool.ParseConfig(db.url)
 	if err != nil {
 		return nil, err
@@ -69,7 +71,7 @@ func newDatabase(ctx context.Context, baseURL, prefix, migrator string, users, c
 	if db.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		return nil, err
 	}
-	if err := migrate(ctx, db, migrator); err != nil {
+	if err := migrate(ctx, db, migrator, migrateArgs...); err != nil {
 		return nil, err
 	}
 	if _, err := db.pool.Exec(ctx, createTrivial); err != nil {
@@ -110,10 +112,11 @@ func newDatabase(ctx context.Context, baseURL, prefix, migrator string, users, c
 }
 
 // migrate makes db's key table and wallet: this build's, or those of the
-// paymentsd binary migrator.
-func migrate(ctx context.Context, db *database, migrator string) error {
+// paymentsd binary migrator, whose migrate command gets args.
+func migrate(ctx context.Context, db *database, migrator string, args ...string) error {
 	if migrator != "" {
-		out, err := exec.CommandContext(ctx, migrator, "migrate", "--db", db.url).CombinedOutput()
+		argv := append([]string{"migrate", "--db", db.url}, args...)
+		out, err := exec.CommandContext(ctx, migrator, argv...).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("%s migrate: %w: %s", migrator, err, tail(string(out), 5))
 		}
@@ -127,9 +130,9 @@ func migrate(ctx context.Context, db *database, migrator string) error {
 }
 
 // drop closes the pool and drops the schema.
-func (db *database) drop(ctx context.Context, baseURL string) error {
+func (db *database) drop(ctx context.Context) error {
 	db.pool.Close()
-	conn, err := pgx.Connect(ctx, baseURL)
+	conn, err := pgx.Connect(ctx, db.base)
 	if err != nil {
 		return err
 	}

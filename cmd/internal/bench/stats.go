@@ -113,6 +113,10 @@ type sample struct {
 	CPU     cpuTimes
 	Effects *effectCheck `json:"Storm"` // as Row.Effects
 	Top     []topStatement
+	// Workers are each Citus worker's share, for a variant on Citus;
+	// WorkerTop is the statement profile of its first worker, as Top.
+	Workers   []WorkerSample `json:",omitempty"`
+	WorkerTop []topStatement `json:",omitempty"`
 }
 
 func newSample(name string, round int, t *tally, d time.Duration) *sample {
