@@ -112,11 +112,7 @@ PARTITIONED_E2E   ?= -run '^(TestAPI|TestMigrate|TestTypedClient|TestTypedClient
 .DEFAULT_GOAL := test
 .PHONY: test-console test-clients
 .PHONY: check-modules release release-tags
-<<<<<<< HEAD
-.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover chaos-citus test-pgbouncer test-partitioned test-citus bench bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
-=======
-.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover test-pgbouncer test-partitioned test-citus bench bench-citus bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
->>>>>>> citus-bench
+.PHONY: test test-short test-cmd test-adapters test-readme test-rabbitmq test-mysql vet fmt fmt-check check-cc chaos chaos-long test-failover chaos-citus test-pgbouncer test-partitioned test-citus bench bench-citus bench-growth bench-gateway bench-memory bench-sweep model lint-openapi
 
 # Prerequisites run one at a time, left to right: the C compiler check comes
 # before anything else, and the tests run only if the checks pass.
