@@ -74,8 +74,13 @@ func TestPaymentsdPendingPayout(t *testing.T) {
 			if st := text(t, ctx, "#state"); st != "unfinished" {
 				t.Fatalf("record page: state %q, want unfinished", st)
 			}
-			if page := text(t, ctx, "main"); !strings.Contains(page, "pending") || !strings.Contains(page, "acct-42") {
+			page := text(t, ctx, "main")
+			if !strings.Contains(page, "pending") || !strings.Contains(page, "acct-42") {
 				t.Fatalf("record page shows no pending payout to acct-42:\n%s", page)
+			}
+			// Nothing listens at the bank's address: the call was refused.
+			if !strings.Contains(page, "Why the bank outcome is unknown") || !strings.Contains(page, "no answer: the call to the bank failed") {
+				t.Fatalf("record page does not say why the bank outcome is unknown:\n%s", page)
 			}
 			// The payout's debit, as the ledger holds it: its entry number
 			// and when it was written.
@@ -93,6 +98,9 @@ func TestPaymentsdPendingPayout(t *testing.T) {
 			confirmAction(t, ctx, "retry", "bank back after the outage (INC-7)")
 			if st := text(t, ctx, "#state"); st != "completed" {
 				t.Fatalf("after retry now: state %q, want completed", st)
+			}
+			if page := text(t, ctx, "main"); !strings.Contains(page, "paid") || strings.Contains(page, "Why the bank outcome is unknown") {
+				t.Fatalf("record page after retry now: want the payout paid and no cause:\n%s", page)
 			}
 			if a := text(t, ctx, "#key-audit"); !strings.Contains(a, "ann") || !strings.Contains(a, "INC-7") || !strings.Contains(a, "retry") {
 				t.Fatalf("audit of the key: %q, want ann's retry and its reason", a)

@@ -79,9 +79,13 @@ type LedgerTx interface {
 	// plain data, and returns its creation time. p.BankKey is unique.
 	InsertPayout(ctx context.Context, p Payout, key string) (created time.Time, err error)
 	// SetPayoutStatus records a pending payout's outcome: status, and the
-	// bank's transfer id ("" for none). It fails when the payout is not
-	// pending: an outcome is recorded once.
+	// bank's transfer id ("" for none), and clears its bank outcome cause.
+	// It fails when the payout is not pending: an outcome is recorded once.
 	SetPayoutStatus(ctx context.Context, userID, id string, status PayoutStatus, bankTransferID string) error
+	// SetPayoutCause records why a pending payout's bank outcome is
+	// unknown (Payout.BankOutcomeCause; "" for none). It fails when the
+	// payout is not pending.
+	SetPayoutCause(ctx context.Context, userID, id, cause string) error
 	// InsertEntries appends entries to the ledger.
 	InsertEntries(ctx context.Context, entries ...Entry) error
 }

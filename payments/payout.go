@@ -42,7 +42,23 @@ type BankOutcome struct {
 	Status     BankStatus
 	TransferID string // the bank's id, when it recorded a transfer
 	Err        error  // why the outcome is unknown
+	// Cause classifies Err for the person who resolves the payout:
+	// idem.UnknownCause's (idem.CauseTimeout, idem.CauseReset,
+	// idem.CauseNoAnswer), CauseCutAnswer or CauseBankError.
+	Cause string
 }
+
+// Why a bank call's outcome is unknown when the bank did answer
+// (BankOutcome.Cause).
+const (
+	// CauseCutAnswer: the bank's answer was cut or unreadable: a status
+	// came, the transfer it should carry did not.
+	CauseCutAnswer = "cut-answer"
+	// CauseBankError: the bank answered without an outcome: an error
+	// status (a 500, a key it will not reuse) or a transfer in no final
+	// state.
+	CauseBankError = "bank-error"
+)
 
 // checkPayout validates a payout request.
 func (s *Service) checkPayout(req PayoutRequest) error {
@@ -128,8 +144,21 @@ func (s *Service) SettlePayout(ctx context.Context, p Payout, transferID string)
 	if err != nil {
 		return Payout{}, err
 	}
-	p.Status, p.BankTransferID = PayoutPaid, transferID
+	p.Status, p.BankTransferID, p.BankOutcomeCause = PayoutPaid, transferID, ""
 	return p, nil
+}
+
+// MarkPayoutUnknown records on pending payout p why its bank outcome is
+// unknown (BankOutcome.Cause), for the person who resolves it. Settling
+// or refunding the payout clears it.
+func (s *Service) MarkPayoutUnknown(ctx context.Context, p Payout, cause string) error {
+	err := s.ledger.Atomic(ctx, func(tx LedgerTx) error {
+		return tx.SetPayoutCause(ctx, p.UserID, p.ID, cause)
+	})
+	if err != nil {
+		return fmt.Errorf("payments: mark payout unknown: %w", err)
+	}
+	return nil
 }
 
 // RefundPayout records that the bank rejected p's transfer for good, and
@@ -157,7 +186,7 @@ func (s *Service) RefundPayout(ctx context.Context, p Payout, transferID string)
 	if err != nil {
 		return Payout{}, fmt.Errorf("payments: refund payout: %w", err)
 	}
-	p.Status, p.BankTransferID = PayoutFailed, transferID
+	p.Status, p.BankTransferID, p.BankOutcomeCause = PayoutFailed, transferID, ""
 	return p, nil
 }
 

@@ -114,7 +114,11 @@ type Payout struct {
 	BankKey string
 	// BankTransferID is the bank's id of the transfer, once it answered.
 	BankTransferID string
-	CreatedAt      time.Time
+	// BankOutcomeCause is why the bank's outcome of a pending payout is
+	// unknown: BankOutcome.Cause of the last call that got no outcome.
+	// "" while none has failed, and once the payout is paid or failed.
+	BankOutcomeCause string
+	CreatedAt        time.Time
 }
 
 // PayoutRequest asks for a payout.

@@ -271,7 +271,7 @@ func (g *gateway) upstreamFailed(w http.ResponseWriter, r *http.Request, err err
 	case idem.KeyFromContext(r.Context()) == "" || notSent || dedups:
 		writeProblem(w, problemUpstreamUnavailable, http.StatusBadGateway, "The upstream gave no answer; retry with the same key.")
 	default:
-		g.outcomeUnknown(w, r, unknownCause(err), "no answer from the upstream: "+err.Error(),
+		g.outcomeUnknown(w, r, idem.UnknownCause(err), "no answer from the upstream: "+err.Error(),
 			"The request reached the upstream and no answer came back: it may or may not have taken effect. ")
 	}
 }

@@ -3,48 +3,21 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/store"
 )
 
-// Why an outcome is unknown: the cause member of the outcome-unknown
-// problem, set where the outcome became unknown and stored with it.
-const (
-	// causeTimeout: the upstream sent no response headers within the
-	// route's upstream timeout.
-	causeTimeout = "timeout"
-	// causeReset: the connection was closed or reset before an answer.
-	causeReset = "reset"
-	// causeNoAnswer: any other failure once the request may have been sent.
-	causeNoAnswer = "no-answer"
-	// causeAttemptLapsed: an earlier attempt's lease lapsed, maybe after
-	// forwarding: its gateway died or stalled, the upstream's answer was
-	// cut after its headers, or its completion could not be written.
-	causeAttemptLapsed = "attempt-lapsed"
-)
-
-// unknownCause is why an upstream call that failed with err, after the
-// request may have been sent, leaves its outcome unknown.
-func unknownCause(err error) string {
-	var ne net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
-		return causeTimeout
-	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, syscall.EPIPE) || errors.Is(err, net.ErrClosed):
-		return causeReset
-	}
-	return causeNoAnswer
-}
+// causeAttemptLapsed is why an outcome is unknown (the cause member of
+// the outcome-unknown problem) when no call of this attempt made it so,
+// beside idem.UnknownCause's: an earlier attempt's lease lapsed, maybe
+// after forwarding: its gateway died or stalled, the upstream's answer was
+// cut after its headers, or its completion could not be written.
+const causeAttemptLapsed = "attempt-lapsed"
 
 // unknownMarkKey marks a request's context with the flag its
 // outcome-unknown answer sets, for the request log line.
@@ -109,8 +82,8 @@ func detailOf(rec *store.Record, ups []*upstream) unknownDetail {
 
 // causeText says what a cause means, for the console.
 var causeText = map[string]string{
-	causeTimeout:       "timeout: the upstream sent no answer within the route's upstream timeout",
-	causeReset:         "reset: the connection closed before an answer",
-	causeNoAnswer:      "no answer: the call failed after the request may have been sent",
+	idem.CauseTimeout:  "timeout: the upstream sent no answer within the route's upstream timeout",
+	idem.CauseReset:    "reset: the connection closed before an answer",
+	idem.CauseNoAnswer: "no answer: the call failed after the request may have been sent",
 	causeAttemptLapsed: "attempt lapsed: an earlier attempt's lease ran out (its gateway died or stalled, the answer was cut after its headers, or it could not be stored)",
 }

@@ -90,13 +90,13 @@ func TestMigrate(t *testing.T) {
 			db := newDB(t, store)
 			out, errOut, code := runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
-			keys, wallet := "[1 2 3 4 6 7]", "[1 2 3 4 6]"
+			keys, wallet := "[1 2 3 4 6 7]", "[1 2 3 4 6 7]"
 			switch store {
 			case "mysql":
 				keys = "[1 2 3 4 7 8 9]" // no 5 (partitions) nor 6: 8 and 9 are its operator's indexes and audit log
-				wallet = "[1 6]"         // its first: the schema the others reach at their fourth
+				wallet = "[1 6 7]"       // its first: the schema the others reach at their fourth
 			case "postgres":
-				keys, wallet = "[1 2 3 4 5 6 7]", "[1 2 3 4 5 6]" // 5: partitions, the user as text
+				keys, wallet = "[1 2 3 4 5 6 7]", "[1 2 3 4 5 6 7]" // 5: partitions, the user as text
 			}
 			applied := "applied migrations: idempotency keys " + keys + ", wallet " + wallet
 			if store == "postgres" && (pgtest.Partitions(t) > 0 || pgtest.Citus()) {

@@ -87,12 +87,36 @@ func movementSection(ctx context.Context, svc *payments.Service, user string, m 
 }
 
 func payoutFields(p payments.Payout) []console.Field {
-	return []console.Field{
+	fields := []console.Field{
 		{Name: "ID", Value: p.ID}, {Name: "Status", Value: string(p.Status)},
 		{Name: "Amount", Value: strconv.FormatInt(p.Amount, 10) + " " + p.Currency + " (minor units)"},
 		{Name: "Destination", Value: p.Destination}, {Name: "Bank key", Value: p.BankKey},
-		{Name: "Bank transfer", Value: orDash(p.BankTransferID)}, {Name: "Created", Value: p.CreatedAt.UTC().String()},
+		{Name: "Bank transfer", Value: orDash(p.BankTransferID)},
 	}
+	if p.Status == payments.PayoutPending {
+		fields = append(fields, console.Field{Name: "Why the bank outcome is unknown", Value: bankCauseText(p.BankOutcomeCause)})
+	}
+	return append(fields, console.Field{Name: "Created", Value: p.CreatedAt.UTC().String()})
+}
+
+// bankCauseText says what a payout's bank outcome cause means, for the
+// console.
+func bankCauseText(cause string) string {
+	switch cause {
+	case "":
+		return "not recorded: no bank call of it has failed yet, or its attempt ended (its process died) before the bank answered"
+	case idem.CauseTimeout:
+		return "timeout: the bank sent no answer within --bank-timeout"
+	case idem.CauseReset:
+		return "reset: the connection to the bank closed before an answer"
+	case idem.CauseNoAnswer:
+		return "no answer: the call to the bank failed otherwise (refused, DNS, TLS); it may not have reached the bank"
+	case payments.CauseCutAnswer:
+		return "cut answer: the bank's status came, its transfer did not"
+	case payments.CauseBankError:
+		return "bank error: the bank answered without an outcome (an error status, or a transfer in no final state)"
+	}
+	return cause
 }
 
 // newConsole returns the operator console when --console-token-file is

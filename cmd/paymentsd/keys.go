@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/cmd/internal/cli"
+	"github.com/idem-dev/idem/payments"
 	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
@@ -34,6 +35,17 @@ type keyState struct {
 	// (what to ask bankd for).
 	RecoveryPoint string            `json:"recovery_point,omitempty"`
 	ProviderKeys  map[string]string `json:"provider_keys,omitempty"`
+	// Payout is the payout sent to the bank under provider_keys.bank.
+	Payout *payoutState `json:"payout,omitempty"`
+}
+
+// payoutState is a key's payout as keys show prints it: BankOutcomeCause
+// says why a pending payout's bank outcome is unknown (empty when no bank
+// call of it has failed, or when the attempt ended before one did).
+type payoutState struct {
+	ID               string `json:"id"`
+	Status           string `json:"status"`
+	BankOutcomeCause string `json:"bank_outcome_cause,omitempty"`
 }
 
 // keysShow prints one record's state as a JSON object.
@@ -43,7 +55,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	scope := fs.String("scope", "", "the scope the key belongs to: the user's id (required)")
 	cli.Alias(fs, "user-id", "scope")
 	key := fs.String("key", "", "the Idempotency-Key, unquoted (required)")
-	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --scope USER_ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON,\nwith an unfinished operation's recovery point and the keys sent downstream (provider_keys.bank: the bank's key).\nIt never prints a request or response body."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --scope USER_ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON,\nwith an unfinished operation's recovery point, the keys sent downstream (provider_keys.bank: the bank's key)\nand the payout sent under it (payout.bank_outcome_cause: why its bank outcome is unknown).\nIt never prints a request or response body."); err != nil {
 		return err
 	}
 	cli.WarnDeprecated(fs, stderr, "paymentsd")
@@ -71,6 +83,15 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	if l, ok := b.store.(store.KeyLister); ok {
 		if s.ProviderKeys, err = l.ProviderKeys(ctx, rec.Scope, rec.Key); err != nil {
 			return fmt.Errorf("keys show: provider keys: %w", err)
+		}
+	}
+	if bankKey := s.ProviderKeys["bank"]; bankKey != "" {
+		p, err := b.ledger.PayoutByBankKey(ctx, rec.Scope, bankKey)
+		switch {
+		case err == nil:
+			s.Payout = &payoutState{ID: p.ID, Status: string(p.Status), BankOutcomeCause: p.BankOutcomeCause}
+		case !errors.Is(err, payments.ErrNotFound):
+			return fmt.Errorf("keys show: payout: %w", err)
 		}
 	}
 	if r := rec.Response; r != nil {

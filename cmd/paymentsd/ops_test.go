@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -150,24 +151,69 @@ func TestMetrics(t *testing.T) {
 }
 
 // TestKeysShowPendingPayout: for a payout whose bank outcome is unknown
-// (the bank is down: 202, pending), keys show prints the recovery point
-// and the key paymentsd sent the bank, the one to ask bankd for.
+// (the bank is down: 202, pending), keys show prints the recovery point,
+// the key paymentsd sent the bank, the one to ask bankd for, and the
+// payout with why its outcome is unknown; once the bank is back and the
+// retry pays it, the payout is paid and the cause gone.
 func TestKeysShowPendingPayout(t *testing.T) {
 	t.Parallel()
 	for _, store := range stores {
 		t.Run(camel(store), func(t *testing.T) {
 			t.Parallel()
-			s := startServer(t, newDB(t, store), payoutArgs(t, "http://"+freeAddr(t), secretFile(t), time.Hour)...)
+			bankAddr := freeAddr(t)
+			s := startServer(t, newDB(t, store), payoutArgs(t, "http://"+bankAddr, secretFile(t), time.Hour)...)
 			u := s.newUser(t)
 			require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", newKey(), `{"currency":"USD","amount":5000}`).status)
 			const key = "payout-bank-down"
-			r := u.post(t, "/v1/payouts", key, `{"currency":"USD","amount":2500,"destination":"acct-1"}`)
+			const body = `{"currency":"USD","amount":2500,"destination":"acct-1"}`
+			r := u.post(t, "/v1/payouts", key, body)
 			require.Equal(t, http.StatusAccepted, r.status, "the bank is down: %s", r)
 			v, errOut, code := keysShow(t, s, u, key)
 			require.Zero(t, code, errOut)
 			require.Equal(t, "outcome-unknown", v["recovery_point"])
 			bankKey := sqlValue[string](t, s, `SELECT bank_key FROM payouts`)
 			require.Equal(t, map[string]any{"bank": bankKey}, v["provider_keys"])
+			payoutID := r.json(t)["id"]
+			require.Equal(t, map[string]any{"id": payoutID, "status": "pending", "bank_outcome_cause": "no-answer"}, v["payout"],
+				"the connection was refused: no answer")
+
+			startBank(t, filepath.Join(t.TempDir(), "bank.db"), "--addr", bankAddr)
+			r = u.post(t, "/v1/payouts", key, body)
+			require.Equal(t, http.StatusCreated, r.status, "the bank is back: %s", r)
+			v, errOut, code = keysShow(t, s, u, key)
+			require.Zero(t, code, errOut)
+			require.Equal(t, map[string]any{"id": payoutID, "status": "paid"}, v["payout"], "paid: no cause")
+		})
+	}
+}
+
+// TestPayoutOutcomeCause: why a payout's bank outcome is unknown, as keys
+// show prints it, for each way a real bankd leaves it unknown. The causes
+// do not depend on the store (the conformance suite of each ledger checks
+// the column), so SQLite alone runs them.
+func TestPayoutOutcomeCause(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, faults, cause string
+		args                []string
+	}{
+		{"Reset", "reset-after=1", "reset", nil},
+		{"BankError", "error-before=1", "bank-error", nil},
+		{"Timeout", "hang=1", "timeout", []string{"--bank-timeout", "1s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			bank := startBank(t, filepath.Join(t.TempDir(), "bank.db"), "--faults", tc.faults)
+			args := append(payoutArgs(t, bank.url, secretFile(t), time.Hour), tc.args...)
+			s := startServer(t, newDB(t, "sqlite"), args...)
+			u := s.newUser(t)
+			require.Equal(t, http.StatusCreated, u.post(t, "/v1/deposits", newKey(), `{"currency":"USD","amount":5000}`).status)
+			const key = "payout-unknown"
+			r := u.post(t, "/v1/payouts", key, `{"currency":"USD","amount":2500,"destination":"acct-1"}`)
+			require.Equal(t, http.StatusAccepted, r.status, "bankd's fault %s: %s", tc.faults, r)
+			v, errOut, code := keysShow(t, s, u, key)
+			require.Zero(t, code, errOut)
+			require.Equal(t, map[string]any{"id": r.json(t)["id"], "status": "pending", "bank_outcome_cause": tc.cause}, v["payout"])
 		})
 	}
 }

@@ -86,7 +86,9 @@ func (h *handlers) getPayout(w http.ResponseWriter, r *http.Request) {
 //   - Phase B, in the request's own transaction, which commits with the
 //     key's completion: paid, or failed and refunded on the bank's
 //     definitive rejection. With no answer, the payout stays pending: 202,
-//     not stored (idem.Pending), resumed by a retry or the completer.
+//     not stored (idem.Pending), resumed by a retry or the completer; why
+//     the outcome is unknown (payments.BankOutcome.Cause) is recorded on
+//     the payout in a phase of its own, for the operator.
 func (h *handlers) payout(ctx context.Context, w http.ResponseWriter, r *http.Request, userID, key string, req *payments.PayoutRequest) {
 	if h.bank == nil {
 		writeProblem(w, ProblemPayoutsUnavailable, http.StatusServiceUnavailable,
@@ -138,7 +140,16 @@ func (h *handlers) payout(ctx context.Context, w http.ResponseWriter, r *http.Re
 	case payments.BankRejected:
 		p, err = h.svc.RefundPayout(ctx, p, out.TransferID)
 	default:
-		h.log.WarnContext(ctx, "payout outcome unknown", "payout_id", p.ID, "err", out.Err)
+		h.log.WarnContext(ctx, "payout outcome unknown", "payout_id", p.ID, "cause", out.Cause, "err", out.Err)
+		// The cause commits in a phase of its own: Pending rolls the
+		// request's transaction back. It is for the operator, so failing
+		// to record it changes nothing the client is told.
+		err := idem.Advance(ctx, idem.PointOutcomeUnknown, func(ctx context.Context) error {
+			return h.svc.MarkPayoutUnknown(ctx, p, out.Cause)
+		})
+		if err != nil {
+			h.log.WarnContext(ctx, "payout outcome unknown: cause not recorded", "payout_id", p.ID, "err", err)
+		}
 		if err := idem.Pending(ctx); err != nil {
 			h.fail(w, r, err)
 			return

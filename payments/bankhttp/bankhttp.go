@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/payments"
 )
 
@@ -73,11 +74,12 @@ func (t transfer) outcome() payments.BankOutcome {
 	case "rejected":
 		return payments.BankOutcome{Status: payments.BankRejected, TransferID: t.ID}
 	}
-	return unknown(fmt.Errorf("bankhttp: transfer %s has status %q", t.ID, t.Status))
+	return unknown(payments.CauseBankError, fmt.Errorf("bankhttp: transfer %s has status %q", t.ID, t.Status))
 }
 
-func unknown(err error) payments.BankOutcome {
-	return payments.BankOutcome{Status: payments.BankUnknown, Err: err}
+// unknown is an outcome unknown for cause (payments.BankOutcome.Cause).
+func unknown(cause string, err error) payments.BankOutcome {
+	return payments.BankOutcome{Status: payments.BankUnknown, Err: err, Cause: cause}
 }
 
 // Send posts the transfer with key. Only a recorded transfer (201
@@ -90,18 +92,18 @@ func (c *Client) Send(ctx context.Context, key string, p payments.Payout) paymen
 		Destination string `json:"destination"`
 	}{p.Amount, p.Currency, p.Destination})
 	if err != nil {
-		return unknown(fmt.Errorf("bankhttp: encode transfer: %w", err))
+		return unknown(idem.CauseNoAnswer, fmt.Errorf("bankhttp: encode transfer: %w", err))
 	}
-	status, b, err := c.do(ctx, http.MethodPost, c.base.JoinPath("/v1/transfers").String(), key, body)
-	if err != nil {
-		return unknown(err)
+	status, b, out := c.do(ctx, http.MethodPost, c.base.JoinPath("/v1/transfers").String(), key, body)
+	if out != nil {
+		return *out
 	}
 	var t transfer
 	if status != http.StatusCreated && status != http.StatusUnprocessableEntity {
-		return unknown(fmt.Errorf("bankhttp: send transfer: status %d", status))
+		return unknown(payments.CauseBankError, fmt.Errorf("bankhttp: send transfer: status %d", status))
 	}
 	if err := json.Unmarshal(b, &t); err != nil || t.ID == "" {
-		return unknown(fmt.Errorf("bankhttp: send transfer: status %d without a transfer", status))
+		return unknown(payments.CauseCutAnswer, fmt.Errorf("bankhttp: send transfer: status %d without a transfer", status))
 	}
 	return t.outcome()
 }
@@ -110,18 +112,18 @@ func (c *Client) Send(ctx context.Context, key string, p payments.Payout) paymen
 func (c *Client) Find(ctx context.Context, key string) payments.BankOutcome {
 	u := c.base.JoinPath("/v1/transfers")
 	u.RawQuery = url.Values{"idempotency_key": {key}}.Encode()
-	status, b, err := c.do(ctx, http.MethodGet, u.String(), "", nil)
-	if err != nil {
-		return unknown(err)
+	status, b, out := c.do(ctx, http.MethodGet, u.String(), "", nil)
+	if out != nil {
+		return *out
 	}
 	if status != http.StatusOK {
-		return unknown(fmt.Errorf("bankhttp: find transfer: status %d", status))
+		return unknown(payments.CauseBankError, fmt.Errorf("bankhttp: find transfer: status %d", status))
 	}
 	var list struct {
 		Transfers []transfer `json:"transfers"`
 	}
 	if err := json.Unmarshal(b, &list); err != nil {
-		return unknown(fmt.Errorf("bankhttp: find transfer: %w", err))
+		return unknown(payments.CauseCutAnswer, fmt.Errorf("bankhttp: find transfer: %w", err))
 	}
 	switch len(list.Transfers) {
 	case 0:
@@ -129,15 +131,21 @@ func (c *Client) Find(ctx context.Context, key string) payments.BankOutcome {
 	case 1:
 		return list.Transfers[0].outcome()
 	}
-	return unknown(errors.New("bankhttp: find transfer: more than one transfer under one key"))
+	return unknown(payments.CauseBankError, errors.New("bankhttp: find transfer: more than one transfer under one key"))
 }
 
-func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (int, []byte, error) {
+// do makes one call and returns its status and answer, or, when it got
+// none, the unknown outcome that says why.
+func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (int, []byte, *payments.BankOutcome) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
+	fail := func(cause string, err error) (int, []byte, *payments.BankOutcome) {
+		out := unknown(cause, err)
+		return 0, nil, &out
+	}
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
-		return 0, nil, fmt.Errorf("bankhttp: %w", err)
+		return fail(idem.CauseNoAnswer, fmt.Errorf("bankhttp: %w", err))
 	}
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
@@ -145,12 +153,13 @@ func (c *Client) do(ctx context.Context, method, u, key string, body []byte) (in
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("bankhttp: %s %s: %w", method, strings.SplitN(u, "?", 2)[0], err)
+		return fail(idem.UnknownCause(err), fmt.Errorf("bankhttp: %s %s: %w", method, strings.SplitN(u, "?", 2)[0], err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return 0, nil, fmt.Errorf("bankhttp: read answer: %w", err)
+		// The status came and its answer did not: cut, whatever cut it.
+		return fail(payments.CauseCutAnswer, fmt.Errorf("bankhttp: read answer: %w", err))
 	}
 	return resp.StatusCode, b, nil
 }

@@ -34,6 +34,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"NotFound", testNotFound},
 		{"BalanceLimit", testBalanceLimit},
 		{"PayoutReserve", testPayoutReserve},
+		{"PayoutCause", testPayoutCause},
 		{"Entries", testEntries},
 		{"KeyBindsNothing", testKeyBindsNothing},
 		{"MinuteNet", testMinuteNet},

@@ -43,3 +43,44 @@ func testPayoutReserve(t *testing.T, h Harness) {
 	deposit(t, s, user, "USD", 2)
 	requireBalances(t, s, user, map[string]int64{"USD": money.MaxAmount + 2})
 }
+
+// testPayoutCause: why a pending payout's bank outcome is unknown is
+// recorded on it, replaced by the next cause, and cleared when the payout
+// is paid or refunded; a payout no longer pending takes none.
+func testPayoutCause(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := newService(t, h, payments.Config{})
+	user := newUser(t, s)
+	deposit(t, s, user, "USD", 1000)
+	requireCause := func(p payments.Payout, want string) {
+		t.Helper()
+		got, err := s.GetPayout(ctx, user, p.ID)
+		require.NoError(t, err)
+		require.Equal(t, want, got.BankOutcomeCause, "by id")
+		got, err = s.PayoutByBankKey(ctx, user, p.BankKey)
+		require.NoError(t, err)
+		require.Equal(t, want, got.BankOutcomeCause, "by bank key")
+	}
+	for _, end := range []string{"Settled", "Refunded"} {
+		t.Run(end, func(t *testing.T) {
+			p, err := s.DebitPayout(ctx, user, end, "bank-"+end, payments.PayoutRequest{Currency: "USD", Amount: 100, Destination: "acct"})
+			require.NoError(t, err)
+			requireCause(p, "")
+			require.NoError(t, s.MarkPayoutUnknown(ctx, p, "timeout"))
+			requireCause(p, "timeout")
+			require.NoError(t, s.MarkPayoutUnknown(ctx, p, "reset"))
+			require.NoError(t, s.MarkPayoutUnknown(ctx, p, "reset"), "the same cause again")
+			requireCause(p, "reset")
+			if end == "Settled" {
+				p, err = s.SettlePayout(ctx, p, "transfer-1")
+			} else {
+				p, err = s.RefundPayout(ctx, p, "transfer-2")
+			}
+			require.NoError(t, err)
+			require.Empty(t, p.BankOutcomeCause)
+			requireCause(p, "")
+			require.Error(t, s.MarkPayoutUnknown(ctx, p, "timeout"), "a payout no longer pending")
+			requireCause(p, "")
+		})
+	}
+}

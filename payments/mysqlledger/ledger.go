@@ -226,22 +226,34 @@ VALUES (?, ?, ?, ?, ?, ?, ?, NULLIF(?, ''), UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))`
 	return created(ctx, db, "payouts", p.UserID, p.ID)
 }
 
-// SetPayoutStatus records a pending payout's outcome, once. The status
-// always changes, so the count of changed rows is the count of matched
-// ones.
+// SetPayoutStatus records a pending payout's outcome, once.
 func (t ledgerTx) SetPayoutStatus(ctx context.Context, userID, id string, status payments.PayoutStatus, transferID string) error {
+	return t.setPending(ctx, "set payout status", `status = ?, bank_transfer_id = NULLIF(?, ''), bank_outcome_cause = NULL`,
+		userID, id, string(status), transferID)
+}
+
+// SetPayoutCause records why a pending payout's bank outcome is unknown.
+func (t ledgerTx) SetPayoutCause(ctx context.Context, userID, id, cause string) error {
+	return t.setPending(ctx, "set payout cause", `bank_outcome_cause = NULLIF(?, '')`, userID, id, cause)
+}
+
+// setPending sets the columns of set (its placeholders taken by args) on
+// the user's pending payout id, and fails when it is not pending. MySQL
+// counts changed rows, not matched ones, so updated_at always moves on
+// (by a microsecond at least): a cause set twice still counts.
+func (t ledgerTx) setPending(ctx context.Context, what, set, userID, id string, args ...any) error {
 	db, err := t.db(ctx, userID)
 	if err != nil {
 		return err
 	}
 	res, err := db.ExecContext(ctx, `
-UPDATE payouts SET status = ?, bank_transfer_id = NULLIF(?, ''), updated_at = UTC_TIMESTAMP(6)
- WHERE user_id = ? AND id = ? AND status = 'pending'`, string(status), transferID, userID, id)
+UPDATE payouts SET `+set+`, updated_at = GREATEST(UTC_TIMESTAMP(6), updated_at + INTERVAL 1 MICROSECOND)
+ WHERE user_id = ? AND id = ? AND status = 'pending'`, append(args, userID, id)...)
 	if err != nil {
-		return fmt.Errorf("mysqlledger: set payout status: %w", err)
+		return fmt.Errorf("mysqlledger: %s: %w", what, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("mysqlledger: set payout status: payout %s is not pending (%v)", id, err)
+		return fmt.Errorf("mysqlledger: %s: payout %s is not pending (%v)", what, id, err)
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ func TestMigrate(t *testing.T) {
 	db := open(t, false)
 	applied, err := mysqlledger.Migrate(ctx, db)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 6}, applied)
+	require.Equal(t, []int{1, 6, 7}, applied)
 	applied, err = mysqlledger.Migrate(ctx, db)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a current schema is left alone")

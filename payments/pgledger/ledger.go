@@ -209,18 +209,30 @@ RETURNING created_at`, p.ID, p.UserID, p.Currency, p.Amount, p.Destination, stri
 
 // SetPayoutStatus records a pending payout's outcome, once.
 func (t ledgerTx) SetPayoutStatus(ctx context.Context, userID, id string, status payments.PayoutStatus, transferID string) error {
+	return t.setPending(ctx, "set payout status", `status = $3, bank_transfer_id = nullif($4, ''), bank_outcome_cause = NULL`,
+		userID, id, string(status), transferID)
+}
+
+// SetPayoutCause records why a pending payout's bank outcome is unknown.
+func (t ledgerTx) SetPayoutCause(ctx context.Context, userID, id, cause string) error {
+	return t.setPending(ctx, "set payout cause", `bank_outcome_cause = nullif($3, '')`, userID, id, cause)
+}
+
+// setPending sets the columns of set ($3 on) on the user's pending payout
+// id, and fails when it is not pending.
+func (t ledgerTx) setPending(ctx context.Context, what, set, userID, id string, args ...any) error {
 	var n int
 	err := t.u.queryRow(ctx, `
 WITH set AS (
-UPDATE payouts SET status = $3, bank_transfer_id = nullif($4, ''), updated_at = now()
+UPDATE payouts SET `+set+`, updated_at = now()
  WHERE user_id = $1 AND id = $2 AND status = 'pending'
 RETURNING 1)
-SELECT count(*) FROM set`, userID, id, string(status), transferID).Scan(&n)
+SELECT count(*) FROM set`, append([]any{userID, id}, args...)...).Scan(&n)
 	if err != nil {
-		return fmt.Errorf("pgledger: set payout status: %w", err)
+		return fmt.Errorf("pgledger: %s: %w", what, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("pgledger: set payout status: payout %s is not pending", id)
+		return fmt.Errorf("pgledger: %s: payout %s is not pending", what, id)
 	}
 	return nil
 }

@@ -93,7 +93,7 @@ func TestMigrate(t *testing.T) {
 	pool := pgtest.Pool(t, 4)
 	applied, err := pgledger.Migrate(ctx, pool)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, applied)
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7}, applied)
 	applied, err = pgledger.Migrate(ctx, pool)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a current schema is left alone")

@@ -27,7 +27,7 @@ SELECT source_currency, target_currency, amount, converted_amount, rate::text, s
 }
 
 const selectPayout = `
-SELECT id, currency, amount, destination, status, bank_key, coalesce(bank_transfer_id, ''), created_at
+SELECT id, currency, amount, destination, status, bank_key, coalesce(bank_transfer_id, ''), coalesce(bank_outcome_cause, ''), created_at
   FROM payouts`
 
 func (l *Ledger) Payout(ctx context.Context, userID, id string) (payments.Payout, error) {
@@ -41,7 +41,7 @@ func (l *Ledger) PayoutByBankKey(ctx context.Context, userID, bankKey string) (p
 func (l *Ledger) payout(ctx context.Context, sql, userID, arg string) (payments.Payout, error) {
 	p := payments.Payout{UserID: userID}
 	err := l.db(ctx).QueryRow(ctx, sql, userID, arg).
-		Scan(&p.ID, &p.Currency, &p.Amount, &p.Destination, &p.Status, &p.BankKey, &p.BankTransferID, &p.CreatedAt)
+		Scan(&p.ID, &p.Currency, &p.Amount, &p.Destination, &p.Status, &p.BankKey, &p.BankTransferID, &p.BankOutcomeCause, &p.CreatedAt)
 	return p, notFound("payout", err)
 }
 

@@ -141,14 +141,26 @@ VALUES (?, ?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?)`,
 
 // SetPayoutStatus records a pending payout's outcome, once.
 func (t ledgerTx) SetPayoutStatus(ctx context.Context, userID, id string, status payments.PayoutStatus, transferID string) error {
+	return t.setPending(ctx, "set payout status", `status = ?, bank_transfer_id = nullif(?, ''), bank_outcome_cause = NULL`,
+		userID, id, string(status), transferID)
+}
+
+// SetPayoutCause records why a pending payout's bank outcome is unknown.
+func (t ledgerTx) SetPayoutCause(ctx context.Context, userID, id, cause string) error {
+	return t.setPending(ctx, "set payout cause", `bank_outcome_cause = nullif(?, '')`, userID, id, cause)
+}
+
+// setPending sets the columns of set (its placeholders taken by args) on
+// the user's pending payout id, and fails when it is not pending.
+func (t ledgerTx) setPending(ctx context.Context, what, set, userID, id string, args ...any) error {
 	res, err := t.db.ExecContext(ctx, `
-UPDATE payouts SET status = ?, bank_transfer_id = nullif(?, ''), updated_at = ?
- WHERE user_id = ? AND id = ? AND status = 'pending'`, string(status), transferID, micros(time.Now()), userID, id)
+UPDATE payouts SET `+set+`, updated_at = ?
+ WHERE user_id = ? AND id = ? AND status = 'pending'`, append(args, micros(time.Now()), userID, id)...)
 	if err != nil {
-		return fmt.Errorf("sqliteledger: set payout status: %w", err)
+		return fmt.Errorf("sqliteledger: %s: %w", what, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return fmt.Errorf("sqliteledger: set payout status: payout %s is not pending (%v)", id, err)
+		return fmt.Errorf("sqliteledger: %s: payout %s is not pending (%v)", what, id, err)
 	}
 	return nil
 }

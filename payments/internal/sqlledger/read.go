@@ -44,9 +44,9 @@ func (l *Ledger) payout(ctx context.Context, where, userID, arg string) (payment
 	p := payments.Payout{UserID: userID}
 	var created int64
 	err := l.conn(ctx).QueryRowContext(ctx, `
-SELECT id, currency, amount, destination, status, bank_key, COALESCE(bank_transfer_id, ''), `+l.d.CreatedAt+`
+SELECT id, currency, amount, destination, status, bank_key, COALESCE(bank_transfer_id, ''), COALESCE(bank_outcome_cause, ''), `+l.d.CreatedAt+`
   FROM payouts WHERE user_id = ? AND `+where, userID, arg).
-		Scan(&p.ID, &p.Currency, &p.Amount, &p.Destination, &p.Status, &p.BankKey, &p.BankTransferID, &created)
+		Scan(&p.ID, &p.Currency, &p.Amount, &p.Destination, &p.Status, &p.BankKey, &p.BankTransferID, &p.BankOutcomeCause, &created)
 	p.CreatedAt = FromMicros(created)
 	return p, l.notFound("payout", err)
 }
