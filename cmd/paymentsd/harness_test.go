@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,14 +225,31 @@ func runCLI(t *testing.T, environ []string, args ...string) (stdout, stderr stri
 	return runCLIIn(t, "", environ, args...)
 }
 
-// runCLIIn is runCLI in the working directory dir ("" for the test's).
+// runCLIIn is runCLI in the working directory dir ("" for the test's). A
+// serve without --metrics-addr gets a free port, as startIn's do, so that
+// what it prints never depends on who holds the default port. A process
+// still running after patience is killed and fails the test: a command
+// expected to exit that serves instead must not hang the run.
 func runCLIIn(t *testing.T, dir string, environ []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	if len(args) > 0 && args[0] == "serve" && !slices.Contains(args, "--metrics-addr") {
+		args = append(args, "--metrics-addr", "127.0.0.1:0")
+	}
 	var out, errb bytes.Buffer
 	cmd := exec.Command(binary, args...)
 	cmd.Dir, cmd.Env = dir, environ
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-time.After(patience):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("paymentsd %s did not exit within %v:\n%s", strings.Join(args, " "), patience, errb.String())
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		return out.String(), errb.String(), ee.ExitCode()
 	}

@@ -28,9 +28,11 @@ func TestMetricsListener(t *testing.T) {
 
 // TestMetricsPortTaken: with the default metrics port taken, paymentsd
 // warns and serves without metrics; an explicit --metrics-addr that
-// cannot be bound still stops it.
+// cannot be bound still stops it. It is not parallel: no other test of
+// this package runs while it holds the default port (the others give
+// --metrics-addr, but a port one of them held for a moment could make
+// this one's default free again).
 func TestMetricsPortTaken(t *testing.T) {
-	t.Parallel()
 	// Whether this test holds the default port or something else already
 	// does, it is taken.
 	if ln, err := net.Listen("tcp", "127.0.0.1:9464"); err == nil {
@@ -56,9 +58,14 @@ func TestMetricsPortTaken(t *testing.T) {
 	require.Contains(t, stderr.String(), `level=WARN msg="serving no metrics: the default --metrics-addr cannot be bound`)
 	require.Contains(t, stderr.String(), "metrics=off")
 
-	_, errOut, code := runCLI(t, env(), "serve", "--addr", "127.0.0.1:0", "--db", db, "--metrics-addr", "127.0.0.1:9464")
+	// An explicit address, on a port this test holds.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = held.Close() })
+	addr := held.Addr().String()
+	_, errOut, code := runCLI(t, env(), "serve", "--addr", "127.0.0.1:0", "--db", db, "--metrics-addr", addr)
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "listen on 127.0.0.1:9464 (--metrics-addr)")
+	require.Contains(t, errOut, "listen on "+addr+" (--metrics-addr)")
 }
 
 // TestFilesOwnerOnly: the SQLite files of paymentsd and bankd (databases,
