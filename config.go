@@ -145,8 +145,9 @@ type Config struct {
 	// answered with no round trip and a fresh key is claimed with no read
 	// first. docs/modes.md says why it is safe. An outcome-unknown answer
 	// ([store.AwaitsOperator]), which an operator may still change, is
-	// never kept. Default [DefaultReplayCacheBytes]; negative: no cache,
-	// every request reads its key's record first.
+	// never kept. Each New has a cache of its own, which the middlewares
+	// WithMode and With return share. Default [DefaultReplayCacheBytes];
+	// negative: no cache, every request reads its key's record first.
 	ReplayCacheBytes int64
 
 	// ReplayCacheableFunc, when set, says whether a COMPLETED response may
