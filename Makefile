@@ -76,12 +76,14 @@ PKGS       ?=
 # Prometheus, the MySQL and AMQP clients) and the tools' (toxiproxy, gonum).
 CMD_PKGS   ?= ./cmd/...
 # make test-adapters: the adapters whose frameworks pull large graphs (gin,
-# echo, gRPC, NATS, OpenTelemetry, Prometheus), the routers' module (chi,
-# echo v4), the repository libraries' (GORM, sqlx, lib/pq) and the
-# adapters' and sqlstore's tests with a store of another module (module
-# integration), but for idemamqp's: RABBITMQ_PKGS.
+# echo, gRPC, NATS, OpenTelemetry, Prometheus), each testing itself on
+# memstore, the routers' module (chi, echo v4), the repository libraries'
+# (GORM, sqlx, lib/pq) and the tests that need what those modules must not
+# require (module integration: sqlstore on PostgreSQL through pgx's
+# database/sql driver, NATS's embedded server, OpenTelemetry's SDK), but
+# for idemamqp's: RABBITMQ_PKGS.
 ADAPTER_PKGS ?= ./idemecho/... ./idemgin/... ./idemgrpc/... ./idemnats/... ./idemotel/... ./idemprom/... ./routers/... ./repositories/... $(INTEGRATION_PKGS)
-INTEGRATION_PKGS ?= ./integration/ ./integration/idemecho/... ./integration/idemgin/... ./integration/idemgrpc/... ./integration/idemnats/... ./integration/idemotel/... ./integration/idemprom/... ./integration/sqlstore/...
+INTEGRATION_PKGS ?= ./integration/ ./integration/idemnats/... ./integration/idemotel/... ./integration/sqlstore/...
 # Modules whose tests need a broker that is not embedded: make test-rabbitmq.
 RABBITMQ_PKGS ?= ./idemamqp/... ./integration/idemamqp/...
 # paymentsd's end-to-end tests over RabbitMQ, in files built with -tags rabbitmq.

@@ -14,7 +14,7 @@ import (
 // TestSendAfterChannelError: the broker closes the publishing channel, not
 // its connection (here for a publish to an exchange that does not exist);
 // the next answer is published all the same, on a channel opened again.
-// The consumer's own tests, with a store, are in module integration.
+// The consumer's tests with PostgreSQL are in module integration.
 func TestSendAfterChannelError(t *testing.T) {
 	url := os.Getenv("AMQP_URL")
 	if url == "" {

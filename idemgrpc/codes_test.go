@@ -85,31 +85,26 @@ func TestCode(t *testing.T) {
 // and the retry runs the handler again.
 func TestHandlerCodes(t *testing.T) {
 	t.Parallel()
-	for name, newBackend := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := newServer(t, newBackend(t).store, idem.Config{}, nil)
-			for _, row := range codeTable {
-				key := uuid.NewString()
-				req := failWith(row.code, "answered "+row.code.String())
-				if row.code == codes.OK {
-					req = payload("answered OK")
-				}
-				before := s.svc.runs.Load()
-				first := s.unary(t, "alice", key, req)
-				again := s.unary(t, "alice", key, req)
-				require.Equal(t, row.code, status.Code(first.err), "%v", first.err)
-				require.Equal(t, row.code, status.Code(again.err), "%v", again.err)
-				require.Equal(t, status.Convert(first.err).Message(), status.Convert(again.err).Message(), row.code)
-				require.False(t, first.replayed(t), row.code)
-				require.Equal(t, row.stored, again.replayed(t), "%v: stored", row.code)
-				runs := int32(2)
-				if row.stored {
-					runs = 1
-				}
-				require.Equal(t, before+runs, s.svc.runs.Load(), "%v: handler runs", row.code)
-			}
-		})
+	s := newServer(t, newBackend(t).store, idem.Config{}, nil)
+	for _, row := range codeTable {
+		key := uuid.NewString()
+		req := failWith(row.code, "answered "+row.code.String())
+		if row.code == codes.OK {
+			req = payload("answered OK")
+		}
+		before := s.svc.runs.Load()
+		first := s.unary(t, "alice", key, req)
+		again := s.unary(t, "alice", key, req)
+		require.Equal(t, row.code, status.Code(first.err), "%v", first.err)
+		require.Equal(t, row.code, status.Code(again.err), "%v", again.err)
+		require.Equal(t, status.Convert(first.err).Message(), status.Convert(again.err).Message(), row.code)
+		require.False(t, first.replayed(t), row.code)
+		require.Equal(t, row.stored, again.replayed(t), "%v: stored", row.code)
+		runs := int32(2)
+		if row.stored {
+			runs = 1
+		}
+		require.Equal(t, before+runs, s.svc.runs.Load(), "%v: handler runs", row.code)
 	}
 }
 
@@ -118,46 +113,41 @@ func TestHandlerCodes(t *testing.T) {
 // Retry-After; 408, 429 and 503 free the key.
 func TestResponseErrorFinality(t *testing.T) {
 	t.Parallel()
-	for name, newBackend := range backends {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			st := newBackend(t).store
-			for _, row := range []struct {
-				status     int
-				retryAfter string
-				code       codes.Code
-				stored     bool
-			}{
-				{http.StatusConflict, "", codes.AlreadyExists, true},
-				{http.StatusConflict, "1", codes.AlreadyExists, true}, // a handler's 409 is final over HTTP too
-				{http.StatusPaymentRequired, "", codes.FailedPrecondition, true},
-				{http.StatusBadRequest, "", codes.InvalidArgument, true},
-				{http.StatusTooManyRequests, "1", codes.ResourceExhausted, false},
-				{http.StatusRequestTimeout, "", codes.DeadlineExceeded, false},
-				{http.StatusServiceUnavailable, "1", codes.Unavailable, false},
-			} {
-				r := idem.Response{StatusCode: row.status, Header: http.Header{}}
-				if row.retryAfter != "" {
-					r.Header.Set("Retry-After", row.retryAfter)
-				}
-				s := newServer(t, st, idem.Config{}, func(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
-					return nil, idemgrpc.ResponseError(r, "some-problem", "refused")
-				})
-				key := uuid.NewString()
-				first := s.unary(t, "alice", key, payload("pay"))
-				again := s.unary(t, "alice", key, payload("pay"))
-				require.Equal(t, row.code, status.Code(first.err), "%d: %v", row.status, first.err)
-				requireReason(t, first.err, "some-problem", strconv.Itoa(row.status))
-				require.Equal(t, row.stored, again.replayed(t), "%d: stored", row.status)
-				if row.stored {
-					require.True(t, proto.Equal(status.Convert(first.err).Proto(), status.Convert(again.err).Proto()), "%v != %v", first.err, again.err)
-				}
-				runs := int32(2)
-				if row.stored {
-					runs = 1
-				}
-				require.Equal(t, runs, s.svc.runs.Load(), "%d: handler runs", row.status)
-			}
+	st := newBackend(t).store
+	for _, row := range []struct {
+		status     int
+		retryAfter string
+		code       codes.Code
+		stored     bool
+	}{
+		{http.StatusConflict, "", codes.AlreadyExists, true},
+		{http.StatusConflict, "1", codes.AlreadyExists, true}, // a handler's 409 is final over HTTP too
+		{http.StatusPaymentRequired, "", codes.FailedPrecondition, true},
+		{http.StatusBadRequest, "", codes.InvalidArgument, true},
+		{http.StatusTooManyRequests, "1", codes.ResourceExhausted, false},
+		{http.StatusRequestTimeout, "", codes.DeadlineExceeded, false},
+		{http.StatusServiceUnavailable, "1", codes.Unavailable, false},
+	} {
+		r := idem.Response{StatusCode: row.status, Header: http.Header{}}
+		if row.retryAfter != "" {
+			r.Header.Set("Retry-After", row.retryAfter)
+		}
+		s := newServer(t, st, idem.Config{}, func(context.Context, *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {
+			return nil, idemgrpc.ResponseError(r, "some-problem", "refused")
 		})
+		key := uuid.NewString()
+		first := s.unary(t, "alice", key, payload("pay"))
+		again := s.unary(t, "alice", key, payload("pay"))
+		require.Equal(t, row.code, status.Code(first.err), "%d: %v", row.status, first.err)
+		requireReason(t, first.err, "some-problem", strconv.Itoa(row.status))
+		require.Equal(t, row.stored, again.replayed(t), "%d: stored", row.status)
+		if row.stored {
+			require.True(t, proto.Equal(status.Convert(first.err).Proto(), status.Convert(again.err).Proto()), "%v != %v", first.err, again.err)
+		}
+		runs := int32(2)
+		if row.stored {
+			runs = 1
+		}
+		require.Equal(t, runs, s.svc.runs.Load(), "%d: handler runs", row.status)
 	}
 }

@@ -2,6 +2,7 @@ package idemgrpc_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,9 +19,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemgrpc"
 	"github.com/idem-dev/idem/internal/require"
-	"github.com/idem-dev/idem/pgstore"
-	"github.com/idem-dev/idem/pgstore/pgtest"
-	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/memstore"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -31,28 +30,48 @@ const (
 	cacheableCall = "/grpc.testing.TestService/CacheableUnaryCall" // no key needed
 )
 
-// backend is a real store and a way to take it down.
+// backend is a store and a way to take it down.
 type backend struct {
 	store store.Store
-	down  func() // closes the store's database
+	down  func() // every store operation fails from then on
 }
 
-// backends are the stores every test runs on.
-var backends = map[string]func(t *testing.T) backend{
-	"PostgreSQL": func(t *testing.T) backend {
-		pool := pgtest.Pool(t, 8)
-		_, err := pgstore.Migrate(context.Background(), pool)
-		require.NoError(t, err)
-		return backend{store: pgstore.New(pool), down: pool.Close}
-	},
-	"SQLite": func(t *testing.T) backend {
-		db, err := sqlitestore.Open(t.TempDir() + "/idem.db")
-		require.NoError(t, err)
-		t.Cleanup(func() { db.Close() })
-		_, err = sqlitestore.Migrate(context.Background(), db)
-		require.NoError(t, err)
-		return backend{store: sqlitestore.New(db), down: func() { db.Close() }}
-	},
+// newBackend returns the in-memory reference store behind a switch that
+// takes it down: the interceptor's answers do not depend on the store
+// (each store passes storetest on its own database).
+func newBackend(*testing.T) backend {
+	st := &downStore{Store: memstore.New()}
+	return backend{store: st, down: func() { st.down.Store(true) }}
+}
+
+// downStore is a store whose operations fail once down is set, as a
+// store's do when its database is unreachable.
+type downStore struct {
+	store.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("the database is unreachable")
+
+func (s *downStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
+	if s.down.Load() {
+		return nil, errDown
+	}
+	return s.Store.Begin(ctx, opts)
+}
+
+func (s *downStore) Get(ctx context.Context, scope, key string) (*store.Record, error) {
+	if s.down.Load() {
+		return nil, errDown
+	}
+	return s.Store.Get(ctx, scope, key)
+}
+
+func (s *downStore) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
+	if s.down.Load() {
+		return nil, false, errDown
+	}
+	return s.Store.Insert(ctx, c)
 }
 
 // service is the TestService under test: UnaryCall, EmptyCall and

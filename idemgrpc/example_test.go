@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"log"
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,14 +18,14 @@ import (
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/idemgrpc"
-	"github.com/idem-dev/idem/sqlitestore"
+	"github.com/idem-dev/idem/memstore"
 )
 
 // payments is a gRPC service that knows nothing of idempotency: grpc-go's
 // interop TestService stands in for your generated one.
 type payments struct {
 	testpb.UnimplementedTestServiceServer
-	db sqlitestore.DBTX
+	made atomic.Int64 // the payments made
 }
 
 // UnaryCall makes a payment of the amount in minor units the request's
@@ -36,13 +35,7 @@ func (p *payments) UnaryCall(ctx context.Context, req *testpb.SimpleRequest) (*t
 	if err != nil || amount <= 0 {
 		return nil, status.Error(codes.InvalidArgument, "amount: a positive number of minor units") // final: stored
 	}
-	// The insert joins the call's transaction: it commits with the key's
-	// completion, or not at all.
-	var id int64
-	err = sqlitestore.DB(ctx, p.db).QueryRowContext(ctx, `INSERT INTO payments (amount) VALUES (?) RETURNING id`, amount).Scan(&id)
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, "try again") // not stored: the retry runs
-	}
+	id := p.made.Add(1)
 	return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: fmt.Appendf(nil, "payment %d", id)}}, nil
 }
 
@@ -57,35 +50,22 @@ func authenticate(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler
 	return handler(idem.WithScope(ctx, user), req)
 }
 
-// A gRPC server with the idem interceptor, on an SQLite file: the call is
-// retried with the same key and gets the first response, marked
-// idempotent-replayed; the same key with another request is refused.
-// pgstore.New(pool) can stand in for the SQLite store.
+// A gRPC server with the idem interceptor: the call is retried with the
+// same key and gets the first response, marked idempotent-replayed, and
+// the payment is made once; the same key with another request is refused.
+// The example runs on memstore, the in-memory store; in production it is
+// pgstore.New(pool) or sqlitestore.New(db), and in ModeAtomic the
+// handler's writes join the key's transaction through pgstore.DB or
+// sqlitestore.DB.
 func Example() {
-	dir, err := os.MkdirTemp("", "idem-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	db, err := sqlitestore.Open(filepath.Join(dir, "payments.db"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := sqlitestore.Migrate(ctx, db); err != nil {
-		log.Fatal(err)
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE payments (id INTEGER PRIMARY KEY, amount INTEGER NOT NULL)`); err != nil {
-		log.Fatal(err)
-	}
-
-	mw, err := idem.New(sqlitestore.New(db), idem.Config{Mode: idem.ModeAtomic})
+	mw, err := idem.New(memstore.New(), idem.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authenticate, idemgrpc.UnaryServerInterceptor(mw, idemgrpc.Config{})))
-	testpb.RegisterTestServiceServer(srv, &payments{db: db})
+	svc := &payments{}
+	testpb.RegisterTestServiceServer(srv, svc)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		log.Fatal(err)
@@ -109,8 +89,10 @@ func Example() {
 		}
 		fmt.Println(string(resp.GetPayload().GetBody()), "replayed:", header.Get(idemgrpc.MetadataReplayed))
 	}
+	fmt.Println("payments made:", svc.made.Load())
 	// Output:
 	// payment 1 replayed: []
 	// payment 1 replayed: [true]
 	// FailedPrecondition
+	// payments made: 1
 }
