@@ -115,11 +115,13 @@ func (c *replayCache) get(scope, key string, now time.Time) *store.Record {
 }
 
 // put caches a COMPLETED record until the cache's margin before its
-// expiry. Other records, records too close to expiry and records larger
-// than the whole cache are not cached.
+// expiry. Other records, records too close to expiry, records larger than
+// the whole cache, and the outcome-unknown answer, which an operator may
+// still release or replace (store.KeyResolver) from any process, are not
+// cached.
 func (c *replayCache) put(rec *store.Record, now time.Time) {
 	if c == nil || rec.Status != store.StatusCompleted || rec.Response == nil || rec.Expired ||
-		(c.cacheable != nil && !c.cacheable(*rec.Response)) {
+		store.AwaitsOperator(rec.Status, rec.Response) || (c.cacheable != nil && !c.cacheable(*rec.Response)) {
 		return
 	}
 	until := rec.ExpiresAt.Add(-c.margin)
@@ -199,7 +201,7 @@ func (c *replayCache) pushFront(i int32) {
 type ReplayCacheStats struct {
 	Entries int
 	Bytes   int64 // roughly what the entries cost in memory
-	Max     int64 // Config.ReplayCacheBytes; 0: no cache
+	Max     int64 // Config.ReplayCacheBytes; 0: no cache (a negative ReplayCacheBytes)
 }
 
 // ReplayCache reports what the replay cache holds now, for operators.

@@ -58,6 +58,18 @@ func TestReplayCache(t *testing.T) {
 		require.NotNil(t, c.get("a", "final", now))
 	})
 
+	t.Run("NeverHoldsTheOutcomeUnknownAnswer", func(t *testing.T) {
+		c := newReplayCache(1<<20, time.Minute, nil)
+		open := completed("a", "open", `{"type":"`+store.OutcomeUnknownType+`"}`, day)
+		open.Response.StatusCode = 409
+		c.put(open, now)
+		require.Nil(t, c.get("a", "open", now), "an operator may still release or replace it, from any process")
+		other := completed("a", "conflict", `{"type":"about:blank"}`, day)
+		other.Response.StatusCode = 409
+		c.put(other, now)
+		require.NotNil(t, c.get("a", "conflict", now), "any other final answer is cached")
+	})
+
 	t.Run("EntryEndsMarginBeforeRecordExpires", func(t *testing.T) {
 		c := newReplayCache(1<<20, time.Minute, nil)
 		expires := now.Add(10 * time.Minute)
@@ -112,6 +124,72 @@ func TestReplayCache(t *testing.T) {
 		require.Nil(t, c.get("a", "k", now))
 		require.Nil(t, newReplayCache(0, time.Minute, nil))
 	})
+}
+
+// TestReplayCacheAndOperators: through a middleware with the zero Config
+// (which caches), an operator's release or replacement of an outcome-unknown
+// answer, the one answer an operator may change (store.KeyResolver), is
+// what the next retry gets: that answer was never cached. Any other answer
+// is, and its retry costs the store nothing.
+func TestReplayCacheAndOperators(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	unknown := `{"type":"` + store.OutcomeUnknownType + `","status":409}`
+	s := memstore.New()
+	m, err := New(s, Config{})
+	require.NoError(t, err)
+	runs := map[string]int{}
+	h := m.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get("Idempotency-Key")
+		runs[key]++
+		if strings.HasPrefix(key, "unknown") && runs[key] == 1 {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(unknown))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte("ran " + strconv.Itoa(runs[key])))
+	}))
+	send := func(key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/v1/payouts", strings.NewReader("{}"))
+		r.Header.Set("Idempotency-Key", key)
+		r = r.WithContext(WithScope(r.Context(), "alice"))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	attempt := func(key string) store.Attempt {
+		rec, err := s.Get(ctx, "alice", key)
+		require.NoError(t, err)
+		require.True(t, store.AwaitsOperator(rec.Status, rec.Response))
+		return store.Attempt{Scope: "alice", Key: key, Token: rec.Token}
+	}
+
+	require.Equal(t, http.StatusCreated, send("plain").Code)
+	require.Equal(t, 1, m.ReplayCache().Entries, "the zero Config caches")
+
+	t.Run("Release", func(t *testing.T) {
+		require.Equal(t, http.StatusConflict, send("unknown-1").Code)
+		require.Equal(t, http.StatusConflict, send("unknown-1").Code, "replayed from the store")
+		require.NoError(t, s.Release(ctx, attempt("unknown-1")))
+		w := send("unknown-1")
+		require.Equal(t, http.StatusCreated, w.Code, "released: the retry runs afresh")
+		require.Equal(t, "ran 2", w.Body.String())
+	})
+	t.Run("ReplaceResponse", func(t *testing.T) {
+		require.Equal(t, http.StatusConflict, send("unknown-2").Code)
+		require.NoError(t, s.ReplaceResponse(ctx, attempt("unknown-2"), store.Response{StatusCode: http.StatusOK, Body: []byte("paid")}))
+		w := send("unknown-2")
+		require.Equal(t, http.StatusOK, w.Code, "the operator's answer, not a cached one")
+		require.Equal(t, "paid", w.Body.String())
+		require.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		require.Equal(t, 1, runs["unknown-2"])
+	})
+	require.Equal(t, 3, m.ReplayCache().Entries, "the answers after the operator's are cached: nobody changes them now")
+	w := send("plain")
+	require.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+	require.Equal(t, 1, runs["plain"])
 }
 
 // TestCachedRecordRoundTrip: what a replay needs of a record comes back

@@ -139,20 +139,25 @@ type Config struct {
 	// 1 MiB.
 	MaxResponseBytes int64
 
-	// ReplayCacheBytes, when positive, keeps the COMPLETED records this
-	// process wrote or replayed in memory, up to about this many bytes
-	// (least recently used out first): a retry it has seen is answered with
-	// no round trip, and a fresh key is claimed with no read first. Keep it
-	// off with sqlitestore. docs/modes.md says why it is safe. Default 0:
-	// off.
+	// ReplayCacheBytes bounds the replay cache: the COMPLETED records this
+	// process wrote or replayed, kept in memory up to about this many bytes
+	// (least recently used out first), so that a retry it has seen is
+	// answered with no round trip and a fresh key is claimed with no read
+	// first. docs/modes.md says why it is safe. An outcome-unknown answer
+	// ([store.AwaitsOperator]), which an operator may still change, is
+	// never kept. Each New has a cache of its own, which the middlewares
+	// WithMode and With return share. Default [DefaultReplayCacheBytes];
+	// negative: no cache, every request reads its key's record first.
 	ReplayCacheBytes int64
 
 	// ReplayCacheableFunc, when set, says whether a COMPLETED response may
 	// be kept in the replay cache. The cache is safe because a COMPLETED
 	// record never changes; a response an operator may still change
-	// through [store.KeyResolver] (idem-gateway's outcome-unknown answer)
-	// must not be cached, or another process would replay it after the
-	// change. Default nil: every COMPLETED response may be.
+	// through [store.KeyResolver] must not be cached, or a process would
+	// replay it after the change. The outcome-unknown answer never is; a
+	// service whose operators resolve other answers (console's
+	// OutcomeUnknownFunc) refuses them here. Default nil: every other
+	// COMPLETED response may be.
 	ReplayCacheableFunc func(store.Response) bool
 
 	// StoreTimeout bounds the writes that finish a request (completion,
@@ -238,6 +243,7 @@ const (
 	DefaultMaxRequestBytes  = 1 << 20
 	DefaultMaxResponseBytes = 1 << 20
 	DefaultStoreTimeout     = 10 * time.Second
+	DefaultReplayCacheBytes = 32 << 20
 	DefaultProblemTypeBase  = "https://github.com/idem-dev/idem/blob/main/docs/problems.md#"
 )
 
@@ -311,7 +317,6 @@ func (c Config) withDefaults() (Config, error) {
 	}{
 		{"MaxRequestBytes", &c.MaxRequestBytes, DefaultMaxRequestBytes},
 		{"MaxResponseBytes", &c.MaxResponseBytes, DefaultMaxResponseBytes},
-		{"ReplayCacheBytes", &c.ReplayCacheBytes, 0},
 	}
 	for _, s := range sizes {
 		switch {
@@ -320,6 +325,9 @@ func (c Config) withDefaults() (Config, error) {
 		case *s.v < 0:
 			errs = append(errs, fmt.Errorf("idem: %s must be positive, got %d", s.name, *s.v))
 		}
+	}
+	if c.ReplayCacheBytes == 0 {
+		c.ReplayCacheBytes = DefaultReplayCacheBytes // negative stays: no cache
 	}
 	if n := len(c.ProviderKeySecret); n > 0 && n < MinProviderKeySecret {
 		errs = append(errs, fmt.Errorf("idem: ProviderKeySecret is %d bytes; the minimum is %d", n, MinProviderKeySecret))

@@ -29,6 +29,18 @@ func TestConfig(t *testing.T) {
 		require.Equal(t, int64(1<<20), c.MaxResponseBytes)
 		require.Equal(t, []string{"Content-Type", "Location", idem.HeaderShouldRetry}, c.ReplayHeaders)
 		require.NotNil(t, c.ScopeFunc)
+		require.Equal(t, int64(idem.DefaultReplayCacheBytes), c.ReplayCacheBytes)
+		require.Equal(t, int64(32<<20), mw.ReplayCache().Max, "the replay cache is on")
+	})
+
+	t.Run("NegativeReplayCacheBytesTurnsTheCacheOff", func(t *testing.T) {
+		t.Parallel()
+		mw, err := idem.New(st, idem.Config{ReplayCacheBytes: -1})
+		require.NoError(t, err)
+		require.Equal(t, idem.ReplayCacheStats{}, mw.ReplayCache())
+		again, err := idem.New(st, mw.Config())
+		require.NoError(t, err)
+		require.Equal(t, idem.ReplayCacheStats{}, again.ReplayCache(), "the Config in force keeps it off")
 	})
 
 	t.Run("ShortProviderKeySecretFailsAtConstruction", func(t *testing.T) {

@@ -248,3 +248,16 @@ func ExampleAdvance() {
 	// retry: 201 paid replayed: true
 	// debits: 1 transfers: 1
 }
+
+// A door of your own (a proxy, a gRPC status) says whether its answer asks
+// for a retry as the middleware does.
+func ExampleShouldRetryHeader() {
+	for _, status := range []int{201, 409, 429, 503} {
+		fmt.Println(status, idem.HeaderShouldRetry+":", idem.ShouldRetryHeader(status))
+	}
+	// Output:
+	// 201 Idempotent-Should-Retry: false
+	// 409 Idempotent-Should-Retry: false
+	// 429 Idempotent-Should-Retry: true
+	// 503 Idempotent-Should-Retry: true
+}

@@ -20,39 +20,40 @@ import (
 const FingerprintVersion = 1
 
 // fingerprinters holds every algorithm version still needed to compare old
-// records. A new version is added here, never replacing an old one.
-var fingerprinters = map[int]func(r *http.Request, body []byte) ([]byte, error){
+// records. A new version is added here, never replacing an old one. Each
+// is given r's target, r.URL.RequestURI(), computed once per request.
+var fingerprinters = map[int]func(r *http.Request, uri string, body []byte) ([]byte, error){
 	1: fingerprintV1,
 }
 
 // NewFingerprint fingerprints a request with the current algorithm. It
 // fails when a JSON body cannot be canonicalised.
 func NewFingerprint(r *http.Request, body []byte) (store.Fingerprint, error) {
-	return fingerprintWith(FingerprintVersion, r, body)
+	return fingerprintWith(FingerprintVersion, r, r.URL.RequestURI(), body)
 }
 
-func fingerprintWith(version int, r *http.Request, body []byte) (store.Fingerprint, error) {
+func fingerprintWith(version int, r *http.Request, uri string, body []byte) (store.Fingerprint, error) {
 	fn, ok := fingerprinters[version]
 	if !ok {
 		return store.Fingerprint{}, fmt.Errorf("idem: unknown fingerprint version %d", version)
 	}
-	h, err := fn(r, body)
+	h, err := fn(r, uri, body)
 	if err != nil {
 		return store.Fingerprint{}, err
 	}
-	return store.Fingerprint{Version: version, Method: r.Method, Path: r.URL.RequestURI(), Hash: h}, nil
+	return store.Fingerprint{Version: version, Method: r.Method, Path: uri, Hash: h}, nil
 }
 
-// fingerprint fingerprints an HTTP request with an algorithm version,
-// over what Config.FingerprintFunc selects of its body.
-func (m *Middleware) fingerprint(version int, r *http.Request, body []byte) (store.Fingerprint, error) {
+// fingerprint fingerprints an HTTP request, whose target is uri, with an
+// algorithm version, over what Config.FingerprintFunc selects of its body.
+func (m *Middleware) fingerprint(version int, r *http.Request, uri string, body []byte) (store.Fingerprint, error) {
 	if m.cfg.FingerprintFunc != nil {
 		var err error
 		if body, err = m.cfg.FingerprintFunc(r, body); err != nil {
 			return store.Fingerprint{}, err
 		}
 	}
-	return fingerprintWith(version, r, body)
+	return fingerprintWith(version, r, uri, body)
 }
 
 // errEmptyJSON is a body declared JSON that holds nothing: not a JSON text
@@ -63,7 +64,7 @@ var errEmptyJSON = errors.New("the body is empty")
 // method, the path with its query, the body's kind, and the body (its RFC
 // 8785 canonical form when the request says it is JSON, else its bytes).
 // Length prefixes make the encoding unambiguous.
-func fingerprintV1(r *http.Request, body []byte) ([]byte, error) {
+func fingerprintV1(r *http.Request, uri string, body []byte) ([]byte, error) {
 	kind := "raw"
 	if isJSON(r.Header.Get("Content-Type")) {
 		if len(body) == 0 {
@@ -78,7 +79,6 @@ func fingerprintV1(r *http.Request, body []byte) ([]byte, error) {
 	// The fields are hashed as one buffer, on the stack for a small
 	// request: the hash's only allocation is its result.
 	const tag = "idem-fingerprint-v1"
-	uri := r.URL.RequestURI()
 	var small [512]byte
 	buf := small[:0]
 	if n := 5*8 + len(tag) + len(r.Method) + len(uri) + len(kind) + len(body); n > len(small) {

@@ -19,7 +19,7 @@ type Middleware struct {
 	store store.Store
 	caps  capabilities
 	cfg   Config
-	cache *replayCache // nil without Config.ReplayCacheBytes
+	cache *replayCache // nil with a negative Config.ReplayCacheBytes
 }
 
 // capabilities are the store's optional interfaces (store/capability.go)

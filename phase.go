@@ -85,13 +85,17 @@ type inPhaseKey struct{}
 // before, and in leased mode on a store.Advancer its recovery-point
 // state, which run reads back (nil otherwise).
 func (m *Middleware) handlerContext(hctx context.Context, q *request, lapsed bool) (context.Context, *recovery) {
-	a := &q.first.attempt
+	a, p := &q.first.attempt, &q.first.recovery
 	if q.runs > 1 {
-		a = new(heldAttempt)
+		a, p = new(heldAttempt), nil
 	}
 	*a = heldAttempt{key: q.claim.Key, lapsed: lapsed}
 	if m.caps.advancer != nil && m.cfg.Mode == ModeLeased {
-		a.rec = &recovery{m: m, s: m.caps.advancer, a: q.claim.Attempt()}
+		if p == nil {
+			p = new(recovery)
+		}
+		*p = recovery{m: m, s: m.caps.advancer, a: q.claim.Attempt()}
+		a.rec = p
 	}
 	return context.WithValue(hctx, attemptKey{}, a), a.rec
 }

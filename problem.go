@@ -1,5 +1,7 @@
 package idem
 
+import "strconv"
+
 // ProblemType names a kind of problem response. The full type URI is
 // Config.ProblemTypeBase followed by the name; docs/problems.md documents
 // each one.
@@ -34,6 +36,10 @@ const HeaderShouldRetry = "Idempotent-Should-Retry"
 // decides an answer's finality by; the middleware's own in-flight and
 // lease-lost 409s ask for a retry too, and its response-too-large does not.
 func ShouldRetry(status int) bool { return !isFinal(status) }
+
+// ShouldRetryHeader is the HeaderShouldRetry value of an answer with this
+// HTTP status: "true" when ShouldRetry, else "false".
+func ShouldRetryHeader(status int) string { return strconv.FormatBool(ShouldRetry(status)) }
 
 // shouldRetry is the HeaderShouldRetry value of a problem of type t
 // answered with status.

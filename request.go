@@ -33,8 +33,12 @@ type request struct {
 		body     heldBody
 		captured capture
 		attempt  heldAttempt
+		recovery recovery
 	}
-	runs int // the handler's runs begun
+	// stored is the response the key was completed with (result.stored),
+	// kept here for the same reason.
+	stored store.Response
+	runs   int // the handler's runs begun
 	// held is how the request holds its key, in one of its modes
 	// (Middleware.holder): kept here, so that holding costs no allocation.
 	held struct {
@@ -100,13 +104,14 @@ func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string
 	if !ok {
 		return res, false
 	}
-	if !utf8.ValidString(q.r.URL.RequestURI()) {
+	uri := q.r.URL.RequestURI() // once: the fingerprint covers it too
+	if !utf8.ValidString(uri) {
 		// The key's record keeps the target as text, which PostgreSQL
 		// and MySQL refuse: every retry would fail as the first.
 		return rejected(OutcomeInvalidBody, ProblemTargetInvalid, http.StatusBadRequest,
 			"The request's path or query holds bytes that are not UTF-8; percent-encode them."), false
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, q.r.Body, m.cfg.MaxRequestBytes))
+	body, err := readBody(http.MaxBytesReader(w, q.r.Body, m.cfg.MaxRequestBytes), q.r.ContentLength, m.cfg.MaxRequestBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -115,7 +120,7 @@ func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string
 		}
 		return rejected(OutcomeInvalidBody, ProblemBodyInvalid, http.StatusBadRequest, "The request body could not be read."), false
 	}
-	fp, err := m.fingerprint(FingerprintVersion, q.r, body)
+	fp, err := m.fingerprint(FingerprintVersion, q.r, uri, body)
 	if err != nil {
 		return rejected(OutcomeInvalidBody, ProblemBodyInvalid, http.StatusBadRequest, "The request body is not valid JSON: "+err.Error()+"."), false
 	}
@@ -123,6 +128,30 @@ func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string
 	q.r.ContentLength = int64(len(body))
 	q.claim = m.newClaim(q.event.Scope, key, fp)
 	return result{}, true
+}
+
+// readBody reads a request body as io.ReadAll does, into one allocation of
+// the size the request declares (up to max), where ReadAll starts at 512
+// bytes and grows: a small JSON body costs a few dozen bytes.
+func readBody(r io.Reader, declared, max int64) ([]byte, error) {
+	if declared < 0 || declared > max {
+		return io.ReadAll(r)
+	}
+	// One byte more, so that the read that finds the end needs no growth.
+	b := make([]byte, 0, declared+1)
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // more than declared: grow as ReadAll does
+		}
+	}
 }
 
 // identify checks a request's user and key, from any door. Authentication

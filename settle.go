@@ -50,14 +50,15 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 		}
 		return res, thenAnswer
 	}
-	resp := m.storedResponse(out.captured)
+	q.stored = m.storedResponse(out.captured)
+	resp := q.stored
 	found, err := h.complete(ctx, q, resp)
 	switch {
 	case found == keyRecorded:
 		return result{}, thenRecordOrRerun
 	case err == nil:
 		m.remember(q, resp)
-		return result{outcome: OutcomeExecuted, captured: out.captured, stored: &resp}, thenAnswer
+		return result{outcome: OutcomeExecuted, captured: out.captured, stored: &q.stored}, thenAnswer
 	case errors.Is(err, store.ErrNotHeld):
 		return leaseLost(err), thenAnswer
 	case errors.Is(err, store.ErrWaitTimeout):

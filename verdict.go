@@ -49,7 +49,7 @@ func (m *Middleware) sameRequest(q *request, stored store.Fingerprint) bool {
 			return false // Do's fingerprints are the caller's: one version only
 		}
 		var err error
-		if fp, err = m.fingerprint(stored.Version, q.r, q.body); err != nil {
+		if fp, err = m.fingerprint(stored.Version, q.r, fp.Path, q.body); err != nil {
 			return false
 		}
 	}

@@ -57,7 +57,7 @@ func errorStatus(code codes.Code, httpStatus int, reason, message string, h http
 	info := &errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: map[string]string{}}
 	if httpStatus != 0 {
 		info.Metadata[InfoHTTPStatus] = strconv.Itoa(httpStatus)
-		info.Metadata[InfoShouldRetry] = strconv.FormatBool(idem.ShouldRetry(httpStatus))
+		info.Metadata[InfoShouldRetry] = idem.ShouldRetryHeader(httpStatus)
 		if v := h.Get(idem.HeaderShouldRetry); v != "" {
 			info.Metadata[InfoShouldRetry] = v
 		}

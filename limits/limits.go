@@ -232,7 +232,7 @@ var titles = map[string]string{
 // writeProblem answers an RFC 9457 problem.
 func writeProblem(w http.ResponseWriter, name string, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set(idem.HeaderShouldRetry, strconv.FormatBool(idem.ShouldRetry(status)))
+	w.Header().Set(idem.HeaderShouldRetry, idem.ShouldRetryHeader(status))
 	w.WriteHeader(status)
 	_, _ = w.Write(problem(name, status, detail))
 }

@@ -127,7 +127,7 @@ func TestDeferredClaimRoundTrips(t *testing.T) {
 		fresh int64
 	}{
 		{"DeferredCached", deferredCached, 2},
-		{"ClaimFirst", idem.Config{Mode: idem.ModeAtomic}, 4},
+		{"ClaimFirst", idem.Config{Mode: idem.ModeAtomic, ReplayCacheBytes: -1}, 4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -105,7 +105,7 @@ func TestTraceFunc(t *testing.T) {
 		} {
 			st, _ := tracedStore(t)
 			rec := &recorder{}
-			mw, err := idem.New(st, idem.Config{Mode: tc.mode, TraceFunc: rec.trace})
+			mw, err := idem.New(st, idem.Config{Mode: tc.mode, TraceFunc: rec.trace, ReplayCacheBytes: -1})
 			require.NoError(t, err)
 			h := mw.Require(created)
 			w := httptest.NewRecorder()
@@ -124,7 +124,7 @@ func TestTraceFunc(t *testing.T) {
 		t.Parallel()
 		st, qt := tracedStore(t)
 		rec := &recorder{}
-		mw, err := idem.New(st, idem.Config{TraceFunc: rec.trace})
+		mw, err := idem.New(st, idem.Config{TraceFunc: rec.trace, ReplayCacheBytes: -1})
 		require.NoError(t, err)
 		w := httptest.NewRecorder()
 		mw.Require(created).ServeHTTP(w, keyed("k1", `{}`))

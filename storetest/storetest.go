@@ -76,14 +76,15 @@ type MiddlewareConfig struct {
 
 // MiddlewareConfigs are the configurations Run drives the middleware in:
 // both modes; atomic mode with the claim deferred to the completion (a
-// store that cannot defer it claims first, as without); and both with a
-// replay cache, which claims without reading first.
+// store that cannot defer it claims first, as without); each without the
+// replay cache, so reading every key first, and leased and deferred with
+// it (the default), which claims without reading first.
 func MiddlewareConfigs() []MiddlewareConfig {
 	const cache = 1 << 20
 	return []MiddlewareConfig{
-		{"Leased", idem.Config{Mode: idem.ModeLeased}},
-		{"Atomic", idem.Config{Mode: idem.ModeAtomic}},
-		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomicDeferred}},
+		{"Leased", idem.Config{Mode: idem.ModeLeased, ReplayCacheBytes: -1}},
+		{"Atomic", idem.Config{Mode: idem.ModeAtomic, ReplayCacheBytes: -1}},
+		{"AtomicDeferredClaim", idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: -1}},
 		{"LeasedCached", idem.Config{Mode: idem.ModeLeased, ReplayCacheBytes: cache}},
 		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: cache}},
 	}

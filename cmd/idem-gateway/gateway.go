@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -307,7 +306,7 @@ func writeProblem(w http.ResponseWriter, name string, status int, detail string,
 	b, _ := json.Marshal(p)
 	w.Header().Set("Content-Type", "application/problem+json")
 	// outcome-unknown (409) is final: the gateway will not send it again.
-	w.Header().Set(idem.HeaderShouldRetry, strconv.FormatBool(idem.ShouldRetry(status)))
+	w.Header().Set(idem.HeaderShouldRetry, idem.ShouldRetryHeader(status))
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }

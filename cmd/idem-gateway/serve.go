@@ -428,6 +428,9 @@ func newGateway(st store.Store, ups []*upstream, specs []routeSpec, f serveFlags
 			cfg := s.cfg
 			cfg.ObserveFunc, cfg.TraceFunc, cfg.StartFunc = obs.observe, obs.trace, g.startRequest(obs.start)
 			cfg.ReplayCacheBytes, cfg.ReplayCacheableFunc = cacheBytes/int64(guarded), func(r store.Response) bool { return !isOutcomeUnknown(r) }
+			if cfg.ReplayCacheBytes == 0 {
+				cfg.ReplayCacheBytes = -1 // no cache, not idem's default
+			}
 			if rt.mw, err = idem.New(st, cfg); err != nil {
 				return nil, cli.Usagef("route %q: %v", s.pattern.text, err)
 			}

@@ -554,8 +554,8 @@ func shellQuote(s string) string {
 // the cache would wait for the writer, where reading first is a WAL read
 // that never does. SQLite keeps reading first.
 func replayCache(kind string, mb int64) int64 {
-	if kind == "sqlite" {
-		return 0
+	if kind == "sqlite" || mb == 0 {
+		return -1 // no cache
 	}
 	return mb << 20
 }

@@ -2,7 +2,6 @@ package api
 
 import (
 	"net/http"
-	"strconv"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/limits"
@@ -78,7 +77,7 @@ func TypeURI(t ProblemType) string { return idem.DefaultProblemTypeBase + string
 // bounds of Limits ask for a retry later (package limits). Its
 // idem.HeaderShouldRetry says whether a retry may get another answer.
 func writeProblem(w http.ResponseWriter, t ProblemType, status int, detail string, fields ...ProblemField) {
-	w.Header().Set(idem.HeaderShouldRetry, strconv.FormatBool(idem.ShouldRetry(status)))
+	w.Header().Set(idem.HeaderShouldRetry, idem.ShouldRetryHeader(status))
 	write(w, status, "application/problem+json",
 		Problem{Type: TypeURI(t), Title: problemTitles[t], Status: status, Detail: detail, Errors: fields})
 }

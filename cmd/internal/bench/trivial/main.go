@@ -145,7 +145,7 @@ func handler(pool *pgxpool.Pool, wiring string) (http.Handler, error) {
 		ReplayCacheBytes: replayCacheBytes,
 	}
 	if noCache {
-		c.ReplayCacheBytes = 0
+		c.ReplayCacheBytes = -1 // no cache
 	}
 	switch name {
 	case "atomic":
