@@ -4,18 +4,15 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/sqlrow"
 )
 
 // DBTX is what a repository needs of SQLite: sqlc's generated DBTX
-// interface and GORM's ConnPool. *sql.DB, *sql.Conn and *sql.Tx all
+// interface and GORM's ConnPool (ExecContext, PrepareContext,
+// QueryContext, QueryRowContext). *sql.DB, *sql.Conn and *sql.Tx all
 // satisfy it, and so does what DB returns.
-type DBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
+type DBTX = engine.DBTX
 
 type txKey struct{}
 
@@ -73,7 +70,7 @@ func (a ambient) QueryContext(ctx context.Context, query string, args ...any) (*
 func (a ambient) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	c, err := a.t.begin(ctx)
 	if err != nil {
-		return sqlrow.Err(a.t.s.db, err)
+		return sqlrow.Err(a.t.s.DB(), err)
 	}
 	return c.QueryRowContext(ctx, query, args...)
 }
