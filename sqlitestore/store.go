@@ -39,16 +39,8 @@ type (
 )
 
 var (
-	_ store.Store            = (*Store)(nil)
-	_ store.KeyLister        = (*Store)(nil)
-	_ store.KeyResolver      = (*Store)(nil)
-	_ store.AuditLog         = (*Store)(nil)
-	_ store.Advancer         = (*Store)(nil)
-	_ store.UnfinishedFinder = (*Store)(nil)
-	_ store.ExpiredDeleter   = (*Store)(nil)
-	_ store.Tx               = (*Tx)(nil)
-	_ store.Advancer         = (*Tx)(nil)
-	_ store.AuditTx          = (*Tx)(nil)
+	_ engine.StoreCapabilities = (*Store)(nil)
+	_ engine.TxCapabilities    = (*Tx)(nil)
 )
 
 // New returns a Store on db, which should come from Open: the store needs

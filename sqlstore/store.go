@@ -42,16 +42,9 @@ type (
 )
 
 var (
-	_ store.Store            = (*Store)(nil)
-	_ store.KeyLister        = (*Store)(nil)
-	_ store.KeyResolver      = (*Store)(nil)
-	_ store.AuditLog         = (*Store)(nil)
-	_ store.Advancer         = (*Store)(nil)
-	_ store.UnfinishedFinder = (*Store)(nil)
-	_ store.ExpiredDeleter   = (*Store)(nil)
-	_ store.ClaimDeferrer    = (*Tx)(nil)
-	_ store.Advancer         = (*Tx)(nil)
-	_ store.AuditTx          = (*Tx)(nil)
+	_ engine.StoreCapabilities = (*Store)(nil)
+	_ engine.TxCapabilities    = (*Tx)(nil)
+	_ store.ClaimDeferrer      = (*Tx)(nil)
 )
 
 // New returns a Store on db. It fails when opts.Table is not an

@@ -254,3 +254,22 @@ func (e *Engine) now() time.Time {
 func (e *Engine) limitError(op string, limit int) error {
 	return fmt.Errorf("%s: %s: limit must be positive, got %d", e.name, op, limit)
 }
+
+// StoreCapabilities are the store package's optional interfaces that a
+// driver's Store serves by embedding the Engine and its own Keys, besides
+// store.Store; a driver asserts them at compile time.
+type StoreCapabilities interface {
+	store.KeyLister
+	store.KeyResolver
+	store.AuditLog
+	store.Advancer
+	store.UnfinishedFinder
+	store.ExpiredDeleter
+}
+
+// TxCapabilities are those a driver's Tx serves by embedding its Keys,
+// besides store.Tx.
+type TxCapabilities interface {
+	store.Advancer
+	store.AuditTx
+}

@@ -53,15 +53,9 @@ func (d Dialect) Apply(ctx context.Context, db *sql.DB, name, mt string, ms []mi
 	if _, err := c.ExecContext(ctx, fmt.Sprintf(d.Migrate.TableSQL, mt)); err != nil {
 		return nil, fmt.Errorf("%s: migrate: %w", name, err)
 	}
-	var applied []int
-	for _, m := range ms {
-		done, err := d.applyOne(ctx, c, mt, m)
-		if err != nil {
-			return applied, fmt.Errorf("%s: migration %03d_%s: %w", name, m.Version, m.Name, err)
-		}
-		if done {
-			applied = append(applied, m.Version)
-		}
+	applied, err := migrate.Each(ms, func(m migrate.Migration) (bool, error) { return d.applyOne(ctx, c, mt, m) })
+	if err != nil {
+		return applied, fmt.Errorf("%s: %w", name, err)
 	}
 	return applied, nil
 }
