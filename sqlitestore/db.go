@@ -14,8 +14,6 @@ import (
 // satisfy it, and so does what DB returns.
 type DBTX = engine.DBTX
 
-type txKey struct{}
-
 // ambient is the request's transaction as a handler sees it: statements,
 // but no Commit or Rollback, which belong to the middleware.
 type ambient struct{ t *writeTx }
@@ -32,7 +30,7 @@ type ambient struct{ t *writeTx }
 // use SAVEPOINT to undo more. Never run COMMIT or ROLLBACK: either ends the
 // transaction, and every later statement fails with store.ErrTxAborted.
 func DB(ctx context.Context, fallback DBTX) DBTX {
-	if a, ok := ctx.Value(txKey{}).(ambient); ok {
+	if a, ok := engine.Ambient[ambient](ctx); ok {
 		return a
 	}
 	return fallback

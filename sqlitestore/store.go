@@ -136,7 +136,7 @@ type Tx struct {
 
 // Context returns a copy of ctx carrying the transaction for DB.
 func (t *Tx) Context(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, ambient{t.w})
+	return engine.WithAmbient(ctx, ambient{t.w})
 }
 
 // Commit commits the transaction. A transaction that SQLite rolled back on

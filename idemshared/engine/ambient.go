@@ -17,8 +17,6 @@ type DBTX interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-type txKey struct{}
-
 // ambient is the request's transaction as a handler sees it: the *sql.Tx's
 // statements, but no Commit or Rollback, which belong to the middleware.
 type ambient struct{ t *Tx }
@@ -28,7 +26,7 @@ var _ DBTX = ambient{}
 // DB returns the request's ambient transaction (Tx.Context) when ctx
 // carries one, else fallback.
 func DB(ctx context.Context, fallback DBTX) DBTX {
-	if a, ok := ctx.Value(txKey{}).(ambient); ok {
+	if a, ok := Ambient[ambient](ctx); ok {
 		return a
 	}
 	return fallback
@@ -84,4 +82,20 @@ func (a ambient) QueryRowContext(ctx context.Context, query string, args ...any)
 		return sqlrow.Err(a.t.e.db, err)
 	}
 	return tx.QueryRowContext(ctx, query, args...)
+}
+
+// ambientKey is the context key of a store's request transaction as its
+// handler sees it, one per type.
+type ambientKey[T any] struct{}
+
+// WithAmbient returns a copy of ctx carrying a, a store's request
+// transaction as its handler sees it.
+func WithAmbient[T any](ctx context.Context, a T) context.Context {
+	return context.WithValue(ctx, ambientKey[T]{}, a)
+}
+
+// Ambient returns the request transaction of type T that ctx carries.
+func Ambient[T any](ctx context.Context) (T, bool) {
+	a, ok := ctx.Value(ambientKey[T]{}).(T)
+	return a, ok
 }

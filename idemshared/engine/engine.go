@@ -250,11 +250,6 @@ func (e *Engine) now() time.Time {
 	return time.Now()
 }
 
-// limitError is the error of an operation asked for no rows.
-func (e *Engine) limitError(op string, limit int) error {
-	return fmt.Errorf("%s: %s: limit must be positive, got %d", e.name, op, limit)
-}
-
 // StoreCapabilities are the store package's optional interfaces that a
 // driver's Store serves by embedding the Engine and its own Keys, besides
 // store.Store; a driver asserts them at compile time.

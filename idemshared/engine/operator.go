@@ -24,9 +24,7 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 		// The store's clock is the first argument (Statements.Columns).
 		clock = []any{e.dialect.Now(time.Now())}
 	}
-	query, args := keytable.Search(keytable.Query{Scope: q.Scope, Key: q.Key, Status: string(q.Status), Unfinished: q.Unfinished,
-		ResponseCode: q.ResponseCode, PathPrefix: q.PathPrefix, CreatedBefore: q.CreatedBefore, Limit: q.MaxRecords()},
-		e.sql.Columns+", scope, idempotency_key", e.sql.Search, clock...)
+	query, args := keytable.Search(SearchQuery(q), e.sql.Columns+", scope, idempotency_key", e.sql.Search, clock...)
 	if e.dialect.Placeholder(1) == "?" {
 		// The search names an argument as often as it uses it ($1 in
 		// each branch of a union): positional placeholders take it each
@@ -127,8 +125,8 @@ func (e *Engine) ProviderKeys(ctx context.Context, scope, key string) (map[strin
 // status code code, in primary-key order after after (see
 // store.KeyResolver). It reads on the pool.
 func (e *Engine) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
-	if limit <= 0 {
-		return nil, e.limitError("list completed", limit)
+	if err := CheckLimit(e.name, "list completed", limit); err != nil {
+		return nil, err
 	}
 	l := e.sql.ListCompleted
 	refs, err := e.keyRefs(ctx, e.db, l.SQL, e.args(l, e.now(), code, after.Scope, after.Key, limit))
@@ -142,12 +140,9 @@ func (e *Engine) ListCompleted(ctx context.Context, code int, after store.KeyRef
 func (e *Engine) keyRefs(ctx context.Context, q Querier, query string, args []any) ([]store.KeyRef, error) {
 	var refs []store.KeyRef
 	err := eachRow(ctx, q, query, args, func(rows *sql.Rows) error {
-		var r store.KeyRef
-		if err := rows.Scan(&r.Scope, &r.Key); err != nil {
-			return err
-		}
+		r, err := ScanKeyRef(rows)
 		refs = append(refs, r)
-		return nil
+		return err
 	})
 	return refs, err
 }

@@ -48,19 +48,15 @@ func (k Keys) Advance(ctx context.Context, a store.Attempt, point string, provid
 
 // FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
 func (e *Engine) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
-	if limit <= 0 {
-		return nil, e.limitError("find unfinished", limit)
+	if err := CheckLimit(e.name, "find unfinished", limit); err != nil {
+		return nil, err
 	}
 	f := e.sql.FindUnfinished
 	var out []store.Unfinished
 	err := e.query(ctx, f.SQL, e.args(f, e.now(), limit), func(rows *sql.Rows) error {
-		var u store.Unfinished
-		fp := &u.Fingerprint
-		if err := rows.Scan(&u.Scope, &u.Key, &fp.Method, &fp.Path, &fp.Hash, &fp.Version, &u.Point, &u.Token); err != nil {
-			return err
-		}
+		u, err := ScanUnfinished(rows)
 		out = append(out, u)
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("find unfinished: %w", err)

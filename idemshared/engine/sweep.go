@@ -16,8 +16,8 @@ import (
 // LOCKED: PostgreSQL 9.5, MySQL 8.0, MariaDB 10.6), and deletes them. Only
 // one sweep per key table runs at a time; others get store.ErrSweepBusy.
 func (e *Engine) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, error) {
-	if limit <= 0 {
-		return nil, e.limitError("delete expired", limit)
+	if err := CheckLimit(e.name, "delete expired", limit); err != nil {
+		return nil, err
 	}
 	sweep := e.sweep
 	if sweep == nil {

@@ -22,14 +22,6 @@ func tableSQL(table string) string {
 )`, pgx.Identifier{table}.Sanitize())
 }
 
-// apply applies the migrations not yet recorded in table, each in
-// one transaction under an advisory lock of the schema and table, so
-// replicas starting together apply each migration once. It returns the
-// versions it applied.
-func apply(ctx context.Context, pool *pgxpool.Pool, table string, ms []migrate.Migration) ([]int, error) {
-	return migrate.Each(ms, func(m migrate.Migration) (bool, error) { return applyOne(ctx, pool, table, m) })
-}
-
 func applyOne(ctx context.Context, pool *pgxpool.Pool, table string, m migrate.Migration) (bool, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -70,9 +62,10 @@ func applyOne(ctx context.Context, pool *pgxpool.Pool, table string, m migrate.M
 type Set migrate.Set
 
 // Apply applies the set's pending migrations and returns the versions it
-// applied.
+// applied: each in one transaction under an advisory lock of the schema
+// and table, so replicas starting together apply each migration once.
 func (s Set) Apply(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
-	return migrate.Set(s).Apply(func(ms []migrate.Migration) ([]int, error) { return apply(ctx, pool, s.Table, ms) })
+	return migrate.Set(s).Apply(func(m migrate.Migration) (bool, error) { return applyOne(ctx, pool, s.Table, m) })
 }
 
 // SQL renders the set, with its table of applied versions, as one plain

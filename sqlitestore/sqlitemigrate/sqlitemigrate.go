@@ -27,15 +27,6 @@ func tableSQL(table string) string {
 ) STRICT`, quoteSQLite(table))
 }
 
-// apply applies the migrations not yet recorded in table, each in one
-// BEGIN IMMEDIATE transaction: it holds the database's write lock from its
-// first statement, so processes starting together on one file apply each
-// migration once (the second waits, then finds it recorded). It returns the
-// versions it applied.
-func apply(ctx context.Context, db *sql.DB, table string, ms []migrate.Migration) ([]int, error) {
-	return migrate.Each(ms, func(m migrate.Migration) (bool, error) { return applyOne(ctx, db, table, m) })
-}
-
 func applyOne(ctx context.Context, db *sql.DB, table string, m migrate.Migration) (bool, error) {
 	// One connection for the whole transaction: BEGIN, the migration and
 	// COMMIT must not be spread over the pool.
@@ -118,9 +109,12 @@ func quoteSQLite(ident string) string {
 type Set migrate.Set
 
 // Apply applies the set's pending migrations and returns the versions it
-// applied.
+// applied: each in one BEGIN IMMEDIATE transaction, which holds the
+// database's write lock from its first statement, so processes starting
+// together on one file apply each migration once (the second waits, then
+// finds it recorded).
 func (s Set) Apply(ctx context.Context, db *sql.DB) ([]int, error) {
-	return migrate.Set(s).Apply(func(ms []migrate.Migration) ([]int, error) { return apply(ctx, db, s.Table, ms) })
+	return migrate.Set(s).Apply(func(m migrate.Migration) (bool, error) { return applyOne(ctx, db, s.Table, m) })
 }
 
 // SQL renders the set, with its table of applied versions, as one plain
