@@ -1,9 +1,11 @@
 // Package idemshared holds no code: module idemshared is what the store
 // modules (pgstore, sqlitestore, sqlstore, mysqlstore) share below the
-// store.Store interface: the key table's checks and statements
-// (keytable, keytable/pgsql), its PostgreSQL migrations, written once for
-// pgstore and sqlstore (keytable/pgsql/migrations), the migration files'
-// loader (migrate) and row scanning (sqlrow).
+// store.Store interface: the key record's logic over database/sql,
+// written once behind a dialect (engine: sqlstore's PostgreSQL and MySQL,
+// sqlitestore's SQLite), the key table's checks and statements (keytable,
+// keytable/pgsql), its PostgreSQL migrations, written once for pgstore and
+// sqlstore (keytable/pgsql/migrations), the migration files' loader
+// (migrate) and row scanning (sqlrow).
 //
 // It makes no compatibility promise. Its packages change whenever the
 // stores need them to; it is released in lockstep with the other modules

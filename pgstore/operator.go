@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
@@ -27,8 +28,7 @@ var dialect = keytable.Dialect{
 
 // ListKeys searches the key table for an operator (see store.KeyLister).
 func (s *Store) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
-	sql, args := keytable.Search(keytable.Query{Scope: q.Scope, Key: q.Key, Status: string(q.Status), Unfinished: q.Unfinished,
-		ResponseCode: q.ResponseCode, PathPrefix: q.PathPrefix, CreatedBefore: q.CreatedBefore, Limit: q.MaxRecords()}, recordColumns+", scope, idempotency_key", dialect)
+	sql, args := keytable.Search(engine.SearchQuery(q), recordColumns+", scope, idempotency_key", dialect)
 	rows, err := s.pool.Query(ctx, keytable.Rewrite(sql, s.sql.table), args...)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", translate(err))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/store"
 )
@@ -48,19 +49,14 @@ func (k keys) Advance(ctx context.Context, a store.Attempt, point string, provid
 
 // FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
 func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("pgstore: find unfinished: limit must be positive, got %d", limit)
+	if err := engine.CheckLimit("pgstore", "find unfinished", limit); err != nil {
+		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, s.sql.findUnfinished, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find unfinished: %w", translate(err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Unfinished, error) {
-		var u store.Unfinished
-		fp := &u.Fingerprint
-		err := row.Scan(&u.Scope, &u.Key, &fp.Method, &fp.Path, &fp.Hash, &fp.Version, &u.Point, &u.Token)
-		return u, err
-	})
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Unfinished, error) { return engine.ScanUnfinished(row) })
 	if err != nil {
 		return nil, fmt.Errorf("find unfinished: %w", translate(err))
 	}

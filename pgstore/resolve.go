@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 )
@@ -13,18 +14,14 @@ var _ store.KeyResolver = (*Store)(nil)
 // ListCompleted lists the keys of COMPLETED records whose response has
 // status code code (see store.KeyResolver).
 func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("pgstore: list completed: limit must be positive, got %d", limit)
+	if err := engine.CheckLimit("pgstore", "list completed", limit); err != nil {
+		return nil, err
 	}
 	rows, err := s.pool.Query(ctx, s.sql.listCompleted, code, after.Scope, after.Key, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list completed: %w", translate(err))
 	}
-	refs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.KeyRef, error) {
-		var k store.KeyRef
-		err := row.Scan(&k.Scope, &k.Key)
-		return k, err
-	})
+	refs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.KeyRef, error) { return engine.ScanKeyRef(row) })
 	if err != nil {
 		return nil, fmt.Errorf("list completed: %w", translate(err))
 	}

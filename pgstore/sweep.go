@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
@@ -191,8 +192,8 @@ func (s *Store) distributed(ctx context.Context) (bool, error) {
 // table another process sweeps is left to it; when every one is,
 // DeleteExpired returns store.ErrSweepBusy.
 func (s *Store) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, error) {
-	if limit <= 0 {
-		return nil, fmt.Errorf("pgstore: delete expired: limit must be positive, got %d", limit)
+	if err := engine.CheckLimit("pgstore", "delete expired", limit); err != nil {
+		return nil, err
 	}
 	leaves, err := s.targets(ctx)
 	if err != nil {

@@ -4,20 +4,15 @@ import (
 	"context"
 	"database/sql"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/sqlrow"
 )
 
 // DBTX is what a repository needs of SQLite: sqlc's generated DBTX
-// interface and GORM's ConnPool. *sql.DB, *sql.Conn and *sql.Tx all
+// interface and GORM's ConnPool (ExecContext, PrepareContext,
+// QueryContext, QueryRowContext). *sql.DB, *sql.Conn and *sql.Tx all
 // satisfy it, and so does what DB returns.
-type DBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-type txKey struct{}
+type DBTX = engine.DBTX
 
 // ambient is the request's transaction as a handler sees it: statements,
 // but no Commit or Rollback, which belong to the middleware.
@@ -35,7 +30,7 @@ type ambient struct{ t *writeTx }
 // use SAVEPOINT to undo more. Never run COMMIT or ROLLBACK: either ends the
 // transaction, and every later statement fails with store.ErrTxAborted.
 func DB(ctx context.Context, fallback DBTX) DBTX {
-	if a, ok := ctx.Value(txKey{}).(ambient); ok {
+	if a, ok := engine.Ambient[ambient](ctx); ok {
 		return a
 	}
 	return fallback
@@ -73,7 +68,7 @@ func (a ambient) QueryContext(ctx context.Context, query string, args ...any) (*
 func (a ambient) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	c, err := a.t.begin(ctx)
 	if err != nil {
-		return sqlrow.Err(a.t.s.db, err)
+		return sqlrow.Err(a.t.s.DB(), err)
 	}
 	return c.QueryRowContext(ctx, query, args...)
 }

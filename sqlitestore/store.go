@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -18,16 +18,30 @@ const DefaultMaxWait = 5 * time.Second
 
 // Store keeps idempotency records in a SQLite database. Open the database
 // with Open and create the table with Migrate.
+//
+// Besides store.Store it serves the operator's capabilities (store.KeyLister,
+// store.KeyResolver, store.AuditLog), recovery points (store.Advancer), the
+// completer's search (store.UnfinishedFinder) and the sweep
+// (store.ExpiredDeleter). The operator's reads run without the write lock.
 type Store struct {
-	db *sql.DB
+	*engineT
+	keys
 	// gate holds a token while one of the store's transactions holds the
 	// write lock: the store's writers queue on it, in order, instead of
 	// polling SQLite's lock.
 	gate chan struct{}
-	keys
 }
 
-var _ store.Store = (*Store)(nil)
+// The engine's types, embedded unexported.
+type (
+	engineT = engine.Engine
+	keys    = engine.Keys
+)
+
+var (
+	_ engine.StoreCapabilities = (*Store)(nil)
+	_ engine.TxCapabilities    = (*Tx)(nil)
+)
 
 // New returns a Store on db, which should come from Open: the store needs
 // WAL mode, so that reads go on while a transaction holds the write lock.
@@ -50,30 +64,38 @@ type Config struct {
 // NewWithConfig is New configured by opts. It fails when opts.Table is
 // not an identifier.
 func NewWithConfig(db *sql.DB, opts Config) (*Store, error) {
-	table, err := keytable.Check(opts.Table)
+	s := &Store{gate: make(chan struct{}, 1)}
+	e, err := engine.New(engine.Config{Name: "sqlitestore", DB: db, Dialect: dialect, Table: opts.Table, Sweep: s.sweep})
 	if err != nil {
-		return nil, fmt.Errorf("sqlitestore: %w", err)
+		return nil, err
 	}
-	s := &Store{db: db, gate: make(chan struct{}, 1)}
-	s.keys = keys{s: storeSession{s}, sql: newStatements(table)}
+	s.engineT = e
+	s.keys = engine.NewKeys(e, storeSession{s})
 	return s, nil
 }
 
 // storeSession runs each of the Store's key operations on its own: a read
-// on the pool, a write in a transaction of its own.
+// on the pool, a write in a transaction of its own. Either hands fn the
+// operation's one reading of the clock, taken once the write lock is held;
+// every time the operation stores or compares is derived from it.
 type storeSession struct{ s *Store }
 
-func (ss storeSession) read(ctx context.Context, fn func(q querier, now time.Time) error) error {
-	return translate(fn(ss.s.db, time.Now()))
+func (ss storeSession) Read(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+	return translate(fn(ss.s.DB(), time.Now()))
 }
 
-func (ss storeSession) write(ctx context.Context, fn func(q querier, now time.Time) error) error {
+func (ss storeSession) Write(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
 	t := ss.s.newTx(DefaultMaxWait)
-	if err := t.write(ctx, fn); err != nil {
+	if err := t.Write(ctx, fn); err != nil {
 		t.rollback(ctx)
 		return err
 	}
 	return t.commit(ctx)
+}
+
+// Claim is Write: the write lock bounds every wait.
+func (ss storeSession) Claim(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+	return ss.Write(ctx, fn)
 }
 
 // Begin returns a transaction: the unit of work a handler shares with the
@@ -92,7 +114,18 @@ func (s *Store) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, erro
 		wait = DefaultMaxWait
 	}
 	t := s.newTx(wait)
-	return &Tx{w: t, keys: keys{s: t, sql: s.sql}}, nil
+	return &Tx{w: t, keys: engine.NewKeys(s.engineT, t)}, nil
+}
+
+// BeginAudit returns a transaction for an operator's action and its audit
+// entry (see store.AuditLog): it takes the write lock on its first
+// statement.
+func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
+	tx, err := s.Begin(ctx, store.TxOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return tx.(*Tx), nil
 }
 
 // Tx is a transaction of the store. The handler reaches it through DB.
@@ -101,11 +134,9 @@ type Tx struct {
 	keys
 }
 
-var _ store.Tx = (*Tx)(nil)
-
 // Context returns a copy of ctx carrying the transaction for DB.
 func (t *Tx) Context(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, ambient{t.w})
+	return engine.WithAmbient(ctx, ambient{t.w})
 }
 
 // Commit commits the transaction. A transaction that SQLite rolled back on

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/store"
 	"modernc.org/sqlite"
 )
@@ -97,18 +98,22 @@ func (t *writeTx) hooks() hooks {
 	}
 }
 
-// read and write make a writeTx the session of a Tx: everything runs in
-// it, under its write lock.
-func (t *writeTx) read(ctx context.Context, fn func(q querier, now time.Time) error) error {
-	return t.write(ctx, fn)
+// Read, Write and Claim make a writeTx the session of a Tx
+// (engine.Session): everything runs in it, under its write lock.
+func (t *writeTx) Read(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+	return t.Write(ctx, fn)
 }
 
-func (t *writeTx) write(ctx context.Context, fn func(q querier, now time.Time) error) error {
+func (t *writeTx) Write(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
 	c, err := t.begin(ctx)
 	if err != nil {
 		return err
 	}
 	return t.explain(fn(c, time.Now()))
+}
+
+func (t *writeTx) Claim(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+	return t.Write(ctx, fn)
 }
 
 // commit commits the transaction. One that never ran a statement has
@@ -202,7 +207,7 @@ func (s *Store) lock(ctx context.Context, wait time.Duration, h hooks) (c *sql.C
 			<-s.gate
 		}
 	}()
-	c, err = s.db.Conn(wctx)
+	c, err = s.DB().Conn(wctx)
 	if err != nil {
 		return nil, waitError(wctx, wait, err)
 	}

@@ -2,28 +2,15 @@ package sqlstore
 
 import (
 	"context"
-	"database/sql"
 
-	"github.com/idem-dev/idem/idemshared/sqlrow"
+	"github.com/idem-dev/idem/idemshared/engine"
 )
 
 // DBTX is what a repository needs of a database through database/sql:
-// sqlc's generated DBTX interface and GORM's ConnPool. *sql.DB, *sql.Conn
-// and *sql.Tx all satisfy it, and so does what DB returns.
-type DBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-type txKey struct{}
-
-// ambient is the request's transaction as a handler sees it: the *sql.Tx's
-// statements, but no Commit or Rollback, which belong to the middleware.
-type ambient struct{ t *Tx }
-
-var _ DBTX = ambient{}
+// sqlc's generated DBTX interface and GORM's ConnPool (ExecContext,
+// PrepareContext, QueryContext, QueryRowContext). *sql.DB, *sql.Conn and
+// *sql.Tx all satisfy it, and so does what DB returns.
+type DBTX = engine.DBTX
 
 // DB returns the request's ambient transaction when ctx carries one (an
 // idempotent request), else fallback (usually the *sql.DB). Repositories
@@ -37,61 +24,4 @@ var _ DBTX = ambient{}
 // the key with it. In PostgreSQL a failed statement aborts the transaction
 // (use SAVEPOINT and ROLLBACK TO around a statement that may fail); in
 // MySQL it fails alone.
-func DB(ctx context.Context, fallback DBTX) DBTX {
-	if a, ok := ctx.Value(txKey{}).(ambient); ok {
-		return a
-	}
-	return fallback
-}
-
-// noted records that a statement of the handler failed.
-func (a ambient) noted(err error) error {
-	if err != nil {
-		a.t.failed = true
-		a.t.wrote = true
-	}
-	return err
-}
-
-func (a ambient) tx(ctx context.Context) (*sql.Tx, error) {
-	tx, err := a.t.begin(ctx)
-	a.t.wrote = true
-	return tx, err
-}
-
-func (a ambient) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res, err := tx.ExecContext(ctx, query, args...)
-	return res, a.noted(err)
-}
-
-// PrepareContext prepares a statement on the transaction; it is closed
-// with the transaction.
-func (a ambient) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := tx.PrepareContext(ctx, query)
-	return st, a.noted(err)
-}
-
-func (a ambient) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	return rows, a.noted(err)
-}
-
-func (a ambient) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return sqlrow.Err(a.t.st.db, err)
-	}
-	return tx.QueryRowContext(ctx, query, args...)
-}
+func DB(ctx context.Context, fallback DBTX) DBTX { return engine.DB(ctx, fallback) }

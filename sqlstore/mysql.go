@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
 )
 
@@ -18,7 +19,7 @@ var notAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle str
 // constant within a statement, as PostgreSQL's now() is within a
 // transaction. Placeholders are positional, so each statement lists the
 // order of its canonical arguments.
-func mysqlStatements(table string) statements {
+func mysqlStatements(table string) engine.Statements {
 	const now = `UTC_TIMESTAMP(6)`
 	columns := `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token, claimed_at, lease_expires_at,
@@ -161,40 +162,40 @@ SELECT at, actor, action, reason, scope, idempotency_key, ` + "`before`, `after`
   FROM idempotency_keys_audit
  WHERE ? = '' OR (scope = ? AND idempotency_key = ?)
  ORDER BY id DESC LIMIT ?`
-	return statements{
-		search: keytable.Dialect{
+	return engine.Statements{
+		Search: keytable.Dialect{
 			Arg:  func(n int) string { return "$" + strconv.Itoa(n) }, // made positional by ListKeys
 			Time: func(t time.Time) any { return t.UTC() },
 			// Once: LOCATE, not a substring the length of the argument.
 			// The column's binary collation makes it exact.
 			PathPrefix: func(arg string) string { return "LOCATE(" + arg + ", request_path) = 1" },
 		},
-		listCompleted:    stmt{sql: withTable(listCompleted, table)},
-		release:          stmt{sql: withTable(release, table)},
-		replaceResponse:  stmt{sql: withTable(replaceResponse, table), order: []int{3, 4, 5, 6, 7, 0, 1, 2}},
-		holdsCompleted:   stmt{sql: withTable(holdsCompleted, table)},
-		now:              `SELECT ` + now,
-		countByStatus:    withTable(countByStatus, table),
-		countUnfinished:  withTable(countUnfinished, table),
-		providerKeys:     stmt{sql: withTable(`SELECT provider_keys FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?`, table)},
-		appendAudit:      stmt{sql: withTable(appendAudit, table)},
-		listAudit:        stmt{sql: withTable(listAudit, table), order: []int{0, 0, 1, 2}},
-		columns:          columns,
-		get:              stmt{sql: withTable(record, table)},
-		insert:           stmt{sql: withTable(insert, table)},
-		insertCompleted:  stmt{sql: withTable(insertCompleted, table)},
-		reacquire:        stmt{sql: withTable(reacquire, table), order: []int{8, 2, 3, 4, 5, 6, 7, 0, 1, 9}},
-		complete:         stmt{sql: withTable(complete, table), order: []int{3, 4, 5, 6, 7, 0, 1, 2}},
-		fail:             stmt{sql: withTable(fail, table)},
-		renew:            stmt{sql: withTable(renew, table), order: []int{3, 0, 1, 2}},
-		holds:            stmt{sql: withTable(holds, table)},
-		phase:            stmt{sql: withTable(phase, table)},
-		advance:          stmt{sql: withTable(advance, table), order: []int{3, 4, 4, 0, 1, 2}},
-		findUnfinished:   stmt{sql: withTable(findUnfinished, table)},
-		resumeUnfinished: stmt{sql: withTable(resumeUnfinished, table), order: []int{4, 2, 3, 0, 1, 5}},
-		sweepLock:        withTable(`SELECT GET_LOCK(`+lockName+`, 0) = 1`, table),
-		sweepUnlock:      withTable(`DO RELEASE_LOCK(`+lockName+`)`, table),
-		sweepSelect:      stmt{sql: withTable(sweepSelect, table)},
-		sweepDelete:      withTable(`DELETE FROM idempotency_keys WHERE `, table),
+		ListCompleted:    stmt(listCompleted, table),
+		Release:          stmt(release, table),
+		ReplaceResponse:  ordered(replaceResponse, table, 3, 4, 5, 6, 7, 0, 1, 2),
+		HoldsCompleted:   stmt(holdsCompleted, table),
+		Now:              `SELECT ` + now,
+		CountByStatus:    withTable(countByStatus, table),
+		CountUnfinished:  withTable(countUnfinished, table),
+		ProviderKeys:     stmt(`SELECT provider_keys FROM idempotency_keys WHERE scope = ? AND idempotency_key = ?`, table),
+		AppendAudit:      stmt(appendAudit, table),
+		ListAudit:        ordered(listAudit, table, 0, 0, 1, 2),
+		Columns:          columns,
+		Get:              stmt(record, table),
+		Insert:           stmt(insert, table),
+		InsertCompleted:  stmt(insertCompleted, table),
+		Reacquire:        ordered(reacquire, table, 8, 2, 3, 4, 5, 6, 7, 0, 1, 9),
+		Complete:         ordered(complete, table, 3, 4, 5, 6, 7, 0, 1, 2),
+		Fail:             stmt(fail, table),
+		Renew:            ordered(renew, table, 3, 0, 1, 2),
+		Holds:            stmt(holds, table),
+		Phase:            stmt(phase, table),
+		Advance:          ordered(advance, table, 3, 4, 4, 0, 1, 2),
+		FindUnfinished:   stmt(findUnfinished, table),
+		ResumeUnfinished: ordered(resumeUnfinished, table, 4, 2, 3, 0, 1, 5),
+		SweepLock:        withTable(`SELECT GET_LOCK(`+lockName+`, 0) = 1`, table),
+		SweepUnlock:      withTable(`DO RELEASE_LOCK(`+lockName+`)`, table),
+		SweepSelect:      stmt(sweepSelect, table),
+		SweepDelete:      withTable(`DELETE FROM idempotency_keys WHERE `, table),
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 )
 
 // postgresStatements are pgstore's statements, on database/sql.
-func postgresStatements(table string) statements {
+func postgresStatements(table string) engine.Statements {
 	columns := `request_method, request_path, request_hash, fingerprint_version,
        status, attempts, fencing_token::text, claimed_at, lease_expires_at,
        lease_expires_at > now(),
@@ -45,31 +46,31 @@ SELECT scope, idempotency_key FROM idempotency_keys
  ORDER BY expires_at
  LIMIT $1
    FOR UPDATE SKIP LOCKED`
-	return statements{
-		search:           keytable.Dialect{Arg: func(n int) string { return "$" + strconv.Itoa(n) }, Time: func(t time.Time) any { return t }},
-		listCompleted:    stmt{sql: withTable(pgsql.ListCompleted, table)},
-		release:          stmt{sql: withTable(pgsql.Release, table)},
-		replaceResponse:  stmt{sql: withTable(pgsql.ReplaceResponse, table)},
-		now:              `SELECT now()`,
-		countByStatus:    withTable(countByStatus, table),
-		countUnfinished:  withTable(`SELECT recovery_point, count(*), min(claimed_at) FROM idempotency_keys WHERE `+keytable.Unfinished+` GROUP BY recovery_point`, table),
-		providerKeys:     stmt{sql: withTable(`SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`, table)},
-		appendAudit:      stmt{sql: withTable(pgsql.AppendAudit, table)},
-		listAudit:        stmt{sql: withTable(pgsql.ListAudit, table)},
-		columns:          columns,
-		get:              stmt{sql: withTable(record, table)},
-		insert:           stmt{sql: withTable(pgsql.InsertClaim, table)},
-		insertCompleted:  stmt{sql: withTable(insertCompleted, table)},
-		reacquire:        stmt{sql: withTable(pgsql.Reacquire, table)},
-		complete:         stmt{sql: withTable(pgsql.Complete, table)},
-		fail:             stmt{sql: withTable(pgsql.Fail, table)},
-		renew:            stmt{sql: withTable(pgsql.Renew, table)},
-		phase:            stmt{sql: withTable(pgsql.SelectPhase, table)},
-		advance:          stmt{sql: withTable(pgsql.Advance, table)},
-		findUnfinished:   stmt{sql: withTable(pgsql.FindUnfinished, table)},
-		resumeUnfinished: stmt{sql: withTable(pgsql.ResumeUnfinished, table)},
-		sweepLock:        withTable(sweepLock, table),
-		sweepSelect:      stmt{sql: withTable(sweepSelect, table)},
-		sweepDelete:      withTable(`DELETE FROM idempotency_keys WHERE `, table),
+	return engine.Statements{
+		Search:           keytable.Dialect{Arg: func(n int) string { return "$" + strconv.Itoa(n) }, Time: func(t time.Time) any { return t }},
+		ListCompleted:    stmt(pgsql.ListCompleted, table),
+		Release:          stmt(pgsql.Release, table),
+		ReplaceResponse:  stmt(pgsql.ReplaceResponse, table),
+		Now:              `SELECT now()`,
+		CountByStatus:    withTable(countByStatus, table),
+		CountUnfinished:  withTable(`SELECT recovery_point, count(*), min(claimed_at) FROM idempotency_keys WHERE `+keytable.Unfinished+` GROUP BY recovery_point`, table),
+		ProviderKeys:     stmt(`SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`, table),
+		AppendAudit:      stmt(pgsql.AppendAudit, table),
+		ListAudit:        stmt(pgsql.ListAudit, table),
+		Columns:          columns,
+		Get:              stmt(record, table),
+		Insert:           stmt(pgsql.InsertClaim, table),
+		InsertCompleted:  stmt(insertCompleted, table),
+		Reacquire:        stmt(pgsql.Reacquire, table),
+		Complete:         stmt(pgsql.Complete, table),
+		Fail:             stmt(pgsql.Fail, table),
+		Renew:            stmt(pgsql.Renew, table),
+		Phase:            stmt(pgsql.SelectPhase, table),
+		Advance:          stmt(pgsql.Advance, table),
+		FindUnfinished:   stmt(pgsql.FindUnfinished, table),
+		ResumeUnfinished: stmt(pgsql.ResumeUnfinished, table),
+		SweepLock:        withTable(sweepLock, table),
+		SweepSelect:      stmt(sweepSelect, table),
+		SweepDelete:      withTable(`DELETE FROM idempotency_keys WHERE `, table),
 	}
 }

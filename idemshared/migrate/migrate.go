@@ -65,3 +65,20 @@ func Script(ms []Migration, table string) string {
 	}
 	return b.String()
 }
+
+// Each applies ms in order with applyOne, which reports whether it applied
+// a migration (false: recorded already), and returns the versions applied.
+// It stops at the first error, naming the migration.
+func Each(ms []Migration, applyOne func(Migration) (bool, error)) ([]int, error) {
+	var applied []int
+	for _, m := range ms {
+		done, err := applyOne(m)
+		if err != nil {
+			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
+		}
+		if done {
+			applied = append(applied, m.Version)
+		}
+	}
+	return applied, nil
+}

@@ -35,14 +35,14 @@ func (s Set) Migrations() ([]Migration, error) {
 	return ms, nil
 }
 
-// Apply loads the set and hands its migrations to applyAll, the store's
-// runner, naming the set in the error.
-func (s Set) Apply(applyAll func([]Migration) ([]int, error)) ([]int, error) {
+// Apply loads the set and applies its migrations in order with applyOne,
+// the store's (see Each), naming the set in the error.
+func (s Set) Apply(applyOne func(Migration) (bool, error)) ([]int, error) {
 	ms, err := s.Migrations()
 	if err != nil {
 		return nil, err
 	}
-	applied, err := applyAll(ms)
+	applied, err := Each(ms, applyOne)
 	if err != nil {
 		return applied, fmt.Errorf("%s: migrate: %w", s.Name, err)
 	}

@@ -7,7 +7,6 @@ package pgmigrate
 import (
 	"context"
 	"fmt"
-	"io/fs"
 
 	"github.com/idem-dev/idem/idemshared/migrate"
 	"github.com/jackc/pgx/v5"
@@ -21,24 +20,6 @@ func tableSQL(table string) string {
     name       text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now()
 )`, pgx.Identifier{table}.Sanitize())
-}
-
-// apply applies the migrations not yet recorded in table, each in
-// one transaction under an advisory lock of the schema and table, so
-// replicas starting together apply each migration once. It returns the
-// versions it applied.
-func apply(ctx context.Context, pool *pgxpool.Pool, table string, ms []migrate.Migration) ([]int, error) {
-	var applied []int
-	for _, m := range ms {
-		done, err := applyOne(ctx, pool, table, m)
-		if err != nil {
-			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
-		}
-		if done {
-			applied = append(applied, m.Version)
-		}
-	}
-	return applied, nil
 }
 
 func applyOne(ctx context.Context, pool *pgxpool.Pool, table string, m migrate.Migration) (bool, error) {
@@ -73,21 +54,18 @@ func applyOne(ctx context.Context, pool *pgxpool.Pool, table string, m migrate.M
 	return true, tx.Commit(ctx)
 }
 
-// Set is one package's embedded migrations.
-type Set struct {
-	Name  string // the owning package, prefixed to errors
-	Table string // where the applied versions are recorded
-	FS    fs.FS  // the embedded files
-	Dir   string // the folder of FS holding NNN_name.sql
-	// Rewrite, when set, rewrites each migration's SQL before it runs or
-	// prints (a store writes its configured table name in).
-	Rewrite func(sql string) string
-}
+// Set is one package's embedded migrations: Name (the owning package,
+// prefixed to errors), Table (where the applied versions are recorded),
+// FS and Dir (the embedded NNN_name.sql files and their folder) and
+// Rewrite (when set, rewrites each migration's SQL before it runs or
+// prints), as migrate.Set.
+type Set migrate.Set
 
 // Apply applies the set's pending migrations and returns the versions it
-// applied.
+// applied: each in one transaction under an advisory lock of the schema
+// and table, so replicas starting together apply each migration once.
 func (s Set) Apply(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
-	return migrate.Set(s).Apply(func(ms []migrate.Migration) ([]int, error) { return apply(ctx, pool, s.Table, ms) })
+	return migrate.Set(s).Apply(func(m migrate.Migration) (bool, error) { return applyOne(ctx, pool, s.Table, m) })
 }
 
 // SQL renders the set, with its table of applied versions, as one plain

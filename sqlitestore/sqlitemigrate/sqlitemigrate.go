@@ -10,7 +10,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io/fs"
 	"strings"
 	"time"
 
@@ -26,25 +25,6 @@ func tableSQL(table string) string {
     name       TEXT    NOT NULL,
     applied_at TEXT    NOT NULL DEFAULT (strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now'))
 ) STRICT`, quoteSQLite(table))
-}
-
-// apply applies the migrations not yet recorded in table, each in one
-// BEGIN IMMEDIATE transaction: it holds the database's write lock from its
-// first statement, so processes starting together on one file apply each
-// migration once (the second waits, then finds it recorded). It returns the
-// versions it applied.
-func apply(ctx context.Context, db *sql.DB, table string, ms []migrate.Migration) ([]int, error) {
-	var applied []int
-	for _, m := range ms {
-		done, err := applyOne(ctx, db, table, m)
-		if err != nil {
-			return applied, fmt.Errorf("migration %03d_%s: %w", m.Version, m.Name, err)
-		}
-		if done {
-			applied = append(applied, m.Version)
-		}
-	}
-	return applied, nil
 }
 
 func applyOne(ctx context.Context, db *sql.DB, table string, m migrate.Migration) (bool, error) {
@@ -121,21 +101,20 @@ func quoteSQLite(ident string) string {
 	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
 }
 
-// Set is one package's embedded migrations.
-type Set struct {
-	Name  string // the owning package, prefixed to errors
-	Table string // where the applied versions are recorded
-	FS    fs.FS  // the embedded files
-	Dir   string // the folder of FS holding NNN_name.sql
-	// Rewrite, when set, rewrites each migration's SQL before it runs or
-	// prints (a store writes its configured table name in).
-	Rewrite func(sql string) string
-}
+// Set is one package's embedded migrations: Name (the owning package,
+// prefixed to errors), Table (where the applied versions are recorded),
+// FS and Dir (the embedded NNN_name.sql files and their folder) and
+// Rewrite (when set, rewrites each migration's SQL before it runs or
+// prints), as migrate.Set.
+type Set migrate.Set
 
 // Apply applies the set's pending migrations and returns the versions it
-// applied.
+// applied: each in one BEGIN IMMEDIATE transaction, which holds the
+// database's write lock from its first statement, so processes starting
+// together on one file apply each migration once (the second waits, then
+// finds it recorded).
 func (s Set) Apply(ctx context.Context, db *sql.DB) ([]int, error) {
-	return migrate.Set(s).Apply(func(ms []migrate.Migration) ([]int, error) { return apply(ctx, db, s.Table, ms) })
+	return migrate.Set(s).Apply(func(m migrate.Migration) (bool, error) { return applyOne(ctx, db, s.Table, m) })
 }
 
 // SQL renders the set, with its table of applied versions, as one plain

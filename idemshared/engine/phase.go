@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/store"
+)
+
+// Progress reads the record's recovery point and life in one statement
+// fenced by a's token: model/payout.pml's fenced read (rule 5 of
+// docs/model.md).
+func (k Keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, error) {
+	var (
+		p        store.Progress
+		provider sql.NullString
+	)
+	s := k.e.sql.Phase
+	err := k.s.Read(ctx, func(q Querier, now time.Time) error {
+		return q.QueryRowContext(ctx, s.SQL, k.e.args(s, now, a.Scope, a.Key, a.Token)...).Scan(&p.Point, dbTime{&p.Life}, &provider)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return store.Progress{}, fmt.Errorf("phase: %w", store.ErrNotHeld)
+	case err != nil:
+		return store.Progress{}, fmt.Errorf("phase: %w", err)
+	}
+	if provider.Valid {
+		if p.ProviderKeys, err = keytable.DecodeProviderKeys(&provider.String); err != nil {
+			return store.Progress{}, fmt.Errorf("phase: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// Advance sets the recovery point and records provider keys, fenced by a's
+// token; in a Tx it commits with the transaction.
+func (k Keys) Advance(ctx context.Context, a store.Attempt, point string, providerKeys map[string]string) error {
+	if point == "" {
+		return fmt.Errorf("%s: advance: the recovery point is empty", k.e.name)
+	}
+	return k.fenced(ctx, "advance", k.e.sql.Advance, a, a.Scope, a.Key, a.Token, point, keytable.EncodeProviderKeys(providerKeys))
+}
+
+// FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
+func (e *Engine) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
+	if err := CheckLimit(e.name, "find unfinished", limit); err != nil {
+		return nil, err
+	}
+	f := e.sql.FindUnfinished
+	var out []store.Unfinished
+	err := e.query(ctx, f.SQL, e.args(f, e.now(), limit), func(rows *sql.Rows) error {
+		u, err := ScanUnfinished(rows)
+		out = append(out, u)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("find unfinished: %w", err)
+	}
+	return out, nil
+}
+
+// query runs a read on the pool, calling fn for each row, and translates
+// its error.
+func (e *Engine) query(ctx context.Context, query string, args []any, fn func(rows *sql.Rows) error) error {
+	return e.translate(eachRow(ctx, e.db, query, args, fn))
+}
+
+// eachRow runs query on q, calling fn for each row.
+func eachRow(ctx context.Context, q Querier, query string, args []any, fn func(rows *sql.Rows) error) error {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idem-dev/idem/store"
+)
+
+// Tx is a transaction of a database/sql store: a *sql.Tx at READ
+// COMMITTED, begun on its first statement. The handler reaches it through
+// DB.
+type Tx struct {
+	e    *Engine
+	wait time.Duration
+	tx   *sql.Tx // nil until the first statement
+	// closed: committed, rolled back, or ended by a failed deferred claim.
+	closed bool
+	// wrote: a statement that may have written or locked ran in tx, so a
+	// deadlock's rollback would lose more than the statement that failed.
+	wrote bool
+	// failed: a statement of the handler failed; in PostgreSQL that
+	// aborts the transaction.
+	failed bool
+	claim  deferredClaim
+	keys
+}
+
+// keys embeds Keys unexported.
+type keys = Keys
+
+var _ store.ClaimDeferrer = (*Tx)(nil)
+
+// Begin returns a READ COMMITTED transaction that begins on its first
+// statement, so a leased-mode handler that never touches the database
+// holds no connection. A claim in it waits at most opts.MaxWait (zero:
+// DefaultMaxWait) for a transaction holding its key.
+func Begin(e *Engine, opts store.TxOptions) *Tx {
+	wait := opts.MaxWait
+	if wait <= 0 {
+		wait = DefaultMaxWait
+	}
+	t := &Tx{e: e, wait: wait}
+	t.keys = Keys{e: e, s: txSession{t}}
+	return t
+}
+
+// errTxEnded: a statement came after the middleware ended the request's
+// transaction (work the handler left running in the background, say).
+var errTxEnded = errors.New("the request's transaction has ended")
+
+// begin begins the transaction if it has not begun. The transaction
+// outlives the context of the statement that begins it (database/sql
+// rolls a transaction back when its context ends); the middleware ends it.
+func (t *Tx) begin(ctx context.Context) (*sql.Tx, error) {
+	if t.closed {
+		return nil, fmt.Errorf("%s: %w", t.e.name, errTxEnded)
+	}
+	if t.tx != nil {
+		return t.tx, nil
+	}
+	tx, err := t.e.db.BeginTx(context.WithoutCancel(ctx), txOptions)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	t.tx = tx
+	return tx, nil
+}
+
+// txSession runs key operations inside the transaction.
+type txSession struct{ t *Tx }
+
+func (ts txSession) Read(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+	tx, err := ts.t.begin(ctx)
+	if err != nil {
+		return err
+	}
+	return ts.t.e.translate(fn(tx, ts.t.e.now()))
+}
+
+func (ts txSession) Write(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+	tx, err := ts.t.begin(ctx)
+	ts.t.wrote = true
+	if err != nil {
+		return err
+	}
+	return ts.t.e.translate(fn(tx, ts.t.e.now()))
+}
+
+// Claim runs fn with the transaction's MaxWait. When the database rolls
+// the transaction back as a deadlock's victim at its first write (a claim,
+// racing others for the same key), the claim runs again in a new one.
+func (ts txSession) Claim(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+	t := ts.t
+	for attempt := 0; ; attempt++ {
+		tx, err := t.begin(ctx)
+		if err != nil {
+			return err
+		}
+		retriable := !t.wrote
+		t.wrote = true
+		err = t.e.runBounded(ctx, tx, t.wait, fn)
+		if err != nil && retriable && attempt < deadlockRetries && t.e.classify(err) == ErrDeadlock {
+			_ = tx.Rollback()
+			t.tx, t.wrote = nil, false
+			continue
+		}
+		return t.e.translate(err)
+	}
+}
+
+// Complete stores the response in the transaction, or runs the deferred
+// claim; when the transaction never began (the handler wrote nothing), in
+// one statement of its own.
+func (t *Tx) Complete(ctx context.Context, a store.Attempt, resp store.Response) error {
+	if t.pendingClaim() {
+		return t.claimAndComplete(ctx, resp)
+	}
+	if t.tx == nil && !t.closed {
+		return StoreKeys(t.e).Complete(ctx, a, resp)
+	}
+	return t.keys.Complete(ctx, a, resp)
+}
+
+// Context returns a copy of ctx carrying the transaction for DB.
+func (t *Tx) Context(ctx context.Context) context.Context {
+	return WithAmbient(ctx, ambient{t})
+}
+
+// Commit commits the transaction. An error on a transaction a failed
+// statement aborted is ErrTxAborted.
+func (t *Tx) Commit(context.Context) error {
+	if t.closed {
+		return fmt.Errorf("commit: %s: %w", t.e.name, errTxEnded)
+	}
+	t.closed = true
+	if t.tx == nil {
+		return nil
+	}
+	if err := t.tx.Commit(); err != nil {
+		if t.failed || errors.Is(err, sql.ErrTxDone) {
+			return fmt.Errorf("commit: %w", errors.Join(store.ErrTxAborted, err))
+		}
+		return fmt.Errorf("commit: %w", t.e.translate(err))
+	}
+	return nil
+}
+
+// Rollback rolls the transaction back; after a Commit it does nothing.
+func (t *Tx) Rollback(context.Context) error {
+	t.closed = true
+	if t.tx == nil {
+		return nil
+	}
+	if err := t.tx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	return nil
+}
+
+// deferredClaim is an atomic-mode claim held back until the completion.
+type deferredClaim struct {
+	c   *store.Claim // nil: no claim deferred
+	ran bool
+	err error
+}
+
+// DeferClaim holds the claim of c back until Complete, which then records
+// the key as COMPLETED with its response in one insert.
+func (t *Tx) DeferClaim(c store.Claim) bool {
+	if t.closed || t.claim.c != nil {
+		return false
+	}
+	t.claim.c = &c
+	return true
+}
+
+// DeferredClaimResult reports whether the deferred claim has run, and its
+// error.
+func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.ran, t.claim.err }
+
+func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
+
+// claimAndComplete runs the deferred claim: a plain insert of the
+// completed record, which waits (bounded) for a transaction holding the
+// key and fails on a recorded one. Then the transaction is rolled back
+// here, with all the handler's writes: PostgreSQL has aborted it already,
+// MySQL failed the statement alone.
+func (t *Tx) claimAndComplete(ctx context.Context, resp store.Response) error {
+	c := t.claim.c
+	fp := c.Fingerprint
+	s := t.e.sql.InsertCompleted
+	args := appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
+		c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version, c.Token, c.TTL.Microseconds()), resp)
+	err := txSession{t}.Claim(ctx, func(q Querier, now time.Time) error {
+		_, err := q.ExecContext(ctx, s.SQL, t.e.args(s, now, args...)...)
+		return err
+	})
+	t.claim.ran = true
+	if err == nil {
+		return nil
+	}
+	if t.e.classify(err) == ErrDuplicate {
+		err = fmt.Errorf("%w (%w)", store.ErrKeyExists, err)
+	}
+	if t.tx != nil {
+		_ = t.tx.Rollback()
+	}
+	t.closed = true
+	t.claim.err = err
+	return fmt.Errorf("complete: %w", err)
+}
