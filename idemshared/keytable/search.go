@@ -93,6 +93,10 @@ func Search(q Query, cols string, d Dialect, args ...any) (string, []any) {
 		return branch(q.Status) + tail, args
 	case q.Scope != "" || q.Key != "" || q.Unfinished:
 		return branch("") + tail, args
+	case q.ResponseCode != 0:
+		// Only a COMPLETED record holds a response: a scan of the other
+		// states would walk all their rows and find none.
+		return branch("COMPLETED") + tail, args
 	}
 	// No index leads with what is left: one scan of the status and age
 	// index per status, each stopped at the limit.

@@ -1,23 +1,51 @@
 #!/usr/bin/env bash
 # Makes the database run.sh measures: the key table from the PostgreSQL
-# migrations, the trivial handler's table t, and two copies of the key
-# table with fewer indexes (k2: without the operator's key and
-# status/created indexes; k3: the primary key alone; k4: the primary key
-# alone, pages filled to 70 % so that an update finds room for a
-# heap-only tuple). Run from
-# anywhere; PostgreSQL on 127.0.0.1:5432, user postgres.
+# migrations (as shipped: 001 to the last), the trivial handler's table t,
+# and copies of the key table with other indexes (below: kb, migration
+# 007's; k3, the primary key alone; k4, the primary key alone, pages filled
+# to 70 % so that an update finds room for a heap-only tuple; kn, kh, kx,
+# ks: one index changed each). Run from anywhere; PostgreSQL on
+# 127.0.0.1, port $PGPORT (default 5432), user postgres.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 P="psql -h 127.0.0.1 -U postgres -q -v ON_ERROR_STOP=1"
 $P -c "DROP DATABASE IF EXISTS lever" -c "CREATE DATABASE lever"
-for f in "$here"/../../../idemshared/keytable/pgsql/migrations/00*.sql; do $P -d lever -f "$f"; done
+for f in "$here"/../../../idemshared/keytable/pgsql/migrations/0*.sql; do $P -d lever -f "$f"; done
 $P -d lever <<'SQL'
 CREATE TABLE t (id bigserial PRIMARY KEY, user_id text NOT NULL, amount bigint NOT NULL, note text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
-CREATE TABLE k2 (LIKE idempotency_keys INCLUDING ALL);
-DROP INDEX k2_idempotency_key_idx; DROP INDEX k2_status_created_at_idx;
 CREATE TABLE k3 (LIKE idempotency_keys INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 ALTER TABLE k3 ADD PRIMARY KEY (scope, idempotency_key);
 CREATE TABLE k4 (LIKE k3 INCLUDING ALL) WITH (fillfactor = 70);
+-- kb: migration 007's indexes.
+CREATE TABLE kb (LIKE k3 INCLUDING ALL);
+CREATE INDEX ON kb (expires_at);
+CREATE INDEX ON kb (claimed_at) WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED';
+CREATE INDEX ON kb (idempotency_key);
+CREATE INDEX ON kb (status, created_at);
+CREATE INDEX ON kb (response_code, created_at) WHERE status = 'COMPLETED' AND response_code >= 400;
+-- kn: 007's without the key's index.
+CREATE TABLE kn (LIKE k3 INCLUDING ALL);
+CREATE INDEX ON kn (expires_at);
+CREATE INDEX ON kn (claimed_at) WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED';
+CREATE INDEX ON kn (status, created_at);
+CREATE INDEX ON kn (response_code, created_at) WHERE status = 'COMPLETED' AND response_code >= 400;
+-- kh: 007's with a hash index on the key.
+CREATE TABLE kh (LIKE kn INCLUDING ALL);
+CREATE INDEX ON kh USING hash (idempotency_key);
+-- kx: kn with a BRIN index on expires_at instead of the sweep's btree.
+CREATE TABLE kx (LIKE k3 INCLUDING ALL);
+CREATE INDEX ON kx USING brin (expires_at);
+CREATE INDEX ON kx (claimed_at) WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED';
+CREATE INDEX ON kx (status, created_at);
+CREATE INDEX ON kx (response_code, created_at) WHERE status = 'COMPLETED' AND response_code >= 400;
+-- ks: kn with the status and age index split: created_at on every row, and
+-- (status, created_at) of the rows not COMPLETED.
+CREATE TABLE ks (LIKE k3 INCLUDING ALL);
+CREATE INDEX ON ks (expires_at);
+CREATE INDEX ON ks (claimed_at) WHERE recovery_point IS NOT NULL AND status <> 'COMPLETED';
+CREATE INDEX ON ks (created_at);
+CREATE INDEX ON ks (status, created_at) WHERE status <> 'COMPLETED';
+CREATE INDEX ON ks (response_code, created_at) WHERE status = 'COMPLETED' AND response_code >= 400;
 SQL
 
 # The pgbench scripts run.sh takes, one per variant, written beside this
@@ -36,8 +64,11 @@ claim() {
 printf '%s\n' '\set u random(1, 10000)' "$handler" >"$here/bare.sql"
 printf '%s\n' '\set u random(1, 10000)' '\startpipeline' 'BEGIN;' "$handler" '\endpipeline' 'COMMIT;' >"$here/txonly.sql"
 claim idempotency_keys 1 1 >"$here/deferred.sql"
-claim k2 1 1 >"$here/deferred_k2.sql"
+claim kb 1 1 >"$here/deferred_before.sql"
 claim k3 1 1 >"$here/deferred_k3.sql"
+claim kn 1 1 >"$here/deferred_nokey.sql"
+claim kx 1 1 >"$here/deferred_brin.sql"
+claim ks 1 1 >"$here/deferred_split.sql"
 claim idempotency_keys 1 0 >"$here/nolockwait.sql"
 claim idempotency_keys 0 1 >"$here/plain.sql"
 
@@ -86,14 +117,21 @@ shape() {
 	printf '%s\n' '\startpipeline' 'SELECT 1;' 'COMMIT;' '\endpipeline'
 }
 held claim-first idempotency_keys on 1 1 >"$here/claimfirst.sql"
+held claim-first kb on 1 1 >"$here/claimfirst_before.sql"
 held claim-first k3 on 1 1 >"$here/claimfirst_k3.sql"
 held claim-first k4 on 1 1 >"$here/claimfirst_k4.sql"
+held claim-first kn on 1 1 >"$here/claimfirst_nokey.sql"
 held claim-first idempotency_keys on 0 1 >"$here/claimfirst_nolockwait.sql"
 held claim-first idempotency_keys on 1 0 >"$here/claimfirst_nofence.sql"
 shape claim-first >"$here/claimfirst_shape.sql"
 held leased idempotency_keys on 1 1 >"$here/leased.sql"
+held leased kb on 1 1 >"$here/leased_before.sql"
 held leased k3 on 1 1 >"$here/leased_k3.sql"
 held leased k4 on 1 1 >"$here/leased_k4.sql"
+held leased kn on 1 1 >"$here/leased_nokey.sql"
+held leased kh on 1 1 >"$here/leased_hash.sql"
+held leased ks on 1 1 >"$here/leased_split.sql"
+held leased kx on 1 1 >"$here/leased_brin.sql"
 held leased idempotency_keys off 1 1 >"$here/leased_async.sql"
 held leased idempotency_keys on 0 1 >"$here/leased_nolockwait.sql"
 held leased idempotency_keys on 1 0 >"$here/leased_nofence.sql"

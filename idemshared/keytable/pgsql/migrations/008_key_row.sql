@@ -1,0 +1,15 @@
+-- The key row a request writes: every claim and every completion (a new
+-- row version, as the completion changes the indexed status) adds an entry
+-- to each index over all rows. Four searches need one each: the claim (the
+-- primary key), the sweep (expires_at, walked in order), the browse by
+-- state and age (status, created_at; the in-flight and failed records are
+-- few, but the newest COMPLETED ones must be found without reading the
+-- rest) and the search by key across scopes (the key's index: random
+-- inserts, as large as the primary key). The last one goes: a search by
+-- key names its scope (the primary key), or reads the table; a deployment
+-- whose operators search keys across scopes builds the index again, which
+-- the search then uses (docs/console.md):
+--   CREATE INDEX CONCURRENTLY idempotency_keys_key_idx ON idempotency_keys (idempotency_key);
+-- On a partitioned or Citus-distributed table the drop reaches every
+-- partition and shard.
+DROP INDEX IF EXISTS idempotency_keys_key_idx;
