@@ -2,7 +2,6 @@ package idemgrpc_test
 
 import (
 	"context"
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/adaptertest"
 	"github.com/idem-dev/idem/idemgrpc"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/memstore"
@@ -40,38 +40,8 @@ type backend struct {
 // takes it down: the interceptor's answers do not depend on the store
 // (each store passes storetest on its own database).
 func newBackend(*testing.T) backend {
-	st := &downStore{Store: memstore.New()}
-	return backend{store: st, down: func() { st.down.Store(true) }}
-}
-
-// downStore is a store whose operations fail once down is set, as a
-// store's do when its database is unreachable.
-type downStore struct {
-	store.Store
-	down atomic.Bool
-}
-
-var errDown = errors.New("the database is unreachable")
-
-func (s *downStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
-	if s.down.Load() {
-		return nil, errDown
-	}
-	return s.Store.Begin(ctx, opts)
-}
-
-func (s *downStore) Get(ctx context.Context, scope, key string) (*store.Record, error) {
-	if s.down.Load() {
-		return nil, errDown
-	}
-	return s.Store.Get(ctx, scope, key)
-}
-
-func (s *downStore) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
-	if s.down.Load() {
-		return nil, false, errDown
-	}
-	return s.Store.Insert(ctx, c)
+	st := adaptertest.NewDownStore(memstore.New())
+	return backend{store: st, down: st.Down}
 }
 
 // service is the TestService under test: UnaryCall, EmptyCall and

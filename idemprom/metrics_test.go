@@ -2,12 +2,10 @@ package idemprom_test
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -17,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/adaptertest"
 	"github.com/idem-dev/idem/idemprom"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/memstore"
@@ -27,37 +26,7 @@ import (
 // newStore returns the in-memory reference store behind a switch that
 // takes it down: what the metrics count does not depend on the store
 // (each store passes storetest on its own database).
-func newStore(*testing.T) *downStore { return &downStore{Store: memstore.New()} }
-
-// downStore is a store whose operations fail once down is set, as a
-// store's do when its database is unreachable.
-type downStore struct {
-	*memstore.Store
-	down atomic.Bool
-}
-
-var errDown = errors.New("the database is unreachable")
-
-func (s *downStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
-	if s.down.Load() {
-		return nil, errDown
-	}
-	return s.Store.Begin(ctx, opts)
-}
-
-func (s *downStore) Get(ctx context.Context, scope, key string) (*store.Record, error) {
-	if s.down.Load() {
-		return nil, errDown
-	}
-	return s.Store.Get(ctx, scope, key)
-}
-
-func (s *downStore) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
-	if s.down.Load() {
-		return nil, false, errDown
-	}
-	return s.Store.Insert(ctx, c)
-}
+func newStore(*testing.T) *adaptertest.DownStore { return adaptertest.NewDownStore(memstore.New()) }
 
 // value is a counter's value, or a histogram's sample count, of the series
 // of name whose labels include the given name/value pairs; 0 when there is
@@ -204,7 +173,7 @@ func TestMetrics(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		st := newStore(t)
 		h := server(t, st, idemprom.New(reg))
-		st.down.Store(true)
+		st.Down()
 		require.Equal(t, 503, do(h, "/v1/payments", "k1", `{}`, ""))
 		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", route, "outcome", string(idem.OutcomeStoreError)))
 		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpGet), "result", "error"))
