@@ -40,38 +40,20 @@ SELECT 1 / count(*) FROM claimed`
 // workers that hold the rows (citus.propagate_set_commands = 'local').
 const restoreLockWait = `SET LOCAL lock_timeout TO DEFAULT`
 
-// deferredClaim is an atomic-mode claim held back until the completion.
-type deferredClaim struct {
-	c   *store.Claim // nil: no claim deferred
-	ran bool
-	err error
-}
-
 // DeferClaim holds the claim of c back until the completion, which then
 // records the key and its response in one insert (insertCompletedOrAbort):
 // a fresh request's key costs one statement in the round trip of the
 // COMMIT, and nothing else.
-func (t *Tx) DeferClaim(c store.Claim) bool {
-	if t.closed || t.claim.c != nil {
-		return false
-	}
-	t.claim.c = &c
-	return true
-}
+func (t *Tx) DeferClaim(c store.Claim) bool { return t.claim.Defer(c, t.closed) }
 
 // DeferredClaimResult reports whether the deferred claim has run, and its
 // error.
-func (t *Tx) DeferredClaimResult() (ran bool, err error) {
-	return t.claim.ran, t.claim.err
-}
-
-// pendingClaim reports whether a deferred claim awaits the completion.
-func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
+func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.Result() }
 
 // queueClaimAndComplete queues the deferred claim with its response on b.
 // The claim's own token is the lock: nothing else held the key.
 func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) {
-	c := t.claim.c
+	c := t.claim.Claim()
 	fp := c.Fingerprint
 	b.Queue(setLockWait(t.lockWait))
 	b.Queue(t.sql.insertCompletedOrAbort, appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
@@ -88,15 +70,13 @@ func (t *Tx) claimRan(br pgx.BatchResults) error {
 	if err == nil {
 		_, err = br.Exec()
 	}
-	t.claim.ran = true
 	if err == nil {
-		return nil
+		return t.claim.Ran(nil)
 	}
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero {
 		err = fmt.Errorf("%w (%w)", store.ErrKeyExists, err)
 	}
-	t.claim.err = translate(err)
-	return t.claim.err
+	return t.claim.Ran(translate(err))
 }
 
 // setLockWait bounds the transaction's waits for locks to wait, at least a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -29,7 +30,7 @@ type Tx struct {
 	// transaction's next statement.
 	queued []queuedWrite
 	// claim is the atomic-mode claim deferred to the completion (claim.go).
-	claim deferredClaim
+	claim engine.DeferredClaim
 	keys
 }
 
@@ -85,7 +86,7 @@ func (t *Tx) release() {
 // Complete stores the response in the transaction; when the transaction
 // never began (the handler wrote nothing), in one auto-committed statement.
 func (t *Tx) Complete(ctx context.Context, l store.Attempt, resp store.Response) error {
-	if t.pendingClaim() {
+	if t.claim.Pending() {
 		b := &pgx.Batch{}
 		t.queueClaimAndComplete(b, resp)
 		br := lazy{t}.SendBatch(ctx, b)
@@ -114,7 +115,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.
 	if t.closed {
 		return false, fmt.Errorf("complete: %w", errTxEnded)
 	}
-	if t.tx == nil && len(t.queued) == 0 && !t.pendingClaim() {
+	if t.tx == nil && len(t.queued) == 0 && !t.claim.Pending() {
 		// Nothing was written: one auto-committed statement, nothing to commit.
 		if err := t.Complete(ctx, l, resp); err != nil {
 			return false, err
@@ -130,7 +131,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.
 		}
 	}
 	b := &pgx.Batch{}
-	claiming := t.pendingClaim()
+	claiming := t.claim.Pending()
 	if claiming {
 		t.queueClaimAndComplete(b, resp)
 	} else {

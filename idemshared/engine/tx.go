@@ -25,7 +25,7 @@ type Tx struct {
 	// failed: a statement of the handler failed; in PostgreSQL that
 	// aborts the transaction.
 	failed bool
-	claim  deferredClaim
+	claim  DeferredClaim
 	keys
 }
 
@@ -116,7 +116,7 @@ func (ts txSession) Claim(ctx context.Context, fn func(q Querier, now time.Time)
 // claim; when the transaction never began (the handler wrote nothing), in
 // one statement of its own.
 func (t *Tx) Complete(ctx context.Context, a store.Attempt, resp store.Response) error {
-	if t.pendingClaim() {
+	if t.claim.Pending() {
 		return t.claimAndComplete(ctx, resp)
 	}
 	if t.tx == nil && !t.closed {
@@ -161,28 +161,13 @@ func (t *Tx) Rollback(context.Context) error {
 	return nil
 }
 
-// deferredClaim is an atomic-mode claim held back until the completion.
-type deferredClaim struct {
-	c   *store.Claim // nil: no claim deferred
-	ran bool
-	err error
-}
-
 // DeferClaim holds the claim of c back until Complete, which then records
 // the key as COMPLETED with its response in one insert.
-func (t *Tx) DeferClaim(c store.Claim) bool {
-	if t.closed || t.claim.c != nil {
-		return false
-	}
-	t.claim.c = &c
-	return true
-}
+func (t *Tx) DeferClaim(c store.Claim) bool { return t.claim.Defer(c, t.closed) }
 
 // DeferredClaimResult reports whether the deferred claim has run, and its
 // error.
-func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.ran, t.claim.err }
-
-func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
+func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.Result() }
 
 // claimAndComplete runs the deferred claim: a plain insert of the
 // completed record, which waits (bounded) for a transaction holding the
@@ -190,7 +175,7 @@ func (t *Tx) pendingClaim() bool { return t.claim.c != nil && !t.claim.ran }
 // here, with all the handler's writes: PostgreSQL has aborted it already,
 // MySQL failed the statement alone.
 func (t *Tx) claimAndComplete(ctx context.Context, resp store.Response) error {
-	c := t.claim.c
+	c := t.claim.Claim()
 	fp := c.Fingerprint
 	s := t.e.sql.InsertCompleted
 	args := appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
@@ -199,9 +184,8 @@ func (t *Tx) claimAndComplete(ctx context.Context, resp store.Response) error {
 		_, err := q.ExecContext(ctx, s.SQL, t.e.args(s, now, args...)...)
 		return err
 	})
-	t.claim.ran = true
 	if err == nil {
-		return nil
+		return t.claim.Ran(nil)
 	}
 	if t.e.classify(err) == ErrDuplicate {
 		err = fmt.Errorf("%w (%w)", store.ErrKeyExists, err)
@@ -210,6 +194,5 @@ func (t *Tx) claimAndComplete(ctx context.Context, resp store.Response) error {
 		_ = t.tx.Rollback()
 	}
 	t.closed = true
-	t.claim.err = err
-	return fmt.Errorf("complete: %w", err)
+	return fmt.Errorf("complete: %w", t.claim.Ran(err))
 }
