@@ -181,6 +181,22 @@ func (r reply) replayed(t *testing.T) bool {
 }
 
 // unary calls UnaryCall as user with key.
+// leave makes a call of user under key and, once entered says the
+// handler runs, leaves it as a client that goes away: the client's own
+// answer is Canceled.
+func (s *server) leave(t *testing.T, user, key string, entered <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(callCtx(context.Background(), user, key))
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.client.UnaryCall(ctx, payload("pay"))
+		done <- err
+	}()
+	<-entered
+	cancel()
+	require.Equal(t, codes.Canceled, status.Code(<-done))
+}
+
 func (s *server) unary(t *testing.T, user, key string, req *testpb.SimpleRequest) reply {
 	t.Helper()
 	var r reply
