@@ -80,11 +80,11 @@ func NewWithConfig(db *sql.DB, opts Config) (*Store, error) {
 // every time the operation stores or compares is derived from it.
 type storeSession struct{ s *Store }
 
-func (ss storeSession) Read(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
-	return translate(fn(ss.s.DB(), time.Now()))
+func (ss storeSession) Read(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
+	return translate(fn(engine.SQL(ss.s.DB()), time.Now()))
 }
 
-func (ss storeSession) Write(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+func (ss storeSession) Write(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
 	t := ss.s.newTx(DefaultMaxWait)
 	if err := t.Write(ctx, fn); err != nil {
 		t.rollback(ctx)
@@ -94,7 +94,7 @@ func (ss storeSession) Write(ctx context.Context, fn func(q engine.Querier, now 
 }
 
 // Claim is Write: the write lock bounds every wait.
-func (ss storeSession) Claim(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+func (ss storeSession) Claim(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
 	return ss.Write(ctx, fn)
 }
 

@@ -21,7 +21,7 @@ const SweepLockWait = 250 * time.Millisecond
 // for longer than SweepLockWait it runs nothing and returns
 // store.ErrSweepBusy: a record an open transaction holds is never waited
 // on for long.
-func (s *Store) sweep(ctx context.Context, batch func(q engine.Querier, now time.Time) error) error {
+func (s *Store) sweep(ctx context.Context, batch func(q engine.Executor, now time.Time) error) error {
 	t := s.newTx(SweepLockWait)
 	defer t.rollback(ctx) // after a commit it does nothing
 	c, err := t.begin(ctx)
@@ -31,7 +31,7 @@ func (s *Store) sweep(ctx context.Context, batch func(q engine.Querier, now time
 	if err != nil {
 		return fmt.Errorf("delete expired: %w", err)
 	}
-	if err := batch(c, time.Now()); err != nil {
+	if err := batch(engine.SQL(c), time.Now()); err != nil {
 		return fmt.Errorf("delete expired: %w", t.explain(err))
 	}
 	if err := t.commit(ctx); err != nil {

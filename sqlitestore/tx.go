@@ -100,19 +100,19 @@ func (t *writeTx) hooks() hooks {
 
 // Read, Write and Claim make a writeTx the session of a Tx
 // (engine.Session): everything runs in it, under its write lock.
-func (t *writeTx) Read(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+func (t *writeTx) Read(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
 	return t.Write(ctx, fn)
 }
 
-func (t *writeTx) Write(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+func (t *writeTx) Write(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
 	c, err := t.begin(ctx)
 	if err != nil {
 		return err
 	}
-	return t.explain(fn(c, time.Now()))
+	return t.explain(fn(engine.SQL(c), time.Now()))
 }
 
-func (t *writeTx) Claim(ctx context.Context, fn func(q engine.Querier, now time.Time) error) error {
+func (t *writeTx) Claim(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
 	return t.Write(ctx, fn)
 }
 

@@ -11,10 +11,8 @@ import (
 // sqlc's generated DBTX interface and GORM's ConnPool. *sql.DB, *sql.Conn
 // and *sql.Tx all satisfy it, and so does what DB returns.
 type DBTX interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	SQLQuerier
 	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // ambient is the request's transaction as a handler sees it: the *sql.Tx's

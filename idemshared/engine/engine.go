@@ -1,10 +1,11 @@
-// Package engine is the key record's logic over database/sql, written once
-// for every SQL store: the claim, the re-acquire, the fenced completion,
-// failure and renewal, the recovery points, the completer's search, the
-// sweep's batches and the operator's reads and actions with their audit
-// entries. A store is a thin driver: a Dialect (its statements, its
-// placeholders, its clock, how its driver's errors read) and the sessions
-// its operations run in.
+// Package engine is the key record's logic, written once for every SQL
+// store: the claim, the re-acquire, the fenced completion, failure and
+// renewal, the recovery points, the completer's search, the sweep's
+// batches and the operator's reads and actions with their audit entries.
+// A store is a thin driver: a Dialect (its statements, its placeholders,
+// its clock, how its driver's errors read), an Executor for its driver
+// (database/sql's is here, pgx's in pgstore) and the sessions its
+// operations run in (database/sql's are here too).
 //
 // Like the rest of module idemshared it makes no compatibility promise:
 // import a store, not this package.
@@ -38,6 +39,9 @@ type Dialect struct {
 	// matched ones (MySQL), so a fenced update that changes nothing is
 	// confirmed with a read.
 	ChangedRows bool
+	// TimeScans: the driver scans a time column into a *time.Time (pgx);
+	// else the engine reads the value the driver hands it (dbTime).
+	TimeScans bool
 	// Placeholder is the n-th (1-based) parameter's placeholder.
 	Placeholder func(n int) string
 	// Now, when set, is a time as the table keeps it: the database has no
@@ -147,19 +151,24 @@ type Statements struct {
 
 // Engine runs a key table's SQL in one dialect on one database.
 type Engine struct {
-	name    string // the store's package, prefixed to its own errors
-	db      *sql.DB
+	name    string  // the store's package, prefixed to its own errors
+	db      *sql.DB // nil on another driver
+	pool    Executor
 	dialect Dialect
 	table   string
 	sql     Statements // built once, on the table
 	// sweep runs a sweep's batch; nil is sweepTx.
-	sweep func(ctx context.Context, fn func(q Querier, now time.Time) error) error
+	sweep func(ctx context.Context, fn func(q Executor, now time.Time) error) error
 }
 
 // Config configures an Engine.
 type Config struct {
-	Name    string // the store's package, prefixed to its own errors
+	Name string // the store's package, prefixed to its own errors
+	// DB is the database through database/sql; on another driver, Pool
+	// runs the statements on its pool instead, and the store brings its
+	// own sessions, transactions and sweep.
 	DB      *sql.DB
+	Pool    Executor
 	Dialect Dialect
 	// Table is the key table's name, a plain identifier; "" is
 	// keytable.Default.
@@ -167,7 +176,7 @@ type Config struct {
 	// Sweep, when set, runs a sweep's batch (DeleteExpired) in a
 	// transaction holding the sweep lock, and says store.ErrSweepBusy
 	// when it cannot have it; nil is the dialect's sweep locks.
-	Sweep func(ctx context.Context, batch func(q Querier, now time.Time) error) error
+	Sweep func(ctx context.Context, batch func(q Executor, now time.Time) error) error
 }
 
 // New returns the engine cfg describes. It fails when cfg.Table is not an
@@ -177,8 +186,11 @@ func New(cfg Config) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.Name, err)
 	}
-	d := cfg.Dialect
-	return &Engine{name: cfg.Name, db: cfg.DB, dialect: d, table: table, sql: d.Statements(table), sweep: cfg.Sweep}, nil
+	d, pool := cfg.Dialect, cfg.Pool
+	if pool == nil {
+		pool = SQL(cfg.DB)
+	}
+	return &Engine{name: cfg.Name, db: cfg.DB, pool: pool, dialect: d, table: table, sql: d.Statements(table), sweep: cfg.Sweep}, nil
 }
 
 // DB returns the database the store runs on.
@@ -187,16 +199,16 @@ func (e *Engine) DB() *sql.DB { return e.db }
 // Table returns the key table's name.
 func (e *Engine) Table() string { return e.table }
 
-// translate turns a driver error into the store package's errors, once,
-// at the store's boundary.
-func (e *Engine) translate(err error) error {
+// Translate turns a driver error into the store package's errors, once,
+// at the store's boundary: a Session's job.
+func (e *Engine) Translate(err error) error {
 	if err == nil {
 		return nil
 	}
 	if e.dialect.Translate != nil {
 		return e.dialect.Translate(err)
 	}
-	switch e.classify(err) {
+	switch e.Classify(err) {
 	case ErrLockTimeout:
 		return errors.Join(store.ErrWaitTimeout, err)
 	case ErrInFailedTx, ErrDeadlock:
@@ -207,7 +219,29 @@ func (e *Engine) translate(err error) error {
 	return err
 }
 
-func (e *Engine) classify(err error) ErrKind {
+// ClassifySQLState is Dialect.Classify for a PostgreSQL driver whose
+// errors have a SQLState() string method: pgx's, natively or through
+// database/sql, and lib/pq's.
+func ClassifySQLState(err error) ErrKind {
+	var e interface{ SQLState() string }
+	if !errors.As(err, &e) {
+		return ErrOther
+	}
+	switch e.SQLState() {
+	case "55P03": // lock_not_available: lock_timeout fired
+		return ErrLockTimeout
+	case "40P01":
+		return ErrDeadlock
+	case "23505":
+		return ErrDuplicate
+	case "25P02":
+		return ErrInFailedTx
+	}
+	return ErrOther
+}
+
+// Classify names the kind of a driver error.
+func (e *Engine) Classify(err error) ErrKind {
 	if e.dialect.Classify == nil {
 		return ErrOther
 	}
@@ -239,6 +273,14 @@ func (e *Engine) args(s Stmt, now time.Time, canonical ...any) []any {
 		out[i] = canonical[j]
 	}
 	return out
+}
+
+// timeDest is where a time column scans into t.
+func (e *Engine) timeDest(t *time.Time) any {
+	if e.dialect.TimeScans {
+		return t
+	}
+	return dbTime{t}
 }
 
 // now is the store's reading of this host's clock, for a dialect whose

@@ -11,14 +11,6 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// Querier is what the key SQL runs on: the pool, a connection or a
-// transaction.
-type Querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
 // Session is where key operations run: a Store's each on its own, a Tx's
 // inside itself. Each hands fn where to run and the operation's one
 // reading of the store's clock (Dialect.Now; the zero time where the
@@ -26,13 +18,13 @@ type Querier interface {
 // the store package's (Engine.Translate).
 type Session interface {
 	// Read runs fn where it sees the session's view of the key table.
-	Read(ctx context.Context, fn func(q Querier, now time.Time) error) error
+	Read(ctx context.Context, fn func(q Executor, now time.Time) error) error
 	// Write runs fn, a fenced write, where the session writes.
-	Write(ctx context.Context, fn func(q Querier, now time.Time) error) error
+	Write(ctx context.Context, fn func(q Executor, now time.Time) error) error
 	// Claim runs fn, a statement that may wait on a row another
 	// transaction holds (a claim, a take-over), with that wait bounded by
 	// the session's bound.
-	Claim(ctx context.Context, fn func(q Querier, now time.Time) error) error
+	Claim(ctx context.Context, fn func(q Executor, now time.Time) error) error
 }
 
 // Keys runs the key-table SQL through a session: store.Keys, and the
@@ -47,7 +39,7 @@ func NewKeys(e *Engine, s Session) Keys { return Keys{e: e, s: s} }
 
 func (k Keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	var rec *store.Record
-	err := k.s.Read(ctx, func(q Querier, now time.Time) (err error) {
+	err := k.s.Read(ctx, func(q Executor, now time.Time) (err error) {
 		rec, err = k.get(ctx, q, now, scope, key)
 		return err
 	})
@@ -57,30 +49,27 @@ func (k Keys) Get(ctx context.Context, scope, key string) (*store.Record, error)
 	return rec, err
 }
 
-func (k Keys) get(ctx context.Context, q Querier, now time.Time, scope, key string) (*store.Record, error) {
+func (k Keys) get(ctx context.Context, q Executor, now time.Time, scope, key string) (*store.Record, error) {
 	g := k.e.sql.Get
 	rec := &store.Record{Scope: scope, Key: key}
-	if err := scanRecord(q.QueryRowContext(ctx, g.SQL, k.e.args(g, now, scope, key)...), rec); err != nil {
+	if err := k.e.scanRecord(q.QueryRow(ctx, g.SQL, k.e.args(g, now, scope, key)...), rec); err != nil {
 		return nil, err
 	}
 	return rec, nil
 }
 
-// row is a result row: *sql.Row or *sql.Rows.
-type row interface{ Scan(dest ...any) error }
-
 // scanRecord reads the record columns into rec, then into more, if any,
 // the columns after them.
-func scanRecord(r row, rec *store.Record, more ...any) error {
+func (e *Engine) scanRecord(r Row, rec *store.Record, more ...any) error {
 	var (
 		code                 sql.NullInt64
 		headers, body        []byte
 		resourceT, resourceI sql.NullString
 	)
 	err := r.Scan(append([]any{&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
-		&rec.Status, &rec.Attempts, &rec.Token, dbTime{&rec.ClaimedAt}, dbTime{&rec.LeaseExpiresAt}, &rec.LeaseLive,
+		&rec.Status, &rec.Attempts, &rec.Token, e.timeDest(&rec.ClaimedAt), e.timeDest(&rec.LeaseExpiresAt), &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		dbTime{&rec.CreatedAt}, dbTime{&rec.ExpiresAt}, &rec.Expired, &rec.RecoveryPoint}, more...)...)
+		e.timeDest(&rec.CreatedAt), e.timeDest(&rec.ExpiresAt), &rec.Expired, &rec.RecoveryPoint}, more...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
@@ -117,13 +106,9 @@ func (k Keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 	)
 	fp := c.Fingerprint
 	s := k.e.sql.Insert
-	err := k.s.Claim(ctx, func(q Querier, now time.Time) error {
-		res, err := q.ExecContext(ctx, s.SQL, k.e.args(s, now, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
+	err := k.s.Claim(ctx, func(q Executor, now time.Time) error {
+		n, err := q.Exec(ctx, s.SQL, k.e.args(s, now, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
 			c.Token, c.Lease.Microseconds(), c.TTL.Microseconds())...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
 		if err != nil {
 			return err
 		}
@@ -165,12 +150,8 @@ func (k Keys) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken str
 // contender win.
 func (k Keys) takeOver(ctx context.Context, op string, s Stmt, args ...any) (bool, error) {
 	var won bool
-	err := k.s.Claim(ctx, func(q Querier, now time.Time) error {
-		res, err := q.ExecContext(ctx, s.SQL, k.e.args(s, now, args...)...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+	err := k.s.Claim(ctx, func(q Executor, now time.Time) error {
+		n, err := q.Exec(ctx, s.SQL, k.e.args(s, now, args...)...)
 		won = n == 1
 		return err
 	})
@@ -181,7 +162,21 @@ func (k Keys) takeOver(ctx context.Context, op string, s Stmt, args ...any) (boo
 }
 
 func (k Keys) Complete(ctx context.Context, a store.Attempt, resp store.Response) error {
-	return k.fenced(ctx, "complete", k.e.sql.Complete, a, appendResponseArgs(append(make([]any, 0, 3+responseArgCount), a.Scope, a.Key, a.Token), resp)...)
+	return k.fenced(ctx, "complete", k.e.sql.Complete, a, CompleteArgs(a, resp)...)
+}
+
+// CompleteArgs are the canonical arguments of Statements.Complete and
+// ReplaceResponse: scope, key, token and the response's.
+func CompleteArgs(a store.Attempt, resp store.Response) []any {
+	return appendResponseArgs(append(make([]any, 0, 3+responseArgCount), a.Scope, a.Key, a.Token), resp)
+}
+
+// InsertCompletedArgs are the canonical arguments of
+// Statements.InsertCompleted: the claim's and the response's.
+func InsertCompletedArgs(c store.Claim, resp store.Response) []any {
+	fp := c.Fingerprint
+	return appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
+		c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version, c.Token, c.TTL.Microseconds()), resp)
 }
 
 // responseArgCount is the number of parameters appendResponseArgs appends.
@@ -216,17 +211,13 @@ func (k Keys) fenced(ctx context.Context, op string, s Stmt, a store.Attempt, ar
 // fencedBy is fenced, telling an update that changed nothing from a lost
 // hold with holds.
 func (k Keys) fencedBy(ctx context.Context, op string, s, holds Stmt, a store.Attempt, args ...any) error {
-	err := k.s.Write(ctx, func(q Querier, now time.Time) error {
-		res, err := q.ExecContext(ctx, s.SQL, k.e.args(s, now, args...)...)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
+	err := k.s.Write(ctx, func(q Executor, now time.Time) error {
+		n, err := q.Exec(ctx, s.SQL, k.e.args(s, now, args...)...)
 		if err != nil {
 			return err
 		}
 		if n == 0 && k.e.dialect.ChangedRows {
-			if err := q.QueryRowContext(ctx, holds.SQL, k.e.args(holds, now, a.Scope, a.Key, a.Token)...).Scan(&n); err != nil {
+			if err := q.QueryRow(ctx, holds.SQL, k.e.args(holds, now, a.Scope, a.Key, a.Token)...).Scan(&n); err != nil {
 				return err
 			}
 		}

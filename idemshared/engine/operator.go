@@ -38,9 +38,9 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 		args = pos
 	}
 	var recs []store.Record
-	err := e.query(ctx, keytable.Rewrite(query, e.table), args, func(rows *sql.Rows) error {
+	err := e.query(ctx, keytable.Rewrite(query, e.table), args, func(r Row) error {
 		var rec store.Record
-		if err := scanRecord(rows, &rec, &rec.Scope, &rec.Key); err != nil {
+		if err := e.scanRecord(r, &rec, &rec.Scope, &rec.Key); err != nil {
 			return err
 		}
 		recs = append(recs, rec)
@@ -57,8 +57,8 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 	c := store.KeyCounts{Now: time.Now().UTC(), Unfinished: map[string]int64{}}
 	if e.sql.Now != "" {
-		if err := e.db.QueryRowContext(ctx, e.sql.Now).Scan(dbTime{&c.Now}); err != nil {
-			return c, fmt.Errorf("count keys: %w", e.translate(err))
+		if err := e.pool.QueryRow(ctx, e.sql.Now).Scan(e.timeDest(&c.Now)); err != nil {
+			return c, fmt.Errorf("count keys: %w", e.Translate(err))
 		}
 	}
 	err := e.each(ctx, e.sql.CountByStatus, func(status string, n int64, oldest time.Time) {
@@ -89,13 +89,13 @@ func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 
 // each runs a count, calling fn with each row's name, count and time.
 func (e *Engine) each(ctx context.Context, query string, fn func(name string, n int64, t time.Time)) error {
-	return e.query(ctx, query, nil, func(rows *sql.Rows) error {
+	return e.query(ctx, query, nil, func(r Row) error {
 		var (
 			name string
 			n    int64
 			t    time.Time
 		)
-		if err := rows.Scan(&name, &n, dbTime{&t}); err != nil {
+		if err := r.Scan(&name, &n, e.timeDest(&t)); err != nil {
 			return err
 		}
 		fn(name, n, t)
@@ -108,12 +108,12 @@ func (e *Engine) each(ctx context.Context, query string, fn func(name string, n 
 func (e *Engine) ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error) {
 	var column sql.NullString
 	p := e.sql.ProviderKeys
-	err := e.db.QueryRowContext(ctx, p.SQL, e.args(p, e.now(), scope, key)...).Scan(&column)
+	err := e.pool.QueryRow(ctx, p.SQL, e.args(p, e.now(), scope, key)...).Scan(&column)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("provider keys: %w", e.translate(err))
+		return nil, fmt.Errorf("provider keys: %w", e.Translate(err))
 	}
 	if !column.Valid {
 		return keytable.DecodeProviderKeys(nil)
@@ -129,19 +129,19 @@ func (e *Engine) ListCompleted(ctx context.Context, code int, after store.KeyRef
 		return nil, err
 	}
 	l := e.sql.ListCompleted
-	refs, err := e.keyRefs(ctx, e.db, l.SQL, e.args(l, e.now(), code, after.Scope, after.Key, limit))
+	refs, err := e.keyRefs(ctx, e.pool, l.SQL, e.args(l, e.now(), code, after.Scope, after.Key, limit))
 	if err != nil {
-		return nil, fmt.Errorf("list completed: %w", e.translate(err))
+		return nil, fmt.Errorf("list completed: %w", e.Translate(err))
 	}
 	return refs, nil
 }
 
 // keyRefs runs query on q, a read of the keys of records.
-func (e *Engine) keyRefs(ctx context.Context, q Querier, query string, args []any) ([]store.KeyRef, error) {
+func (e *Engine) keyRefs(ctx context.Context, q Executor, query string, args []any) ([]store.KeyRef, error) {
 	var refs []store.KeyRef
-	err := eachRow(ctx, q, query, args, func(rows *sql.Rows) error {
-		r, err := ScanKeyRef(rows)
-		refs = append(refs, r)
+	err := q.Query(ctx, query, args, func(r Row) error {
+		ref, err := ScanKeyRef(r)
+		refs = append(refs, ref)
 		return err
 	})
 	return refs, err
@@ -160,7 +160,7 @@ func (k Keys) Release(ctx context.Context, a store.Attempt) error {
 // tells it from a lost hold. In the transaction when on a Tx
 // (store.AuditTx).
 func (k Keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
-	return k.fencedBy(ctx, "replace response", k.e.sql.ReplaceResponse, k.e.sql.HoldsCompleted, a, appendResponseArgs([]any{a.Scope, a.Key, a.Token}, resp)...)
+	return k.fencedBy(ctx, "replace response", k.e.sql.ReplaceResponse, k.e.sql.HoldsCompleted, a, CompleteArgs(a, resp)...)
 }
 
 // AppendAudit records an operator's action, stamped with the store's
@@ -168,8 +168,8 @@ func (k Keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.R
 // (store.AuditTx).
 func (k Keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	a := k.e.sql.AppendAudit
-	err := k.s.Write(ctx, func(q Querier, now time.Time) error {
-		_, err := q.ExecContext(ctx, a.SQL, k.e.args(a, now, e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)...)
+	err := k.s.Write(ctx, func(q Executor, now time.Time) error {
+		_, err := q.Exec(ctx, a.SQL, k.e.args(a, now, e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)...)
 		return err
 	})
 	if err != nil {
@@ -183,9 +183,9 @@ func (k Keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 func (e *Engine) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
 	l := e.sql.ListAudit
 	var es []store.AuditEntry
-	err := e.query(ctx, l.SQL, e.args(l, e.now(), ref.Scope, ref.Key, limit), func(rows *sql.Rows) error {
+	err := e.query(ctx, l.SQL, e.args(l, e.now(), ref.Scope, ref.Key, limit), func(r Row) error {
 		var a store.AuditEntry
-		if err := rows.Scan(dbTime{&a.At}, &a.Actor, &a.Action, &a.Reason, &a.Scope, &a.Key, &a.Before, &a.After); err != nil {
+		if err := r.Scan(e.timeDest(&a.At), &a.Actor, &a.Action, &a.Reason, &a.Scope, &a.Key, &a.Before, &a.After); err != nil {
 			return err
 		}
 		es = append(es, a)

@@ -20,8 +20,8 @@ func (k Keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, er
 		provider sql.NullString
 	)
 	s := k.e.sql.Phase
-	err := k.s.Read(ctx, func(q Querier, now time.Time) error {
-		return q.QueryRowContext(ctx, s.SQL, k.e.args(s, now, a.Scope, a.Key, a.Token)...).Scan(&p.Point, dbTime{&p.Life}, &provider)
+	err := k.s.Read(ctx, func(q Executor, now time.Time) error {
+		return q.QueryRow(ctx, s.SQL, k.e.args(s, now, a.Scope, a.Key, a.Token)...).Scan(&p.Point, k.e.timeDest(&p.Life), &provider)
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -53,8 +53,8 @@ func (e *Engine) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinis
 	}
 	f := e.sql.FindUnfinished
 	var out []store.Unfinished
-	err := e.query(ctx, f.SQL, e.args(f, e.now(), limit), func(rows *sql.Rows) error {
-		u, err := ScanUnfinished(rows)
+	err := e.query(ctx, f.SQL, e.args(f, e.now(), limit), func(r Row) error {
+		u, err := ScanUnfinished(r)
 		out = append(out, u)
 		return err
 	})
@@ -66,21 +66,6 @@ func (e *Engine) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinis
 
 // query runs a read on the pool, calling fn for each row, and translates
 // its error.
-func (e *Engine) query(ctx context.Context, query string, args []any, fn func(rows *sql.Rows) error) error {
-	return e.translate(eachRow(ctx, e.db, query, args, fn))
-}
-
-// eachRow runs query on q, calling fn for each row.
-func eachRow(ctx context.Context, q Querier, query string, args []any, fn func(rows *sql.Rows) error) error {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+func (e *Engine) query(ctx context.Context, query string, args []any, fn func(r Row) error) error {
+	return e.Translate(e.pool.Query(ctx, query, args, fn))
 }

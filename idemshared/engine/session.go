@@ -31,27 +31,27 @@ func StoreKeys(e *Engine) Keys { return Keys{e: e, s: storeSession{e}} }
 
 type storeSession struct{ e *Engine }
 
-func (ss storeSession) Read(ctx context.Context, fn func(q Querier, now time.Time) error) error {
-	return ss.e.translate(fn(ss.e.db, ss.e.now()))
+func (ss storeSession) Read(ctx context.Context, fn func(q Executor, now time.Time) error) error {
+	return ss.e.Translate(fn(ss.e.pool, ss.e.now()))
 }
 
-func (ss storeSession) Write(ctx context.Context, fn func(q Querier, now time.Time) error) error {
-	return ss.e.translate(fn(ss.e.db, ss.e.now()))
+func (ss storeSession) Write(ctx context.Context, fn func(q Executor, now time.Time) error) error {
+	return ss.e.Translate(fn(ss.e.pool, ss.e.now()))
 }
 
-func (ss storeSession) Claim(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+func (ss storeSession) Claim(ctx context.Context, fn func(q Executor, now time.Time) error) error {
 	e := ss.e
 	for attempt := 0; ; attempt++ {
 		err := e.own(ctx, fn)
-		if err != nil && attempt < deadlockRetries && e.classify(err) == ErrDeadlock {
+		if err != nil && attempt < deadlockRetries && e.Classify(err) == ErrDeadlock {
 			continue
 		}
-		return e.translate(err)
+		return e.Translate(err)
 	}
 }
 
 // own runs fn bounded in a transaction of its own.
-func (e *Engine) own(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+func (e *Engine) own(ctx context.Context, fn func(q Executor, now time.Time) error) error {
 	tx, err := e.db.BeginTx(ctx, txOptions)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -65,11 +65,11 @@ func (e *Engine) own(ctx context.Context, fn func(q Querier, now time.Time) erro
 
 // runBounded runs fn on tx with the wait for locks bounded by wait, and
 // gives the session its own setting back after.
-func (e *Engine) runBounded(ctx context.Context, tx *sql.Tx, wait time.Duration, fn func(q Querier, now time.Time) error) error {
+func (e *Engine) runBounded(ctx context.Context, tx *sql.Tx, wait time.Duration, fn func(q Executor, now time.Time) error) error {
 	if _, err := tx.ExecContext(ctx, e.dialect.LockWait(wait)); err != nil {
 		return err
 	}
-	err := fn(tx, e.now())
+	err := fn(SQL(tx), e.now())
 	// After a failure PostgreSQL's transaction is aborted (and its setting
 	// goes with it); MySQL's session setting must still be put back.
 	if _, rerr := tx.ExecContext(ctx, e.dialect.RestoreLockWait); err == nil && rerr != nil {

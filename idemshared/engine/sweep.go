@@ -24,7 +24,7 @@ func (e *Engine) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, 
 		sweep = e.sweepTx
 	}
 	var refs []store.KeyRef
-	err := sweep(ctx, func(q Querier, now time.Time) (err error) {
+	err := sweep(ctx, func(q Executor, now time.Time) (err error) {
 		if d := e.sql.DeleteExpired; d.SQL != "" {
 			refs, err = e.keyRefs(ctx, q, d.SQL, e.args(d, now, limit))
 			return err
@@ -45,7 +45,7 @@ func (e *Engine) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, 
 // delete locks these rows alone: MySQL scans the whole table for a (scope,
 // idempotency_key) IN list, and would wait on rows other transactions
 // hold.
-func (e *Engine) deleteKeys(ctx context.Context, q Querier, refs []store.KeyRef) error {
+func (e *Engine) deleteKeys(ctx context.Context, q Executor, refs []store.KeyRef) error {
 	var b strings.Builder
 	b.WriteString(e.sql.SweepDelete)
 	args := make([]any, 0, 2*len(refs))
@@ -56,48 +56,48 @@ func (e *Engine) deleteKeys(ctx context.Context, q Querier, refs []store.KeyRef)
 		fmt.Fprintf(&b, "(scope = %s AND idempotency_key = %s)", e.dialect.Placeholder(2*i+1), e.dialect.Placeholder(2*i+2))
 		args = append(args, r.Scope, r.Key)
 	}
-	_, err := q.ExecContext(ctx, b.String(), args...)
+	_, err := q.Exec(ctx, b.String(), args...)
 	return err
 }
 
 // sweepTx runs a sweep's batch in a READ COMMITTED transaction holding the
 // dialect's sweep lock, or says store.ErrSweepBusy.
-func (e *Engine) sweepTx(ctx context.Context, batch func(q Querier, now time.Time) error) error {
+func (e *Engine) sweepTx(ctx context.Context, batch func(q Executor, now time.Time) error) error {
 	c, err := e.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("delete expired: %w", err)
 	}
 	defer c.Close()
 	if !e.dialect.SweepLockInTx {
-		if err := e.sweepLock(ctx, c); err != nil {
+		if err := e.sweepLock(ctx, SQL(c)); err != nil {
 			return err
 		}
 		defer func() { _, _ = c.ExecContext(context.WithoutCancel(ctx), e.sql.SweepUnlock) }()
 	}
 	tx, err := c.BeginTx(ctx, txOptions)
 	if err != nil {
-		return fmt.Errorf("delete expired: begin: %w", e.translate(err))
+		return fmt.Errorf("delete expired: begin: %w", e.Translate(err))
 	}
 	defer func() { _ = tx.Rollback() }()
 	if e.dialect.SweepLockInTx {
-		if err := e.sweepLock(ctx, tx); err != nil {
+		if err := e.sweepLock(ctx, SQL(tx)); err != nil {
 			return err
 		}
 	}
-	if err := batch(tx, time.Time{}); err != nil {
-		return fmt.Errorf("delete expired: %w", e.translate(err))
+	if err := batch(SQL(tx), time.Time{}); err != nil {
+		return fmt.Errorf("delete expired: %w", e.Translate(err))
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("delete expired: commit: %w", e.translate(err))
+		return fmt.Errorf("delete expired: commit: %w", e.Translate(err))
 	}
 	return nil
 }
 
 // sweepLock takes the sweep lock without waiting, or says it is busy.
-func (e *Engine) sweepLock(ctx context.Context, q Querier) error {
+func (e *Engine) sweepLock(ctx context.Context, q Executor) error {
 	var locked bool
-	if err := q.QueryRowContext(ctx, e.sql.SweepLock).Scan(&locked); err != nil {
-		return fmt.Errorf("delete expired: sweep lock: %w", e.translate(err))
+	if err := q.QueryRow(ctx, e.sql.SweepLock).Scan(&locked); err != nil {
+		return fmt.Errorf("delete expired: sweep lock: %w", e.Translate(err))
 	}
 	if !locked {
 		return store.ErrSweepBusy

@@ -73,27 +73,27 @@ func (t *Tx) begin(ctx context.Context) (*sql.Tx, error) {
 // txSession runs key operations inside the transaction.
 type txSession struct{ t *Tx }
 
-func (ts txSession) Read(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+func (ts txSession) Read(ctx context.Context, fn func(q Executor, now time.Time) error) error {
 	tx, err := ts.t.begin(ctx)
 	if err != nil {
 		return err
 	}
-	return ts.t.e.translate(fn(tx, ts.t.e.now()))
+	return ts.t.e.Translate(fn(SQL(tx), ts.t.e.now()))
 }
 
-func (ts txSession) Write(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+func (ts txSession) Write(ctx context.Context, fn func(q Executor, now time.Time) error) error {
 	tx, err := ts.t.begin(ctx)
 	ts.t.wrote = true
 	if err != nil {
 		return err
 	}
-	return ts.t.e.translate(fn(tx, ts.t.e.now()))
+	return ts.t.e.Translate(fn(SQL(tx), ts.t.e.now()))
 }
 
 // Claim runs fn with the transaction's MaxWait. When the database rolls
 // the transaction back as a deadlock's victim at its first write (a claim,
 // racing others for the same key), the claim runs again in a new one.
-func (ts txSession) Claim(ctx context.Context, fn func(q Querier, now time.Time) error) error {
+func (ts txSession) Claim(ctx context.Context, fn func(q Executor, now time.Time) error) error {
 	t := ts.t
 	for attempt := 0; ; attempt++ {
 		tx, err := t.begin(ctx)
@@ -103,12 +103,12 @@ func (ts txSession) Claim(ctx context.Context, fn func(q Querier, now time.Time)
 		retriable := !t.wrote
 		t.wrote = true
 		err = t.e.runBounded(ctx, tx, t.wait, fn)
-		if err != nil && retriable && attempt < deadlockRetries && t.e.classify(err) == ErrDeadlock {
+		if err != nil && retriable && attempt < deadlockRetries && t.e.Classify(err) == ErrDeadlock {
 			_ = tx.Rollback()
 			t.tx, t.wrote = nil, false
 			continue
 		}
-		return t.e.translate(err)
+		return t.e.Translate(err)
 	}
 }
 
@@ -144,7 +144,7 @@ func (t *Tx) Commit(context.Context) error {
 		if t.failed || errors.Is(err, sql.ErrTxDone) {
 			return fmt.Errorf("commit: %w", errors.Join(store.ErrTxAborted, err))
 		}
-		return fmt.Errorf("commit: %w", t.e.translate(err))
+		return fmt.Errorf("commit: %w", t.e.Translate(err))
 	}
 	return nil
 }
@@ -175,19 +175,16 @@ func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.Result
 // here, with all the handler's writes: PostgreSQL has aborted it already,
 // MySQL failed the statement alone.
 func (t *Tx) claimAndComplete(ctx context.Context, resp store.Response) error {
-	c := t.claim.Claim()
-	fp := c.Fingerprint
 	s := t.e.sql.InsertCompleted
-	args := appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
-		c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version, c.Token, c.TTL.Microseconds()), resp)
-	err := txSession{t}.Claim(ctx, func(q Querier, now time.Time) error {
-		_, err := q.ExecContext(ctx, s.SQL, t.e.args(s, now, args...)...)
+	args := InsertCompletedArgs(*t.claim.Claim(), resp)
+	err := txSession{t}.Claim(ctx, func(q Executor, now time.Time) error {
+		_, err := q.Exec(ctx, s.SQL, t.e.args(s, now, args...)...)
 		return err
 	})
 	if err == nil {
 		return t.claim.Ran(nil)
 	}
-	if t.e.classify(err) == ErrDuplicate {
+	if t.e.Classify(err) == ErrDuplicate {
 		err = fmt.Errorf("%w (%w)", store.ErrKeyExists, err)
 	}
 	if t.tx != nil {
