@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,7 +47,7 @@ func ordered(sql, table string, order ...int) engine.Stmt {
 var postgres = engine.Dialect{
 	Name:            "postgres",
 	Statements:      postgresStatements,
-	Classify:        engine.ClassifySQLState,
+	Classify:        postgresClassify,
 	Placeholder:     func(n int) string { return fmt.Sprintf("$%d", n) },
 	LockWait:        postgresLockWait,
 	RestoreLockWait: `SET LOCAL lock_timeout TO DEFAULT`,
@@ -77,6 +78,24 @@ func MySQL(number func(err error) (uint16, bool)) Dialect {
 		MigrationDir:    "migrations/mysql",
 		Migrate:         mysqlMigrate,
 	}}
+}
+
+func postgresClassify(err error) engine.ErrKind {
+	var e interface{ SQLState() string }
+	if !errors.As(err, &e) {
+		return engine.ErrOther
+	}
+	switch e.SQLState() {
+	case "55P03": // lock_not_available: lock_timeout fired
+		return engine.ErrLockTimeout
+	case "40P01":
+		return engine.ErrDeadlock
+	case "23505":
+		return engine.ErrDuplicate
+	case "25P02":
+		return engine.ErrInFailedTx
+	}
+	return engine.ErrOther
 }
 
 func mysqlClassify(number func(error) (uint16, bool)) func(error) engine.ErrKind {

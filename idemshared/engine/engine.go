@@ -219,27 +219,6 @@ func (e *Engine) Translate(err error) error {
 	return err
 }
 
-// ClassifySQLState is Dialect.Classify for a PostgreSQL driver whose
-// errors have a SQLState() string method: pgx's, natively or through
-// database/sql, and lib/pq's.
-func ClassifySQLState(err error) ErrKind {
-	var e interface{ SQLState() string }
-	if !errors.As(err, &e) {
-		return ErrOther
-	}
-	switch e.SQLState() {
-	case "55P03": // lock_not_available: lock_timeout fired
-		return ErrLockTimeout
-	case "40P01":
-		return ErrDeadlock
-	case "23505":
-		return ErrDuplicate
-	case "25P02":
-		return ErrInFailedTx
-	}
-	return ErrOther
-}
-
 // Classify names the kind of a driver error.
 func (e *Engine) Classify(err error) ErrKind {
 	if e.dialect.Classify == nil {
