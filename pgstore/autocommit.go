@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -27,10 +28,18 @@ func (a autocommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	return tag, err
 }
 
-// QueryRow reads, which need no transaction.
+// Query and QueryRow read, which needs no transaction.
+func (a autocommit) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return a.pool.Query(ctx, sql, args...)
+}
+
 func (a autocommit) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return a.pool.QueryRow(ctx, sql, args...)
 }
+
+// lockWait: a claim outside a request waits at most DefaultMaxWait, in a
+// transaction of its own that ends the setting.
+func (a autocommit) lockWait() (time.Duration, bool) { return DefaultMaxWait, false }
 
 // SendBatch wraps b in BEGIN … COMMIT. Reading the results reads b's; Close
 // reads COMMIT's. When a statement fails, the connection is left in a

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -53,11 +54,8 @@ func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.Result
 // queueClaimAndComplete queues the deferred claim with its response on b.
 // The claim's own token is the lock: nothing else held the key.
 func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) {
-	c := t.claim.Claim()
-	fp := c.Fingerprint
-	b.Queue(setLockWait(t.lockWait))
-	b.Queue(t.sql.insertCompletedOrAbort, appendResponseArgs(append(make([]any, 0, 8+responseArgCount),
-		c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version, c.Token, c.TTL.Microseconds()), resp)...)
+	b.Queue(setLockWait(t.wait))
+	b.Queue(t.s.sql.insertCompletedOrAbort, engine.InsertCompletedArgs(*t.claim.Claim(), resp)...)
 }
 
 // claimRan reads the results of the two statements queueClaimAndComplete
@@ -81,7 +79,7 @@ func (t *Tx) claimRan(br pgx.BatchResults) error {
 
 // setLockWait bounds the transaction's waits for locks to wait, at least a
 // millisecond; the deferred claim has only the COMMIT behind it, and
-// keys.bounded restores the setting after its statement (restoreLockWait).
+// bounded restores the setting after its statement (restoreLockWait).
 func setLockWait(wait time.Duration) string {
 	ms := max(wait.Milliseconds(), 1)
 	if last := lastLockWait.Load(); last != nil && last.ms == ms {

@@ -2,53 +2,14 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
-	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 )
-
-var (
-	_ store.KeyLister = (*Store)(nil)
-	_ store.AuditLog  = (*Store)(nil)
-	_ store.AuditTx   = (*Tx)(nil)
-)
-
-var dialect = keytable.Dialect{
-	Arg:  func(n int) string { return "$" + strconv.Itoa(n) },
-	Time: func(t time.Time) any { return t },
-}
-
-// ListKeys searches the key table for an operator (see store.KeyLister).
-func (s *Store) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
-	sql, args := keytable.Search(engine.SearchQuery(q), recordColumns+", scope, idempotency_key", dialect)
-	rows, err := s.pool.Query(ctx, keytable.Rewrite(sql, s.sql.table), args...)
-	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", translate(err))
-	}
-	defer rows.Close()
-	var recs []store.Record
-	for rows.Next() {
-		var scope, key string
-		rec, err := scanRecord(rows, "", "", &scope, &key)
-		if err != nil {
-			return nil, fmt.Errorf("list keys: %w", err)
-		}
-		rec.Scope, rec.Key = scope, key
-		recs = append(recs, *rec)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list keys: %w", translate(err))
-	}
-	return recs, nil
-}
 
 // exactBelow is the table size under which CountKeys counts every state
 // exactly; above it, COMPLETED and FAILED come from the planner's
@@ -149,33 +110,6 @@ func (s *Store) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 	return c, nil
 }
 
-const selectProviderKeys = `
-SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`
-
-// ProviderKeys reads the downstream keys recorded on a record (see
-// store.KeyLister).
-func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error) {
-	var column *string
-	err := s.pool.QueryRow(ctx, keytable.Rewrite(selectProviderKeys, s.sql.table), scope, key).Scan(&column)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, store.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("provider keys: %w", translate(err))
-	}
-	return keytable.DecodeProviderKeys(column)
-}
-
-// AppendAudit records an operator's action (see store.AuditLog), in the
-// transaction when on a Tx (store.AuditTx).
-func (k keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
-	_, err := k.db.Exec(ctx, keytable.Rewrite(pgsql.AppendAudit, k.sql.table), e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)
-	if err != nil {
-		return fmt.Errorf("append audit: %w", translate(err))
-	}
-	return nil
-}
-
 // BeginAudit returns a transaction for an operator's action and its audit
 // entry (see store.AuditLog).
 func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
@@ -184,21 +118,4 @@ func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
 		return nil, err
 	}
 	return tx.(*Tx), nil
-}
-
-// ListAudit returns the latest operator actions (see store.AuditLog).
-func (s *Store) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
-	rows, err := s.pool.Query(ctx, keytable.Rewrite(pgsql.ListAudit, s.sql.table), ref.Scope, ref.Key, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", translate(err))
-	}
-	es, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AuditEntry, error) {
-		var e store.AuditEntry
-		err := row.Scan(&e.At, &e.Actor, &e.Action, &e.Reason, &e.Scope, &e.Key, &e.Before, &e.After)
-		return e, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", translate(err))
-	}
-	return es, nil
 }

@@ -2,10 +2,9 @@ package pgstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -18,12 +17,20 @@ const DefaultMaxWait = 5 * time.Second
 // Store keeps idempotency records in PostgreSQL. Its table lives in the
 // schema the pool's search_path names; create it with Migrate.
 type Store struct {
+	e     *engine.Engine
 	pool  *pgxpool.Pool
+	sql   *statements // the store's own, on its table
 	sweep *sweepTargets
 	keys
 }
 
-var _ store.Store = (*Store)(nil)
+// keys are the engine's key operations, embedded unexported.
+type keys = engine.Keys
+
+var (
+	_ engine.StoreCapabilities = (*Store)(nil)
+	_ engine.TxCapabilities    = (*Tx)(nil)
+)
 
 // Config configures a Store.
 type Config struct {
@@ -42,11 +49,12 @@ func New(pool *pgxpool.Pool) *Store {
 // NewWithConfig returns a Store on pool configured by opts. It fails when
 // opts.Table is not an identifier.
 func NewWithConfig(pool *pgxpool.Pool, opts Config) (*Store, error) {
-	table, err := keytable.Check(opts.Table)
+	e, err := engine.New(engine.Config{Name: "pgstore", Pool: executor[autocommit]{autocommit{pool}}, Dialect: dialect, Table: opts.Table})
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: %w", err)
+		return nil, err
 	}
-	return &Store{pool: pool, sweep: &sweepTargets{}, keys: keys{db: autocommit{pool}, sql: newStatements(table), lockWait: DefaultMaxWait}}, nil
+	return &Store{e: e, pool: pool, sql: newStatements(e.Table()), sweep: &sweepTargets{},
+		keys: engine.NewKeys(e, session[autocommit]{autocommit{pool}})}, nil
 }
 
 // Pool returns the pool the store runs on.
@@ -59,7 +67,37 @@ func (s *Store) Begin(_ context.Context, opts store.TxOptions) (store.Tx, error)
 	if wait <= 0 {
 		wait = DefaultMaxWait
 	}
-	t := &Tx{pool: s.pool}
-	t.keys = keys{db: lazy{t}, sql: s.sql, lockWait: wait}
+	t := &Tx{s: s, wait: wait}
+	t.keys = engine.NewKeys(s.e, session[lazy]{lazy{t}})
 	return t, nil
+}
+
+// The operator's reads and the completer's search are the engine's, on
+// the pool.
+
+// ListKeys searches the key table for an operator (see store.KeyLister).
+func (s *Store) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
+	return s.e.ListKeys(ctx, q)
+}
+
+// ProviderKeys reads the downstream keys recorded on a record (see
+// store.KeyLister).
+func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error) {
+	return s.e.ProviderKeys(ctx, scope, key)
+}
+
+// ListCompleted lists the keys of COMPLETED records whose response has
+// status code code (see store.KeyResolver).
+func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
+	return s.e.ListCompleted(ctx, code, after, limit)
+}
+
+// ListAudit returns the latest operator actions (see store.AuditLog).
+func (s *Store) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
+	return s.e.ListAudit(ctx, ref, limit)
+}
+
+// FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
+func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
+	return s.e.FindUnfinished(ctx, limit)
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/idem-dev/idem/idemshared/engine"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,7 +20,9 @@ import (
 // holds no connection while it waits, and its completion is a single
 // auto-committed statement. The handler reaches it through DB.
 type Tx struct {
-	pool *pgxpool.Pool
+	s *Store
+	// wait bounds a claim's wait on a row another transaction holds.
+	wait time.Duration
 	// pc is the transaction's connection, held from its first statement
 	// until it ends. The store holds it rather than a pool transaction so
 	// that the completion and the COMMIT can share a round trip
@@ -61,7 +65,7 @@ func (t *Tx) conn(ctx context.Context) (pgx.Tx, error) {
 		}
 		return t.tx, nil
 	}
-	c, err := t.pool.Acquire(ctx)
+	c, err := t.s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", translate(err))
 	}
@@ -100,10 +104,21 @@ func (t *Tx) Complete(ctx context.Context, l store.Attempt, resp store.Response)
 		return nil
 	}
 	if t.tx == nil && !t.closed && len(t.queued) == 0 {
-		return keys{db: autocommit{t.pool}, sql: t.sql, lockWait: t.lockWait}.Complete(ctx, l, resp)
+		return t.s.keys.Complete(ctx, l, resp)
 	}
 	return t.keys.Complete(ctx, l, resp)
 }
+
+// completeOrAbort is the completion as a statement that fails when the
+// token no longer holds the key: a division by zero, SQLSTATE 22012, which
+// nothing else in it can raise. The failure aborts the transaction, so a
+// COMMIT sent behind it in the same round trip does not run.
+const completeOrAbort = `
+WITH completed AS (` + pgsql.Complete + `
+ RETURNING 1)
+SELECT 1 / count(*) FROM completed`
+
+const codeDivisionByZero = "22012"
 
 // CompleteAndCommit is Complete followed by Commit in one round trip: the
 // fenced completion and the COMMIT are pipelined, and the completion fails
@@ -135,7 +150,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.
 	if claiming {
 		t.queueClaimAndComplete(b, resp)
 	} else {
-		b.Queue(t.sql.completeOrAbort, completeArgs(l, resp)...)
+		b.Queue(t.s.sql.completeOrAbort, engine.CompleteArgs(l, resp)...)
 	}
 	b.Queue("COMMIT")
 	// The handler's queued writes go first, in the same round trip.
@@ -216,6 +231,10 @@ func (t *Tx) Rollback(ctx context.Context) error {
 
 // lazy is the Tx as a conn: each statement begins the transaction first.
 type lazy struct{ t *Tx }
+
+// lockWait: a claim in the transaction waits at most its MaxWait, and the
+// handler's statements after it get the session's setting back.
+func (l lazy) lockWait() (time.Duration, bool) { return l.t.wait, true }
 
 func (l lazy) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	// Without arguments pgx sends Exec by the simple protocol, which
@@ -305,7 +324,7 @@ func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
 	var br pgx.BatchResults
 	if begin {
-		c, err := t.pool.Acquire(ctx)
+		c, err := t.s.pool.Acquire(ctx)
 		if err != nil {
 			return errBatch{fmt.Errorf("begin: %w", translate(err))}
 		}

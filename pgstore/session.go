@@ -1,0 +1,105 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/idem-dev/idem/idemshared/engine"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// conn is what the engine's statements run on: the pool, each write a
+// transaction of its own (autocommit), or the request's transaction
+// (lazy).
+type conn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	// lockWait bounds a claim's wait on a row another transaction holds;
+	// restore: the setting must be put back after the claim's statement
+	// (inside a request's transaction, which the handler goes on with).
+	lockWait() (wait time.Duration, restore bool)
+}
+
+// executor is a conn as the engine's Executor. Its value is the conn
+// alone, a pointer: handing it to the engine allocates nothing, and rows
+// go to the engine as pgx hands them.
+type executor[C conn] struct{ c C }
+
+func (x executor[C]) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := x.c.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (x executor[C]) Query(ctx context.Context, sql string, args []any, each func(r engine.Row) error) error {
+	rows, err := x.c.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := each(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+func (x executor[C]) QueryRow(ctx context.Context, sql string, args ...any) engine.Row {
+	return x.c.QueryRow(ctx, sql, args...)
+}
+
+// bounded is the executor of a claim: its Exec, a statement that may wait
+// on a row another transaction holds, runs with lock_timeout set to the
+// conn's lockWait for that statement alone. The three statements go in
+// one batch (one round trip), and the handler's own statements get the
+// session's setting back. Outside a request's transaction the statement's
+// own transaction ends the setting: nothing to restore. What follows the
+// claim (the read of a key another request recorded) runs as usual.
+type bounded[C conn] struct{ executor[C] }
+
+func (b bounded[C]) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	wait, restore := b.c.lockWait()
+	batch := &pgx.Batch{}
+	batch.Queue(setLockWait(wait))
+	batch.Queue(sql, args...)
+	if restore {
+		batch.Queue(restoreLockWait)
+	}
+	br := b.c.SendBatch(ctx, batch)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return 0, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return 0, err
+	}
+	if restore {
+		if _, err := br.Exec(); err != nil {
+			return 0, err
+		}
+	}
+	return tag.RowsAffected(), br.Close()
+}
+
+// session runs the engine's key operations on a conn (engine.Session):
+// the Store's on autocommit, a Tx's on lazy. Every time is the
+// database's: fn's now is the zero time.
+type session[C conn] struct{ c C }
+
+func (s session[C]) Read(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
+	return translate(fn(executor[C]{s.c}, time.Time{}))
+}
+
+// Write is Read: the conn runs a write as it should, autocommit in a
+// transaction of its own.
+func (s session[C]) Write(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
+	return s.Read(ctx, fn)
+}
+
+func (s session[C]) Claim(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
+	return translate(fn(bounded[C]{executor[C]{s.c}}, time.Time{}))
+}
