@@ -100,10 +100,12 @@ func (e *Engine) scanRecord(r Row, rec *store.Record, more ...any) error {
 // COMMITTED a new statement sees the row a concurrent transaction just
 // committed, and under SQLite's write lock the row is still there.
 func (k Keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
-	var (
+	// One variable for both results: the closure escapes (the session is
+	// an interface), and each variable it sets with it.
+	var out struct {
 		rec      *store.Record
 		inserted bool
-	)
+	}
 	fp := c.Fingerprint
 	s := k.e.sql.Insert
 	err := k.s.Claim(ctx, func(q Executor, now time.Time) error {
@@ -113,10 +115,10 @@ func (k Keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 			return err
 		}
 		if n == 1 {
-			inserted = true
+			out.inserted = true
 			return nil
 		}
-		rec, err = k.get(ctx, q, now, c.Scope, c.Key)
+		out.rec, err = k.get(ctx, q, now, c.Scope, c.Key)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // as the interface allows: the caller tries again
 		}
@@ -125,7 +127,7 @@ func (k Keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 	if err != nil {
 		return nil, false, fmt.Errorf("insert claim: %w", err)
 	}
-	return rec, inserted, nil
+	return out.rec, out.inserted, nil
 }
 
 // Reacquire takes over a re-acquirable record that prevToken still holds:
