@@ -1,8 +1,8 @@
 // Package idemshared holds no code: module idemshared is what the store
 // modules (pgstore, sqlitestore, sqlstore, mysqlstore) share below the
-// store.Store interface: the key record's logic over database/sql,
-// written once behind a dialect (engine: sqlstore's PostgreSQL and MySQL,
-// sqlitestore's SQLite), the key table's checks and statements (keytable,
+// store.Store interface: the key record's logic, written once behind a
+// dialect and an executor (engine: pgstore's pgx, sqlstore's PostgreSQL
+// and MySQL and sqlitestore's SQLite through database/sql), the key table's checks and statements (keytable,
 // keytable/pgsql), its PostgreSQL migrations, written once for pgstore and
 // sqlstore (keytable/pgsql/migrations), the migration files' loader
 // (migrate) and row scanning (sqlrow).

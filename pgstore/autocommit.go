@@ -18,14 +18,7 @@ import (
 type autocommit struct{ pool *pgxpool.Pool }
 
 func (a autocommit) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	br := a.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
-	return tag, err
+	return execAlone(ctx, a, sql, args)
 }
 
 // Query and QueryRow read, which needs no transaction.

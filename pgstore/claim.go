@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemshared/engine"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,14 +23,7 @@ import (
 // statement fails with a division by zero, which aborts the transaction
 // with all the handler's writes, so the COMMIT behind it does not run.
 const insertCompletedOrAbort = `
-WITH claimed AS (
-INSERT INTO idempotency_keys
-       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
-        response_code, response_headers, response_body, resource_type, resource_id)
-VALUES ($1, $2, $3, $4, $5, $6,
-        'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
-        $9, $10::text::jsonb, $11, nullif($12, ''), nullif($13, ''))
+WITH claimed AS (` + pgsql.InsertCompleted + `
 ON CONFLICT (scope, idempotency_key) DO NOTHING
 RETURNING 1)
 SELECT 1 / count(*) FROM claimed`

@@ -24,6 +24,12 @@
 // never an application clock. Every write to a record names its fencing
 // token, and a statement that may wait for another transaction's hold on a
 // key is bounded (store.TxOptions.MaxWait) by a lock_timeout for that
-// statement alone. docs/operations.md covers the key table, the sweeper
+// statement alone.
+//
+// The key record's logic (the claim, fencing, the operator's actions, the
+// recovery points) is the store engine's, shared with the other SQL
+// stores (module idemshared); this package is its pgx driver: the
+// executor, the sessions that pipeline, the request's transaction, the
+// sweep and the counts. docs/operations.md covers the key table, the sweeper
 // and PgBouncer.
 package pgstore

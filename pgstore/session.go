@@ -23,6 +23,20 @@ type conn interface {
 	lockWait() (wait time.Duration, restore bool)
 }
 
+// execAlone runs a statement in a batch of its own on c, whose SendBatch
+// puts what must go with it (BEGIN and COMMIT, the queued writes) in the
+// same round trip.
+func execAlone(ctx context.Context, c conn, sql string, args []any) (pgconn.CommandTag, error) {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	br := c.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
 // executor is a conn as the engine's Executor. Its value is the conn
 // alone, a pointer: handing it to the engine allocates nothing, and rows
 // go to the engine as pgx hands them.
@@ -39,12 +53,7 @@ func (x executor[C]) Query(ctx context.Context, sql string, args []any, each fun
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := each(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return engine.Each(rows, each)
 }
 
 func (x executor[C]) QueryRow(ctx context.Context, sql string, args ...any) engine.Row {

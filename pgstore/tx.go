@@ -240,14 +240,7 @@ func (l lazy) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 	// Without arguments pgx sends Exec by the simple protocol, which
 	// allows several statements in one string; a batch would not.
 	if len(args) > 0 && l.pipelines(args) {
-		b := &pgx.Batch{}
-		b.Queue(sql, args...)
-		br := l.SendBatch(ctx, b)
-		tag, err := br.Exec()
-		if cerr := br.Close(); err == nil {
-			err = cerr
-		}
-		return tag, err
+		return execAlone(ctx, l, sql, args)
 	}
 	tx, err := l.t.flushed(ctx)
 	if err != nil {

@@ -21,16 +21,6 @@ func postgresStatements(table string) engine.Statements {
 SELECT ` + columns + `
   FROM idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2`
-	// A plain INSERT: on a recorded key it fails, which aborts the
-	// transaction with everything the handler wrote.
-	const insertCompleted = `
-INSERT INTO idempotency_keys
-       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
-        response_code, response_headers, response_body, resource_type, resource_id)
-VALUES ($1, $2, $3, $4, $5, $6,
-        'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
-        $9, $10::text::jsonb, $11, nullif($12, ''), nullif($13, ''))`
 	// A transaction-scoped advisory lock per key table (its oid tells
 	// schemas apart); the same statement bounds the wait for the table's
 	// lock, so a sweep queued behind a migration gives up.
@@ -47,20 +37,22 @@ SELECT scope, idempotency_key FROM idempotency_keys
  LIMIT $1
    FOR UPDATE SKIP LOCKED`
 	return engine.Statements{
-		Search:           keytable.Dialect{Arg: func(n int) string { return "$" + strconv.Itoa(n) }, Time: func(t time.Time) any { return t }},
-		ListCompleted:    stmt(pgsql.ListCompleted, table),
-		Release:          stmt(pgsql.Release, table),
-		ReplaceResponse:  stmt(pgsql.ReplaceResponse, table),
-		Now:              `SELECT now()`,
-		CountByStatus:    withTable(countByStatus, table),
-		CountUnfinished:  withTable(`SELECT recovery_point, count(*), min(claimed_at) FROM idempotency_keys WHERE `+keytable.Unfinished+` GROUP BY recovery_point`, table),
-		ProviderKeys:     stmt(`SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`, table),
-		AppendAudit:      stmt(pgsql.AppendAudit, table),
-		ListAudit:        stmt(pgsql.ListAudit, table),
-		Columns:          columns,
-		Get:              stmt(record, table),
-		Insert:           stmt(pgsql.InsertClaim, table),
-		InsertCompleted:  stmt(insertCompleted, table),
+		Search:          keytable.Dialect{Arg: func(n int) string { return "$" + strconv.Itoa(n) }, Time: func(t time.Time) any { return t }},
+		ListCompleted:   stmt(pgsql.ListCompleted, table),
+		Release:         stmt(pgsql.Release, table),
+		ReplaceResponse: stmt(pgsql.ReplaceResponse, table),
+		Now:             `SELECT now()`,
+		CountByStatus:   withTable(countByStatus, table),
+		CountUnfinished: withTable(`SELECT recovery_point, count(*), min(claimed_at) FROM idempotency_keys WHERE `+keytable.Unfinished+` GROUP BY recovery_point`, table),
+		ProviderKeys:    stmt(`SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`, table),
+		AppendAudit:     stmt(pgsql.AppendAudit, table),
+		ListAudit:       stmt(pgsql.ListAudit, table),
+		Columns:         columns,
+		Get:             stmt(record, table),
+		Insert:          stmt(pgsql.InsertClaim, table),
+		// A plain INSERT: on a recorded key it fails, which aborts the
+		// transaction with everything the handler wrote.
+		InsertCompleted:  stmt(pgsql.InsertCompleted, table),
 		Reacquire:        stmt(pgsql.Reacquire, table),
 		Complete:         stmt(pgsql.Complete, table),
 		Fail:             stmt(pgsql.Fail, table),

@@ -45,6 +45,19 @@ func (x sqlExec[Q]) Query(ctx context.Context, query string, args []any, each fu
 		return err
 	}
 	defer rows.Close()
+	return Each(rows, each)
+}
+
+// Rows are the rows of a read, of any driver: *sql.Rows, pgx.Rows.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+}
+
+// Each calls each with each of rows, then returns their error; its
+// caller closes them.
+func Each(rows Rows, each func(r Row) error) error {
 	for rows.Next() {
 		if err := each(rows); err != nil {
 			return err

@@ -15,6 +15,18 @@ VALUES ($1, $2, $3, $4, $5, $6,
         'PROCESSING', 1, $7, now(), now() + $8 * interval '1 microsecond', now(), now() + $9 * interval '1 microsecond')
 ON CONFLICT (scope, idempotency_key) DO NOTHING`
 
+// InsertCompleted claims a key and completes it in one insert: the
+// record is born COMPLETED with its response (the deferred claim). On a
+// recorded key it fails, or, with ON CONFLICT added, inserts nothing.
+const InsertCompleted = `
+INSERT INTO idempotency_keys
+       (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
+        response_code, response_headers, response_body, resource_type, resource_id)
+VALUES ($1, $2, $3, $4, $5, $6,
+        'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
+        $9, $10::text::jsonb, $11, nullif($12, ''), nullif($13, ''))`
+
 // Reacquire takes over a re-acquirable row that prevToken still holds. The
 // token in the WHERE clause makes it a compare-and-swap: once one contender
 // has changed the token, every other one matches no row. A finished row
