@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"time"
 
 	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/store"
@@ -12,7 +11,7 @@ import (
 // DefaultMaxWait bounds a wait on a key another transaction holds when
 // TxOptions.MaxWait is zero, and always for statements outside a
 // transaction.
-const DefaultMaxWait = 5 * time.Second
+const DefaultMaxWait = engine.DefaultMaxWait
 
 // Store keeps idempotency records in PostgreSQL. Its table lives in the
 // schema the pool's search_path names; create it with Migrate.
@@ -28,6 +27,7 @@ type Store struct {
 type keys = engine.Keys
 
 var (
+	_ store.Store              = (*Store)(nil)
 	_ engine.StoreCapabilities = (*Store)(nil)
 	_ engine.TxCapabilities    = (*Tx)(nil)
 )
