@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -29,10 +30,6 @@ SELECT greatest(c.reltuples, 0)::bigint,
 
 const countProcessing = `
 SELECT count(*), min(created_at), now() FROM idempotency_keys WHERE status = 'PROCESSING'`
-
-const countUnfinished = `
-SELECT recovery_point, count(*), min(claimed_at) FROM idempotency_keys
- WHERE ` + keytable.Unfinished + ` GROUP BY recovery_point`
 
 // CountKeys counts the records by state (see store.KeyLister): in flight
 // and unfinished exactly, through their indexes; the others exactly on a
@@ -87,7 +84,7 @@ func (s *Store) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 			}
 		}
 	}
-	rows, err := s.pool.Query(ctx, r(countUnfinished))
+	rows, err := s.pool.Query(ctx, r(pgsql.CountUnfinished))
 	if err != nil {
 		return c, fmt.Errorf("count keys: %w", translate(err))
 	}

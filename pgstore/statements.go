@@ -1,71 +1,21 @@
 package pgstore
 
 import (
-	"strconv"
-	"time"
-
 	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 )
 
 // dialect is the engine's PostgreSQL through pgx: the key table's
-// statements (engineStatements), pgx's errors and times. The statements
-// that wait for a row another transaction holds, the sweep and the counts
-// are the store's own: its sessions pipeline them (session.go).
+// statements, which sqlstore's PostgreSQL dialect runs too, pgx's errors
+// and times. The store's sessions pipeline a claim's bound with its
+// statement (session.go); the sweep and the counts are its own.
 var dialect = engine.Dialect{
 	Name:        "pgstore",
-	Statements:  engineStatements,
+	Statements:  pgsql.Statements,
 	Translate:   translate,
 	TimeScans:   true,
-	Placeholder: placeholder,
-}
-
-// placeholder is the n-th parameter's.
-func placeholder(n int) string { return "$" + strconv.Itoa(n) }
-
-// recordColumns are a record's columns as the engine reads them.
-var recordColumns = `request_method, request_path, request_hash, fingerprint_version,
-       status, attempts, fencing_token::text, claimed_at, lease_expires_at,
-       lease_expires_at > now(),
-       response_code, response_headers, response_body, resource_type, resource_id,
-       created_at, expires_at, expires_at <= now() AND ` + finished + ` AND ` + pgsql.NotAwaitingOperator + `,
-       coalesce(recovery_point, '')`
-
-var selectRecord = `
-SELECT ` + recordColumns + `
-  FROM idempotency_keys
- WHERE scope = $1 AND idempotency_key = $2`
-
-const selectProviderKeys = `
-SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`
-
-// finished is true of a row that is not unfinished (keytable.Finished).
-const finished = keytable.Finished
-
-// engineStatements are the statements the engine runs, on table.
-func engineStatements(table string) engine.Statements {
-	s := func(sql string) engine.Stmt { return engine.Stmt{SQL: keytable.Rewrite(sql, table)} }
-	return engine.Statements{
-		Get:              s(selectRecord),
-		Insert:           s(pgsql.InsertClaim),
-		Reacquire:        s(pgsql.Reacquire),
-		Complete:         s(pgsql.Complete),
-		Fail:             s(pgsql.Fail),
-		Renew:            s(pgsql.Renew),
-		Phase:            s(pgsql.SelectPhase),
-		Advance:          s(pgsql.Advance),
-		FindUnfinished:   s(pgsql.FindUnfinished),
-		ResumeUnfinished: s(pgsql.ResumeUnfinished),
-		Columns:          recordColumns,
-		Search:           keytable.Dialect{Arg: placeholder, Time: func(t time.Time) any { return t }},
-		ListCompleted:    s(pgsql.ListCompleted),
-		Release:          s(pgsql.Release),
-		ReplaceResponse:  s(pgsql.ReplaceResponse),
-		ProviderKeys:     s(selectProviderKeys),
-		AppendAudit:      s(pgsql.AppendAudit),
-		ListAudit:        s(pgsql.ListAudit),
-	}
+	Placeholder: pgsql.Placeholder,
 }
 
 // statements are the store's own SQL on its key table: the completion

@@ -16,6 +16,9 @@ import (
 
 var _ store.ExpiredDeleter = (*Store)(nil)
 
+// finished is true of a row that is not unfinished (keytable.Finished).
+const finished = keytable.Finished
+
 // sweepLock takes the sweep lock of one table holding key records (the key
 // table, or one of its partitions) for the transaction, without waiting: a
 // transaction-scoped advisory lock, which works through a pooler in

@@ -46,9 +46,9 @@ func ordered(sql, table string, order ...int) engine.Stmt {
 
 var postgres = engine.Dialect{
 	Name:            "postgres",
-	Statements:      postgresStatements,
+	Statements:      pgsql.Statements,
 	Classify:        postgresClassify,
-	Placeholder:     func(n int) string { return fmt.Sprintf("$%d", n) },
+	Placeholder:     pgsql.Placeholder,
 	LockWait:        postgresLockWait,
 	RestoreLockWait: `SET LOCAL lock_timeout TO DEFAULT`,
 	SweepLockInTx:   true,
@@ -131,6 +131,6 @@ func mysqlLockWait(d time.Duration) string {
 	return fmt.Sprintf(`SET @idem_lock_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = %d`, secs)
 }
 
-// countByStatus counts the records by status, in both dialects.
+// countByStatus counts the records by status (MySQL).
 const countByStatus = `
 SELECT status, COUNT(*), MIN(created_at) FROM idempotency_keys GROUP BY status`
