@@ -96,19 +96,16 @@ func (b bounded[C]) Exec(ctx context.Context, sql string, args ...any) (int64, e
 
 // session runs the engine's key operations on a conn (engine.Session):
 // the Store's on autocommit, a Tx's on lazy. Every time is the
-// database's: fn's now is the zero time.
+// database's: now is the zero time. A claim's statement runs bounded.
 type session[C conn] struct{ c C }
 
-func (s session[C]) Read(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	return translate(fn(executor[C]{s.c}, time.Time{}))
+func (s session[C]) Begin(_ context.Context, op engine.Op) (engine.Executor, time.Time, error) {
+	if op == engine.OpClaim {
+		return bounded[C]{executor[C]{s.c}}, time.Time{}, nil
+	}
+	return executor[C]{s.c}, time.Time{}, nil
 }
 
-// Write is Read: the conn runs a write as it should, autocommit in a
-// transaction of its own.
-func (s session[C]) Write(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	return s.Read(ctx, fn)
-}
-
-func (s session[C]) Claim(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	return translate(fn(bounded[C]{executor[C]{s.c}}, time.Time{}))
+func (s session[C]) End(_ context.Context, _ engine.Op, _ engine.Executor, err error) (bool, error) {
+	return false, translate(err)
 }

@@ -80,22 +80,39 @@ func NewWithConfig(db *sql.DB, opts Config) (*Store, error) {
 // every time the operation stores or compares is derived from it.
 type storeSession struct{ s *Store }
 
-func (ss storeSession) Read(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	return translate(fn(engine.SQL(ss.s.DB()), time.Now()))
-}
-
-func (ss storeSession) Write(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	t := ss.s.newTx(DefaultMaxWait)
-	if err := t.Write(ctx, fn); err != nil {
-		t.rollback(ctx)
-		return err
+func (ss storeSession) Begin(ctx context.Context, op engine.Op) (engine.Executor, time.Time, error) {
+	if op == engine.OpRead {
+		return engine.SQL(ss.s.DB()), time.Now(), nil
 	}
-	return t.commit(ctx)
+	// A write, and a claim (the write lock bounds every wait), in a
+	// transaction of its own.
+	t := ss.s.newTx(DefaultMaxWait)
+	c, err := t.begin(ctx)
+	if err != nil {
+		t.rollback(ctx)
+		return nil, time.Time{}, err
+	}
+	return ownTx{engine.SQL(c), t}, time.Now(), nil
 }
 
-// Claim is Write: the write lock bounds every wait.
-func (ss storeSession) Claim(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	return ss.Write(ctx, fn)
+func (ss storeSession) End(ctx context.Context, op engine.Op, q engine.Executor, err error) (bool, error) {
+	if op == engine.OpRead {
+		return false, translate(err)
+	}
+	t := q.(ownTx).t
+	if err != nil {
+		err = t.explain(err) // before the rollback, which marks it aborted
+		t.rollback(ctx)
+		return false, err
+	}
+	return false, t.commit(ctx)
+}
+
+// ownTx is the transaction of one of the Store's own writes, as the
+// engine runs its statements on it.
+type ownTx struct {
+	engine.Executor
+	t *writeTx
 }
 
 // Begin returns a transaction: the unit of work a handler shares with the

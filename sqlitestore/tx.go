@@ -98,22 +98,18 @@ func (t *writeTx) hooks() hooks {
 	}
 }
 
-// Read, Write and Claim make a writeTx the session of a Tx
-// (engine.Session): everything runs in it, under its write lock.
-func (t *writeTx) Read(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	return t.Write(ctx, fn)
-}
-
-func (t *writeTx) Write(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
+// Begin and End make a writeTx the session of a Tx (engine.Session):
+// everything runs in it, under its write lock.
+func (t *writeTx) Begin(ctx context.Context, _ engine.Op) (engine.Executor, time.Time, error) {
 	c, err := t.begin(ctx)
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
-	return t.explain(fn(engine.SQL(c), time.Now()))
+	return engine.SQL(c), time.Now(), nil
 }
 
-func (t *writeTx) Claim(ctx context.Context, fn func(q engine.Executor, now time.Time) error) error {
-	return t.Write(ctx, fn)
+func (t *writeTx) End(_ context.Context, _ engine.Op, _ engine.Executor, err error) (bool, error) {
+	return false, t.explain(err)
 }
 
 // commit commits the transaction. One that never ran a statement has

@@ -11,20 +11,36 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
+// Op is the kind of a key operation, as a Session runs it.
+type Op int
+
+const (
+	// OpRead reads where the session sees its view of the key table.
+	OpRead Op = iota
+	// OpWrite is a fenced write, where the session writes.
+	OpWrite
+	// OpClaim is a statement that may wait on a row another transaction
+	// holds (a claim, a take-over), with that wait bounded by the
+	// session's bound.
+	OpClaim
+)
+
 // Session is where key operations run: a Store's each on its own, a Tx's
-// inside itself. Each hands fn where to run and the operation's one
-// reading of the store's clock (Dialect.Now; the zero time where the
-// database's clock is the store's), and returns fn's error translated into
-// the store package's (Engine.Translate).
+// inside itself. Begin and End bracket each operation, and the engine runs
+// its statements in between: no closure goes through the interface, where
+// each would cost the request path an allocation.
 type Session interface {
-	// Read runs fn where it sees the session's view of the key table.
-	Read(ctx context.Context, fn func(q Executor, now time.Time) error) error
-	// Write runs fn, a fenced write, where the session writes.
-	Write(ctx context.Context, fn func(q Executor, now time.Time) error) error
-	// Claim runs fn, a statement that may wait on a row another
-	// transaction holds (a claim, a take-over), with that wait bounded by
-	// the session's bound.
-	Claim(ctx context.Context, fn func(q Executor, now time.Time) error) error
+	// Begin starts an operation of kind op. It returns where its
+	// statements run and the operation's one reading of the store's
+	// clock (Dialect.Now; the zero time where the database's clock is the
+	// store's). After an error End is not called.
+	Begin(ctx context.Context, op Op) (q Executor, now time.Time, err error)
+	// End ends the operation Begin started on q, whose statements ended
+	// with err: it commits or rolls back what Begin began, and returns
+	// the error translated into the store package's (Engine.Translate).
+	// again: the database rolled the operation back as a deadlock's
+	// victim and nothing else was lost with it, so it may run again.
+	End(ctx context.Context, op Op, q Executor, err error) (again bool, _ error)
 }
 
 // Keys runs the key-table SQL through a session: store.Keys, and the
@@ -37,9 +53,24 @@ type Keys struct {
 // NewKeys returns the key operations of e run through s.
 func NewKeys(e *Engine, s Session) Keys { return Keys{e: e, s: s} }
 
+// run runs fn as an operation of kind op in the session, and again, at
+// most deadlockRetries times, while the session says it may.
+func (k Keys) run(ctx context.Context, op Op, fn func(q Executor, now time.Time) error) error {
+	for attempt := 0; ; attempt++ {
+		q, now, err := k.s.Begin(ctx, op)
+		if err != nil {
+			return err
+		}
+		again, err := k.s.End(ctx, op, q, fn(q, now))
+		if !again || attempt == deadlockRetries {
+			return err
+		}
+	}
+}
+
 func (k Keys) Get(ctx context.Context, scope, key string) (*store.Record, error) {
 	var rec *store.Record
-	err := k.s.Read(ctx, func(q Executor, now time.Time) (err error) {
+	err := k.run(ctx, OpRead, func(q Executor, now time.Time) (err error) {
 		rec, err = k.get(ctx, q, now, scope, key)
 		return err
 	})
@@ -100,25 +131,23 @@ func (e *Engine) scanRecord(r Row, rec *store.Record, more ...any) error {
 // COMMITTED a new statement sees the row a concurrent transaction just
 // committed, and under SQLite's write lock the row is still there.
 func (k Keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, error) {
-	// One variable for both results: the closure escapes (the session is
-	// an interface), and each variable it sets with it.
-	var out struct {
+	var (
 		rec      *store.Record
 		inserted bool
-	}
+	)
 	fp := c.Fingerprint
 	s := k.e.sql.Insert
-	err := k.s.Claim(ctx, func(q Executor, now time.Time) error {
+	err := k.run(ctx, OpClaim, func(q Executor, now time.Time) error {
 		n, err := q.Exec(ctx, s.SQL, k.e.args(s, now, c.Scope, c.Key, fp.Method, fp.Path, fp.Hash, fp.Version,
 			c.Token, c.Lease.Microseconds(), c.TTL.Microseconds())...)
 		if err != nil {
 			return err
 		}
 		if n == 1 {
-			out.inserted = true
+			inserted = true
 			return nil
 		}
-		out.rec, err = k.get(ctx, q, now, c.Scope, c.Key)
+		rec, err = k.get(ctx, q, now, c.Scope, c.Key)
 		if errors.Is(err, store.ErrNotFound) {
 			return nil // as the interface allows: the caller tries again
 		}
@@ -127,7 +156,7 @@ func (k Keys) Insert(ctx context.Context, c store.Claim) (*store.Record, bool, e
 	if err != nil {
 		return nil, false, fmt.Errorf("insert claim: %w", err)
 	}
-	return out.rec, out.inserted, nil
+	return rec, inserted, nil
 }
 
 // Reacquire takes over a re-acquirable record that prevToken still holds:
@@ -152,7 +181,7 @@ func (k Keys) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken str
 // contender win.
 func (k Keys) takeOver(ctx context.Context, op string, s Stmt, args ...any) (bool, error) {
 	var won bool
-	err := k.s.Claim(ctx, func(q Executor, now time.Time) error {
+	err := k.run(ctx, OpClaim, func(q Executor, now time.Time) error {
 		n, err := q.Exec(ctx, s.SQL, k.e.args(s, now, args...)...)
 		won = n == 1
 		return err
@@ -213,7 +242,7 @@ func (k Keys) fenced(ctx context.Context, op string, s Stmt, a store.Attempt, ar
 // fencedBy is fenced, telling an update that changed nothing from a lost
 // hold with holds.
 func (k Keys) fencedBy(ctx context.Context, op string, s, holds Stmt, a store.Attempt, args ...any) error {
-	err := k.s.Write(ctx, func(q Executor, now time.Time) error {
+	err := k.run(ctx, OpWrite, func(q Executor, now time.Time) error {
 		n, err := q.Exec(ctx, s.SQL, k.e.args(s, now, args...)...)
 		if err != nil {
 			return err

@@ -168,7 +168,7 @@ func (k Keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.R
 // (store.AuditTx).
 func (k Keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	a := k.e.sql.AppendAudit
-	err := k.s.Write(ctx, func(q Executor, now time.Time) error {
+	err := k.run(ctx, OpWrite, func(q Executor, now time.Time) error {
 		_, err := q.Exec(ctx, a.SQL, k.e.args(a, now, e.Actor, e.Action, e.Reason, e.Scope, e.Key, e.Before, e.After)...)
 		return err
 	})

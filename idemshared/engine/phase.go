@@ -20,7 +20,7 @@ func (k Keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, er
 		provider sql.NullString
 	)
 	s := k.e.sql.Phase
-	err := k.s.Read(ctx, func(q Executor, now time.Time) error {
+	err := k.run(ctx, OpRead, func(q Executor, now time.Time) error {
 		return q.QueryRow(ctx, s.SQL, k.e.args(s, now, a.Scope, a.Key, a.Token)...).Scan(&p.Point, k.e.timeDest(&p.Life), &provider)
 	})
 	switch {

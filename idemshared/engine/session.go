@@ -31,45 +31,48 @@ func StoreKeys(e *Engine) Keys { return Keys{e: e, s: storeSession{e}} }
 
 type storeSession struct{ e *Engine }
 
-func (ss storeSession) Read(ctx context.Context, fn func(q Executor, now time.Time) error) error {
-	return ss.e.Translate(fn(ss.e.pool, ss.e.now()))
-}
-
-func (ss storeSession) Write(ctx context.Context, fn func(q Executor, now time.Time) error) error {
-	return ss.e.Translate(fn(ss.e.pool, ss.e.now()))
-}
-
-func (ss storeSession) Claim(ctx context.Context, fn func(q Executor, now time.Time) error) error {
+// Begin begins a claim's transaction, its wait bounded; a read or a write
+// runs on the pool.
+func (ss storeSession) Begin(ctx context.Context, op Op) (Executor, time.Time, error) {
 	e := ss.e
-	for attempt := 0; ; attempt++ {
-		err := e.own(ctx, fn)
-		if err != nil && attempt < deadlockRetries && e.Classify(err) == ErrDeadlock {
-			continue
-		}
-		return e.Translate(err)
+	if op != OpClaim {
+		return e.pool, e.now(), nil
 	}
-}
-
-// own runs fn bounded in a transaction of its own.
-func (e *Engine) own(ctx context.Context, fn func(q Executor, now time.Time) error) error {
 	tx, err := e.db.BeginTx(ctx, txOptions)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return nil, time.Time{}, fmt.Errorf("begin: %w", e.Translate(err))
 	}
-	if err := e.runBounded(ctx, tx, DefaultMaxWait, fn); err != nil {
+	if err := e.bound(ctx, tx, DefaultMaxWait); err != nil {
 		_ = tx.Rollback()
-		return err
+		return nil, time.Time{}, e.Translate(err)
 	}
-	return tx.Commit()
+	return SQL(tx), e.now(), nil
 }
 
-// runBounded runs fn on tx with the wait for locks bounded by wait, and
-// gives the session its own setting back after.
-func (e *Engine) runBounded(ctx context.Context, tx *sql.Tx, wait time.Duration, fn func(q Executor, now time.Time) error) error {
-	if _, err := tx.ExecContext(ctx, e.dialect.LockWait(wait)); err != nil {
-		return err
+// End commits a claim's transaction, or rolls it back after an error; a
+// deadlock's victim may run again.
+func (ss storeSession) End(ctx context.Context, op Op, q Executor, err error) (bool, error) {
+	e := ss.e
+	if op == OpClaim {
+		tx := q.(sqlExec[*sql.Tx]).q
+		if err = e.unbound(ctx, tx, err); err != nil {
+			_ = tx.Rollback()
+		} else {
+			err = tx.Commit()
+		}
 	}
-	err := fn(SQL(tx), e.now())
+	return op == OpClaim && err != nil && e.Classify(err) == ErrDeadlock, e.Translate(err)
+}
+
+// bound bounds the waits for locks of the statements that follow on tx.
+func (e *Engine) bound(ctx context.Context, tx *sql.Tx, wait time.Duration) error {
+	_, err := tx.ExecContext(ctx, e.dialect.LockWait(wait))
+	return err
+}
+
+// unbound gives the session its own setting back after statements that
+// ended with err, and returns err, or the failure of the setting.
+func (e *Engine) unbound(ctx context.Context, tx *sql.Tx, err error) error {
 	// After a failure PostgreSQL's transaction is aborted (and its setting
 	// goes with it); MySQL's session setting must still be put back.
 	if _, rerr := tx.ExecContext(ctx, e.dialect.RestoreLockWait); err == nil && rerr != nil {

@@ -22,6 +22,8 @@ type Tx struct {
 	// wrote: a statement that may have written or locked ran in tx, so a
 	// deadlock's rollback would lose more than the statement that failed.
 	wrote bool
+	// retriable: the claim running is the transaction's first write.
+	retriable bool
 	// failed: a statement of the handler failed; in PostgreSQL that
 	// aborts the transaction.
 	failed bool
@@ -73,43 +75,41 @@ func (t *Tx) begin(ctx context.Context) (*sql.Tx, error) {
 // txSession runs key operations inside the transaction.
 type txSession struct{ t *Tx }
 
-func (ts txSession) Read(ctx context.Context, fn func(q Executor, now time.Time) error) error {
-	tx, err := ts.t.begin(ctx)
-	if err != nil {
-		return err
-	}
-	return ts.t.e.Translate(fn(SQL(tx), ts.t.e.now()))
-}
-
-func (ts txSession) Write(ctx context.Context, fn func(q Executor, now time.Time) error) error {
-	tx, err := ts.t.begin(ctx)
-	ts.t.wrote = true
-	if err != nil {
-		return err
-	}
-	return ts.t.e.Translate(fn(SQL(tx), ts.t.e.now()))
-}
-
-// Claim runs fn with the transaction's MaxWait. When the database rolls
-// the transaction back as a deadlock's victim at its first write (a claim,
-// racing others for the same key), the claim runs again in a new one.
-func (ts txSession) Claim(ctx context.Context, fn func(q Executor, now time.Time) error) error {
+// Begin begins the transaction if it has not begun. A claim's wait is
+// bounded by the transaction's MaxWait.
+func (ts txSession) Begin(ctx context.Context, op Op) (Executor, time.Time, error) {
 	t := ts.t
-	for attempt := 0; ; attempt++ {
-		tx, err := t.begin(ctx)
-		if err != nil {
-			return err
-		}
-		retriable := !t.wrote
-		t.wrote = true
-		err = t.e.runBounded(ctx, tx, t.wait, fn)
-		if err != nil && retriable && attempt < deadlockRetries && t.e.Classify(err) == ErrDeadlock {
-			_ = tx.Rollback()
-			t.tx, t.wrote = nil, false
-			continue
-		}
-		return t.e.Translate(err)
+	tx, err := t.begin(ctx)
+	if err != nil {
+		return nil, time.Time{}, err
 	}
+	if op != OpRead {
+		t.retriable = op == OpClaim && !t.wrote
+		t.wrote = true
+	}
+	if op == OpClaim {
+		if err := t.e.bound(ctx, tx, t.wait); err != nil {
+			return nil, time.Time{}, t.e.Translate(err)
+		}
+	}
+	return SQL(tx), t.e.now(), nil
+}
+
+// End ends a claim's bound. When the database rolls the transaction back
+// as a deadlock's victim at its first write (a claim, racing others for
+// the same key), the claim may run again in a new one.
+func (ts txSession) End(ctx context.Context, op Op, _ Executor, err error) (bool, error) {
+	t := ts.t
+	if op != OpClaim {
+		return false, t.e.Translate(err)
+	}
+	err = t.e.unbound(ctx, t.tx, err)
+	if err != nil && t.retriable && t.e.Classify(err) == ErrDeadlock {
+		_ = t.tx.Rollback()
+		t.tx, t.wrote = nil, false
+		return true, err
+	}
+	return false, t.e.Translate(err)
 }
 
 // Complete stores the response in the transaction, or runs the deferred
@@ -177,7 +177,7 @@ func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.Result
 func (t *Tx) claimAndComplete(ctx context.Context, resp store.Response) error {
 	s := t.e.sql.InsertCompleted
 	args := InsertCompletedArgs(*t.claim.Claim(), resp)
-	err := txSession{t}.Claim(ctx, func(q Executor, now time.Time) error {
+	err := t.keys.run(ctx, OpClaim, func(q Executor, now time.Time) error {
 		_, err := q.Exec(ctx, s.SQL, t.e.args(s, now, args...)...)
 		return err
 	})
