@@ -19,7 +19,7 @@ func Statements(table string) engine.Statements {
 		Release:         s(Release),
 		ReplaceResponse: s(ReplaceResponse),
 		Now:             `SELECT now()`,
-		CountByStatus:   r(`SELECT status, COUNT(*), MIN(created_at) FROM idempotency_keys GROUP BY status`),
+		CountByStatus:   r(countByStatus),
 		CountUnfinished: r(CountUnfinished),
 		ProviderKeys:    s(`SELECT provider_keys::text FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`),
 		AppendAudit:     s(AppendAudit),
@@ -59,6 +59,9 @@ var selectRecord = `
 SELECT ` + recordColumns + `
   FROM idempotency_keys
  WHERE scope = $1 AND idempotency_key = $2`
+
+const countByStatus = `
+SELECT status, COUNT(*), MIN(created_at) FROM idempotency_keys GROUP BY status`
 
 // CountUnfinished counts the unfinished records by recovery point, with
 // the oldest hold of each.
