@@ -350,8 +350,8 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	sweepDone := make(chan struct{})
 	sctx, stopSweep := context.WithCancel(ctx)
 	defer func() { stopSweep(); <-sweepDone }()
-	if deleter, ok := ks.store.(store.ExpiredDeleter); ok && f.sweepInterval > 0 {
-		sw, err := sweeper.New(deleter, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: obs.sweep, Logger: logger})
+	if ks.store.Capabilities().Sweep && f.sweepInterval > 0 {
+		sw, err := sweeper.New(ks.store, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: obs.sweep, Logger: logger})
 		if err != nil {
 			return err
 		}

@@ -27,7 +27,6 @@ import (
 	"github.com/idem-dev/idem/payments/api"
 	"github.com/idem-dev/idem/payments/bankhttp"
 	"github.com/idem-dev/idem/payments/money"
-	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -354,8 +353,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	if f.bank == nil {
 		close(completeDone)
 	} else {
-		finder, ok := b.store.(store.UnfinishedFinder)
-		if !ok {
+		if !b.store.Capabilities().Unfinished {
 			return fmt.Errorf("the %s store cannot list unfinished payouts", b.kind)
 		}
 		resume, err := api.PayoutResume(apiCfg)
@@ -366,7 +364,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		if err != nil {
 			return err
 		}
-		c, err := completer.New(leased, finder, grpcPayoutResume(resume), completer.Config{Interval: f.completeEvery, Logger: logger})
+		c, err := completer.New(leased, b.store, grpcPayoutResume(resume), completer.Config{Interval: f.completeEvery, Logger: logger})
 		if err != nil {
 			return err
 		}
