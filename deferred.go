@@ -13,13 +13,14 @@ import (
 // its response, pipelined with the COMMIT; an insert that finds the key
 // taken aborts the transaction with the handler's writes. The handler runs
 // before it knows whether it holds the key, which is safe only because it
-// writes nothing outside the transaction. A store whose transactions
-// cannot defer a claim (store.ClaimDeferrer) claims first.
+// writes nothing outside the transaction. New refuses the mode on a store
+// that cannot defer a claim (store.Capabilities.DeferredClaim); a
+// transaction that cannot all the same (Tx.DeferClaim false) claims first.
 //
 // model/key.pml (MODE_DEFERRED) models this; keep them in step.
 type deferred struct {
 	atomic
-	dc store.ClaimDeferrer // nil: the claim was taken first
+	claimDeferred bool // false: the claim was taken first
 }
 
 func (h *deferred) hold(ctx context.Context, q *request) (context.Context, result, taking) {
@@ -29,12 +30,11 @@ func (h *deferred) hold(ctx context.Context, q *request) (context.Context, resul
 		return nil, notClaimed(fmt.Errorf("begin: %w", err)), notTaken
 	}
 	q.claim.Token = newToken()
-	dc, ok := tx.(store.ClaimDeferrer)
-	if !ok || !dc.DeferClaim(q.claim) {
+	if !tx.DeferClaim(q.claim) {
 		_ = tx.Rollback(ctx)
 		return h.atomic.hold(ctx, q)
 	}
-	h.tx, h.dc = tx, dc
+	h.tx, h.claimDeferred = tx, true
 	return tx.Context(ctx), result{}, takenAfresh
 }
 
@@ -42,11 +42,11 @@ func (h *deferred) hold(ctx context.Context, q *request) (context.Context, resul
 // keyRecorded; so is a claim that never ran, because a statement of the
 // handler aborted the transaction, when the key has been recorded since.
 func (h *deferred) complete(ctx context.Context, q *request, resp store.Response) (keyFound, error) {
-	if h.dc == nil {
+	if !h.claimDeferred {
 		return h.atomic.complete(ctx, q, resp)
 	}
 	_, err := completeAndCommit(ctx, h.tx, q.claim.Attempt(), resp)
-	ran, claimErr := h.dc.DeferredClaimResult()
+	ran, claimErr := h.tx.DeferredClaimResult()
 	switch {
 	case ran && errors.Is(claimErr, store.ErrKeyExists):
 		return keyRecorded, nil
@@ -70,7 +70,7 @@ func (h *deferred) complete(ctx context.Context, q *request, resp store.Response
 // free rolls back: the claim never ran (keyUnchecked).
 func (h *deferred) free(ctx context.Context, q *request) (keyFound, error) {
 	_ = h.tx.Rollback(ctx)
-	if h.dc == nil {
+	if !h.claimDeferred {
 		return keyAsHeld, nil
 	}
 	return keyUnchecked, nil

@@ -182,8 +182,9 @@ func (m *Middleware) newClaim(scope, key string, fp store.Fingerprint) store.Cla
 
 // lookUp answers a retry of a finished request before anything is claimed:
 // from the replay cache, which holds only COMPLETED records; or, without
-// one, with a single read that writes nothing. A record that does not
-// decide the answer must be re-acquired, so the key is then claimed first.
+// one or on a store whose claim takes its write lock, with a single read
+// that writes nothing. A record that does not decide the answer must be
+// re-acquired, so the key is then claimed first.
 func (m *Middleware) lookUp(ctx context.Context, q *request) (result, found) {
 	if m.cache != nil {
 		if rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now()); rec != nil {
@@ -191,7 +192,9 @@ func (m *Middleware) lookUp(ctx context.Context, q *request) (result, found) {
 				return res, foundAnswer
 			}
 		}
-		return result{}, foundNothing // a miss is answered by the claim
+		if !m.caps.ClaimLocksStore {
+			return result{}, foundNothing // a miss is answered by the claim
+		}
 	}
 	return m.fromStore(ctx, q)
 }

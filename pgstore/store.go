@@ -27,9 +27,8 @@ type Store struct {
 type keys = engine.Keys
 
 var (
-	_ store.Store              = (*Store)(nil)
-	_ engine.StoreCapabilities = (*Store)(nil)
-	_ engine.TxCapabilities    = (*Tx)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.AuditTx = (*Tx)(nil)
 )
 
 // Config configures a Store.
@@ -57,6 +56,12 @@ func NewWithConfig(pool *pgxpool.Pool, opts Config) (*Store, error) {
 		keys: engine.NewKeys(e, session[autocommit]{autocommit{pool}})}, nil
 }
 
+// Capabilities reports every capability: the store serves them all, and
+// its transactions complete and commit in one round trip.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{DeferredClaim: true, OneStepCommit: true, RecoveryPoints: true, Unfinished: true, Sweep: true, Search: true, Resolve: true, AuditLog: true}
+}
+
 // Pool returns the pool the store runs on.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
@@ -75,29 +80,29 @@ func (s *Store) Begin(_ context.Context, opts store.TxOptions) (store.Tx, error)
 // The operator's reads and the completer's search are the engine's, on
 // the pool.
 
-// ListKeys searches the key table for an operator (see store.KeyLister).
+// ListKeys searches the key table for an operator (see store.Store).
 func (s *Store) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
 	return s.e.ListKeys(ctx, q)
 }
 
 // ProviderKeys reads the downstream keys recorded on a record (see
-// store.KeyLister).
+// store.Store).
 func (s *Store) ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error) {
 	return s.e.ProviderKeys(ctx, scope, key)
 }
 
 // ListCompleted lists the keys of COMPLETED records whose response has
-// status code code (see store.KeyResolver).
+// status code code (see store.Store).
 func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
 	return s.e.ListCompleted(ctx, code, after, limit)
 }
 
-// ListAudit returns the latest operator actions (see store.AuditLog).
+// ListAudit returns the latest operator actions (see store.Store).
 func (s *Store) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
 	return s.e.ListAudit(ctx, ref, limit)
 }
 
-// FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
+// FindUnfinished lists abandoned unfinished records (see store.Store).
 func (s *Store) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
 	return s.e.FindUnfinished(ctx, limit)
 }

@@ -14,8 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var _ store.ExpiredDeleter = (*Store)(nil)
-
 // finished is true of a row that is not unfinished (keytable.Finished).
 const finished = keytable.Finished
 
