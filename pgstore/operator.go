@@ -31,9 +31,9 @@ SELECT greatest(c.reltuples, 0)::bigint,
 const countProcessing = `
 SELECT count(*), min(created_at), now() FROM idempotency_keys WHERE status = 'PROCESSING'`
 
-// CountKeys counts the records by state (see store.KeyLister): in flight
-// and unfinished exactly, through their indexes; the others exactly on a
-// table under a million rows, else estimated.
+// CountKeys counts the records by state (see store.Capabilities.Search): in
+// flight and unfinished exactly, through their indexes; the others exactly
+// on a table under a million rows, else estimated.
 func (s *Store) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 	r := func(sql string) string { return keytable.Rewrite(sql, s.sql.table) }
 	var c store.KeyCounts
@@ -108,7 +108,7 @@ func (s *Store) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 }
 
 // BeginAudit returns a transaction for an operator's action and its audit
-// entry (see store.AuditLog).
+// entry (see store.Capabilities.AuditLog).
 func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
 	tx, err := s.Begin(ctx, store.TxOptions{})
 	if err != nil {

@@ -31,9 +31,10 @@ SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_k
 const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
 
 // sweepable is true of a row the sweep may delete: past its expiry, not a
-// claim whose lease is live, not an unfinished row (store.Advancer:
-// model/payout.pml's sweeper skips UNKNOWN), not one holding the
-// outcome-unknown answer (store.AwaitsOperator).
+// claim whose lease is live, not an unfinished row
+// (store.Capabilities.RecoveryPoints: model/payout.pml's sweeper skips
+// UNKNOWN), not one holding the outcome-unknown answer
+// (store.AwaitsOperator).
 var sweepable = `expires_at <= now()
             AND (status <> 'PROCESSING' OR lease_expires_at <= now())
             AND ` + finished + `
@@ -185,7 +186,7 @@ func (s *Store) distributed(ctx context.Context) (bool, error) {
 }
 
 // DeleteExpired deletes at most limit records past their expiry, but no
-// live claim (see store.ExpiredDeleter). Each table holding key records
+// live claim (see store.Capabilities.Sweep). Each table holding key records
 // is swept in short transactions of its own, under its own sweep lock: the
 // key table, or each of its partitions, up to sweepWorkers at once. The
 // limit is shared among the partitions, and what one leaves unused (it

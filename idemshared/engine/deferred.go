@@ -3,8 +3,9 @@ package engine
 import "github.com/idem-dev/idem/store"
 
 // DeferredClaim is an atomic-mode claim held back until the completion
-// (store.ClaimDeferrer): what a store's transaction keeps of it, for this
-// engine's Tx and for pgstore's, which sends it in its own batch.
+// (store.Capabilities.DeferredClaim): what a store's transaction keeps of
+// it, for this engine's Tx and for pgstore's, which sends it in its own
+// batch.
 type DeferredClaim struct {
 	c   *store.Claim // nil: no claim deferred
 	ran bool

@@ -169,7 +169,7 @@ func (k Keys) Reacquire(ctx context.Context, c store.Claim, prevToken string) (b
 
 // ResumeUnfinished takes over the unfinished record prevToken last held,
 // only while it is still that abandoned unfinished record
-// (store.UnfinishedFinder).
+// (store.Capabilities.Unfinished).
 func (k Keys) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken string) (bool, error) {
 	return k.takeOver(ctx, "resume unfinished", k.e.sql.ResumeUnfinished, c.Scope, c.Key, c.Token,
 		c.Lease.Microseconds(), c.TTL.Microseconds(), prevToken)

@@ -16,8 +16,9 @@ import (
 // numbered is a search's placeholder, $n, as keytable.Search writes it.
 var numbered = regexp.MustCompile(`\$(\d+)`)
 
-// ListKeys searches the key table for an operator (see store.KeyLister).
-// It reads on the pool, outside any transaction.
+// ListKeys searches the key table for an operator (see
+// store.Capabilities.Search). It reads on the pool, outside any
+// transaction.
 func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record, error) {
 	var clock []any
 	if e.dialect.Now != nil {
@@ -52,8 +53,8 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 	return recs, nil
 }
 
-// CountKeys counts the records by state, exactly (see store.KeyLister):
-// on a large table it reads every row.
+// CountKeys counts the records by state, exactly (see
+// store.Capabilities.Search): on a large table it reads every row.
 func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 	c := store.KeyCounts{Now: time.Now().UTC(), Unfinished: map[string]int64{}}
 	if e.sql.Now != "" {
@@ -104,7 +105,7 @@ func (e *Engine) each(ctx context.Context, query string, fn func(name string, n 
 }
 
 // ProviderKeys reads the downstream keys recorded on a record (see
-// store.KeyLister).
+// store.Capabilities.Search).
 func (e *Engine) ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error) {
 	var column sql.NullString
 	p := e.sql.ProviderKeys
@@ -123,7 +124,7 @@ func (e *Engine) ProviderKeys(ctx context.Context, scope, key string) (map[strin
 
 // ListCompleted lists the keys of COMPLETED records whose response has
 // status code code, in primary-key order after after (see
-// store.KeyResolver). It reads on the pool.
+// store.Capabilities.Resolve). It reads on the pool.
 func (e *Engine) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
 	if err := CheckLimit(e.name, "list completed", limit); err != nil {
 		return nil, err
@@ -149,22 +150,23 @@ func (e *Engine) keyRefs(ctx context.Context, q Executor, query string, args []a
 
 // Release reopens the COMPLETED record a's token holds: FAILED, its
 // response dropped, so that the next retry runs afresh (see
-// store.KeyResolver), in the transaction when on a Tx (store.AuditTx).
+// store.Capabilities.Resolve), in the transaction when on a Tx
+// (store.AuditTx).
 func (k Keys) Release(ctx context.Context, a store.Attempt) error {
 	return k.fencedBy(ctx, "release", k.e.sql.Release, k.e.sql.HoldsCompleted, a, a.Scope, a.Key, a.Token)
 }
 
 // ReplaceResponse replaces the stored response of the COMPLETED record a's
-// token holds (see store.KeyResolver). Where the driver counts changed
-// rows only, a response the record has already changes no row: a read
-// tells it from a lost hold. In the transaction when on a Tx
+// token holds (see store.Capabilities.Resolve). Where the driver counts
+// changed rows only, a response the record has already changes no row: a
+// read tells it from a lost hold. In the transaction when on a Tx
 // (store.AuditTx).
 func (k Keys) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
 	return k.fencedBy(ctx, "replace response", k.e.sql.ReplaceResponse, k.e.sql.HoldsCompleted, a, CompleteArgs(a, resp)...)
 }
 
 // AppendAudit records an operator's action, stamped with the store's
-// clock (see store.AuditLog), in the transaction when on a Tx
+// clock (see store.Capabilities.AuditLog), in the transaction when on a Tx
 // (store.AuditTx).
 func (k Keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 	a := k.e.sql.AppendAudit
@@ -179,7 +181,7 @@ func (k Keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 }
 
 // ListAudit returns the latest operator actions, newest first (see
-// store.AuditLog).
+// store.Capabilities.AuditLog).
 func (e *Engine) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
 	l := e.sql.ListAudit
 	var es []store.AuditEntry

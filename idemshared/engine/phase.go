@@ -46,7 +46,8 @@ func (k Keys) Advance(ctx context.Context, a store.Attempt, point string, provid
 	return k.fenced(ctx, "advance", k.e.sql.Advance, a, a.Scope, a.Key, a.Token, point, keytable.EncodeProviderKeys(providerKeys))
 }
 
-// FindUnfinished lists abandoned unfinished records (store.UnfinishedFinder).
+// FindUnfinished lists abandoned unfinished records
+// (store.Capabilities.Unfinished).
 func (e *Engine) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
 	if err := CheckLimit(e.name, "find unfinished", limit); err != nil {
 		return nil, err

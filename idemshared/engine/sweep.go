@@ -10,7 +10,7 @@ import (
 )
 
 // DeleteExpired deletes at most limit records past their expiry, but no
-// live claim, in one short transaction (see store.ExpiredDeleter): with
+// live claim, in one short transaction (see store.Capabilities.Sweep): with
 // Statements.DeleteExpired, in one statement; else it locks the oldest
 // expired rows, skipping rows another transaction holds (FOR UPDATE SKIP
 // LOCKED: PostgreSQL 9.5, MySQL 8.0, MariaDB 10.6), and deletes them. Only

@@ -42,9 +42,10 @@ func Migrations(name string) string {
 	return name + "_migrations"
 }
 
-// Finished is true of a row that is not unfinished (store.Advancer): no
-// recovery point, or COMPLETED. Only a finished row can pass its
-// retention, be swept, or start a new life. Every store's SQL uses it.
+// Finished is true of a row that is not unfinished
+// (store.Capabilities.RecoveryPoints): no recovery point, or COMPLETED.
+// Only a finished row can pass its retention, be swept, or start a new
+// life. Every store's SQL uses it.
 const Finished = `(recovery_point IS NULL OR status = 'COMPLETED')`
 
 // OutcomeUnknownType is store.OutcomeUnknownType, which this module cannot

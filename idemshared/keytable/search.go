@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// Unfinished is true of an unfinished row (store.Advancer): the predicate of
-// the key table's index of unfinished rows, written the same way so that
-// the planner uses it.
+// Unfinished is true of an unfinished row
+// (store.Capabilities.RecoveryPoints): the predicate of the key table's
+// index of unfinished rows, written the same way so that the planner uses
+// it.
 const Unfinished = `recovery_point IS NOT NULL AND status <> 'COMPLETED'`
 
 // Dialect is what Search needs to know of a store's SQL.

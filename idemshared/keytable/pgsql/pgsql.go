@@ -116,8 +116,8 @@ UPDATE idempotency_keys
    AND (status = 'FAILED' OR (status = 'PROCESSING' AND lease_expires_at <= now()))`
 
 // ListCompleted lists the keys of COMPLETED records answered $1
-// (store.KeyResolver): it walks the primary key in order from after, filtering: an
-// operator's scan, stopped at the limit.
+// (store.Capabilities.Resolve): it walks the primary key in order from
+// after, filtering: an operator's scan, stopped at the limit.
 const ListCompleted = `
 SELECT scope, idempotency_key FROM idempotency_keys
  WHERE status = 'COMPLETED' AND response_code = $1
@@ -126,7 +126,7 @@ SELECT scope, idempotency_key FROM idempotency_keys
  LIMIT $4`
 
 // Release reopens the COMPLETED record the token $3 holds: FAILED, its
-// response dropped (store.KeyResolver).
+// response dropped (store.Capabilities.Resolve).
 const Release = `
 UPDATE idempotency_keys
    SET status = 'FAILED',
@@ -134,8 +134,8 @@ UPDATE idempotency_keys
        resource_type = NULL, resource_id = NULL
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
-// ReplaceResponse replaces the response of the COMPLETED record the
-// token $3 holds (store.KeyResolver), and binds its key for the record's
+// ReplaceResponse replaces the response of the COMPLETED record the token
+// $3 holds (store.Capabilities.Resolve), and binds its key for the record's
 // retention again, from now: an answer recorded past it is still replayed.
 // The sum is in UTC timestamps: Citus refuses a function that is not
 // immutable, such as timestamptz + interval, on a column in an UPDATE.
@@ -147,13 +147,13 @@ UPDATE idempotency_keys
                     + ((expires_at AT TIME ZONE 'UTC') - (claimed_at AT TIME ZONE 'UTC'))) AT TIME ZONE 'UTC')
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
-// AppendAudit records an operator's action (store.AuditLog).
+// AppendAudit records an operator's action (store.Capabilities.AuditLog).
 const AppendAudit = `
 INSERT INTO idempotency_keys_audit (actor, action, reason, scope, idempotency_key, before, after)
 VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
 // ListAudit reads the latest operator actions, of one key or all
-// (store.AuditLog).
+// (store.Capabilities.AuditLog).
 const ListAudit = `
 SELECT at, actor, action, reason, scope, idempotency_key, before, after
   FROM idempotency_keys_audit
