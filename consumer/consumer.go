@@ -195,7 +195,7 @@ func (c *Consumer) Process(ctx context.Context, m *Message) Decision {
 	key := c.key(m)
 	scope, err := c.cfg.ScopeFunc(ctx, m)
 	if err != nil {
-		return c.retry(m, Decision{Key: key, Result: idem.Result{Outcome: idem.OutcomeStoreError, Err: fmt.Errorf("scope: %w", err)}})
+		return c.retry(m, Decision{Key: key, Result: idem.Result{Outcome: idem.OutcomeStoreUnavailable, Err: fmt.Errorf("scope: %w", err)}})
 	}
 	fp, err := c.cfg.FingerprintFunc(m)
 	if err != nil {
@@ -211,7 +211,7 @@ func (c *Consumer) Process(ctx context.Context, m *Message) Decision {
 			return d // Ack
 		}
 		d.Action = DeadLetter // a final failure, stored
-	case idem.OutcomeMismatch, idem.OutcomeInvalidKey, idem.OutcomeInvalidBody, idem.OutcomeNoScope:
+	case idem.OutcomeKeyReused, idem.OutcomeInvalidKey, idem.OutcomeInvalidBody, idem.OutcomeScopeMissing:
 		d.Action = DeadLetter // no delivery of it will ever do better
 	case idem.OutcomeAbandoned:
 		if ctx.Err() != nil {
@@ -258,7 +258,7 @@ func (c *Consumer) retry(m *Message, d Decision) Decision {
 // without a user (401) is answered nowhere: whoever sent it learns nothing,
 // and its dead letter is its only trace.
 func (c *Consumer) Answers(d Decision, replyTo, result string) []string {
-	if d.Result.Response == nil || d.Result.Outcome == idem.OutcomeNoScope {
+	if d.Result.Response == nil || d.Result.Outcome == idem.OutcomeScopeMissing {
 		return nil
 	}
 	var out []string

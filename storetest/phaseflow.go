@@ -270,7 +270,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			t.Error("another body must not run")
 			return idem.Response{StatusCode: http.StatusCreated}
 		})
-		require.Equal(t, idem.OutcomeMismatch, res.Outcome, "the pending payout still binds its key: %v", res.Err)
+		require.Equal(t, idem.OutcomeKeyReused, res.Outcome, "the pending payout still binds its key: %v", res.Err)
 
 		f.p.setSilent(false)
 		c, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
