@@ -154,7 +154,7 @@ func (c *Completer) Resume(ctx context.Context, u store.Unfinished) idem.Result 
 func (c *Completer) attempt(ctx context.Context, u store.Unfinished) idem.Response {
 	point, err := idem.RecoveryPoint(ctx)
 	if err != nil {
-		// Not final: nothing is stored, and the key is released.
+		// Not final: nothing is stored, and the key is freed.
 		return idem.Response{StatusCode: http.StatusServiceUnavailable}
 	}
 	u.Point = point

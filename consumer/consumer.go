@@ -77,7 +77,7 @@ type Config struct {
 	MaxRetryDelay time.Duration
 	// MaxDeliveries is how many times a message that keeps failing
 	// retriably (5xx, store down, key in flight) is delivered; the last
-	// failure dead-letters it, its key released. Default 10.
+	// failure dead-letters it, its key freed. Default 10.
 	MaxDeliveries int
 	// ReplyPrefix is where a producer may have its answers sent: the reply
 	// subject or queue a message names (NATS Reply-To, AMQP reply-to) is

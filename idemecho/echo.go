@@ -13,7 +13,7 @@
 // `return echo.NewHTTPError(http.StatusPaymentRequired, "card declined")`
 // is stored and replayed as the 402 the client got. Middleware that renders
 // responses belongs inside (registered after) this one, recovery outside
-// it: a panic passes through after the key is released.
+// it: a panic passes through after the key is freed.
 //
 // Events and metrics carry echo's route pattern with the method, as
 // "POST /v1/payments/:id".

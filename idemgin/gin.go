@@ -21,7 +21,7 @@
 // c.JSON, c.AbortWithStatusJSON or an error-rendering middleware after this
 // one writes from c.Errors is what is stored and replayed. Middleware that
 // renders responses belongs after this one, recovery before it: a panic
-// passes through after the key is released. An idempotent response cannot
+// passes through after the key is freed. An idempotent response cannot
 // be hijacked or streamed.
 //
 // Events and metrics carry gin's route pattern with the method, as

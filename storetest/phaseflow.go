@@ -379,7 +379,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 				var err error
 				pk, err = idem.ProviderKey(ctx, "bank")
 				require.NoError(t, err)
-				// Not final: the key is released for the next derivation.
+				// Not final: the key is freed for the next derivation.
 				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			})
 			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)
