@@ -70,7 +70,7 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.Equal(t, int32(1), runs.Load())
 	})
 
-	t.Run("RetriableReplyIsReleased", func(t *testing.T) {
+	t.Run("RetriableReplyFreesTheKey", func(t *testing.T) {
 		t.Parallel()
 		mw, work, runs, _ := newDoer(t, http.StatusServiceUnavailable)
 		for range 2 {
