@@ -62,7 +62,7 @@ type Config struct {
 	// a publish gets a new id, so only a key it chose survives its retries.
 	KeyFromMessageID bool
 	// ScopeFunc says whose message it is; every key is scoped by it, as an
-	// HTTP request's by its user. An error (the user store is down) retries
+	// HTTP request's is. An error (the user store is down, say) retries
 	// the message; an empty scope dead-letters it with 401. Default: every
 	// message in the scope DefaultScope.
 	ScopeFunc func(ctx context.Context, m *Message) (string, error)
@@ -255,7 +255,7 @@ func (c *Consumer) retry(m *Message, d Decision) Decision {
 // Answers returns where an adapter publishes d's answer: replyTo, the
 // destination the message names, when it is under Config.ReplyPrefix, and
 // result, the adapter's result destination, each when not "". A message
-// without a user (401) is answered nowhere: whoever sent it learns nothing,
+// without a scope (401) is answered nowhere: whoever sent it learns nothing,
 // and its dead letter is its only trace.
 func (c *Consumer) Answers(d Decision, replyTo, result string) []string {
 	if d.Result.Response == nil || d.Result.Outcome == idem.OutcomeScopeMissing {

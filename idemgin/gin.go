@@ -48,7 +48,7 @@ import (
 // Config configures RequireWithConfig and OptionalWithConfig. Its zero value is
 // valid.
 type Config struct {
-	// ScopeFunc says which user a request belongs to, from gin's context
+	// ScopeFunc says whose request it is, its scope, from gin's context
 	// (what an authentication middleware set with c.Set, say); an empty
 	// scope answers 401. Default none: the Middleware's Config.ScopeFunc
 	// decides, by default from idem.WithScope on the request's context.

@@ -133,7 +133,7 @@ func TestMetrics(t *testing.T) {
 		for outcome, want := range map[idem.Outcome]float64{
 			idem.OutcomeExecuted:   2,
 			idem.OutcomeReplayed:   1,
-			idem.OutcomeKeyReused:   1,
+			idem.OutcomeKeyReused:  1,
 			idem.OutcomeInvalidKey: 1,
 			idem.OutcomeFailed:     1,
 		} {
