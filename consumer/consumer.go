@@ -11,7 +11,7 @@
 // [Decision] it returns says what the adapter does next: acknowledge (after
 // that commit), retry later, or dead-letter. A redelivery of a completed
 // message is acknowledged without running the handler, with the stored
-// reply to re-publish. docs/queues.md walks through it.
+// response to re-publish. docs/queues.md walks through it.
 package consumer
 
 import (
@@ -47,7 +47,7 @@ type Message struct {
 
 // HandlerFunc handles one message. ctx carries the store's transaction
 // (pgstore.DB), the key (idem.KeyFromContext) and the scope
-// (idem.ScopeFromContext). Its Reply is in HTTP's
+// (idem.ScopeFromContext). Its idem.Response is in HTTP's
 // terms: 2xx and 3xx are done; other 4xx but 408 and 429 are final failures,
 // stored and dead-lettered; 5xx, 408 and 429 are retried.
 type HandlerFunc func(ctx context.Context, m *Message) idem.Response
@@ -99,8 +99,8 @@ const (
 type Action int
 
 const (
-	// Ack acknowledges it: its reply (executed or replayed) is final and
-	// committed. Publish the reply, then acknowledge.
+	// Ack acknowledges it: its response (executed or replayed) is final and
+	// committed. Publish the response, then acknowledge.
 	Ack Action = iota
 	// Retry negatively acknowledges it, to be redelivered after
 	// Decision.Delay: nothing it did was committed.
@@ -135,7 +135,7 @@ type Decision struct {
 	Result idem.Result
 }
 
-// Result headers: a published result carries the reply's status, its
+// Result headers: a published result carries the response's status, its
 // stored headers and, for a replay, Idempotent-Replayed: true.
 const (
 	HeaderStatus     = "Idem-Status"
@@ -282,8 +282,8 @@ func (c *Consumer) key(m *Message) string {
 	return strings.Join(v, ",")
 }
 
-// ResultHeader is the header of the message that publishes d's reply:
-// the reply's own headers, its status, the outcome, the key, and
+// ResultHeader is the header of the message that publishes d's response:
+// the response's own headers, its status, the outcome, the key, and
 // Idempotent-Replayed: true for a replay.
 func (c *Consumer) ResultHeader(d Decision) http.Header {
 	h := http.Header{}
