@@ -2,7 +2,7 @@
 // halves. RunContract is the store contract, what every Store must do:
 // each state transition of a record, expiry, fencing, transactions,
 // 64-way races on one key, and the capabilities the store has
-// (store.ExpiredDeleter, store.KeyResolver, store.Phaser …). RunBehaviour
+// (store.ExpiredDeleter, store.KeyResolver, store.Advancer …). RunBehaviour
 // is the middleware's behaviour on the store: every way of holding a key
 // through the real middleware, over real HTTP and through Middleware.Do,
 // recovery points and package completer. Run runs both.
