@@ -173,7 +173,9 @@ func TestHelp(t *testing.T) {
 		require.Empty(t, stderr, "%v", args)
 		require.Contains(t, stdout, "Usage")
 		require.NotRegexp(t, `(?m)^\s+-[a-z]`, stdout, "flags are spelt --name")
-		require.NotContains(t, stdout, "--listen", "a deprecated alias is not advertised")
+		for _, old := range []string{"--listen", "--release"} {
+			require.NotContains(t, stdout, old, "a deprecated alias is not advertised")
+		}
 	}
 	stdout, _, _ := gatewayCmd(t, "", "--help")
 	for _, c := range []string{"idem-gateway [serve]", "idem-gateway version", "idem-gateway help"} {
