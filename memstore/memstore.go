@@ -1,8 +1,9 @@
 // Package memstore is a store.Store in memory: the reference
-// implementation of the store contract, with every capability, so that
-// the idem middleware, its doors, its adapters and the operator's console
-// test themselves without a database. It keeps nothing across a restart and serves one
-// process: use pgstore or sqlitestore in production.
+// implementation of the store contract, serving every operation of it, so
+// that the idem middleware, its doors, its adapters and the operator's
+// console test themselves without a database. It keeps nothing across a
+// restart and serves one process: use pgstore or sqlitestore in
+// production.
 //
 //	mw, err := idem.New(memstore.New(), idem.Config{})
 //
@@ -72,8 +73,9 @@ var (
 // New returns an empty Store.
 func New() *Store { return &Store{} }
 
-// Capabilities reports every capability but the one-step commit (a
-// commit costs it no round trip) and the store-wide lock of a claim.
+// Capabilities reports every operation served. OneStepCommit is false (a
+// commit costs no round trip here) and so is ClaimLocksStore (a claim
+// holds its one record).
 func (s *Store) Capabilities() store.Capabilities {
 	return store.Capabilities{DeferredClaim: true, RecoveryPoints: true, Unfinished: true, Sweep: true,
 		Search: true, Resolve: true, AuditLog: true}
