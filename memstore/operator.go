@@ -14,7 +14,8 @@ import (
 
 // ListKeys returns at most q.MaxRecords() committed records that q
 // selects, newest first, or with q.Unfinished held longest ago first
-// (store.Capabilities.Search).
+// (store.Capabilities.Search). Records of the same instant (a synctest
+// bubble's clock stands still) come by scope and key, the same each time.
 func (s *Store) ListKeys(_ context.Context, q store.KeyQuery) ([]store.Record, error) {
 	order := func(a, b *record) int { return b.CreatedAt.Compare(a.CreatedAt) }
 	if q.Unfinished {
