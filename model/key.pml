@@ -8,11 +8,11 @@
  *   MODE_LEASED    leased mode: the claim commits first, the lease is renewed
  *                  and fenced, the completion is fenced by the token and
  *                  commits with the handler's writes (leased.go: leased.hold,
- *                  complete, release; lease.go: keepLease).
+ *                  complete, free; lease.go: keepLease).
  *   MODE_ATOMIC    atomic mode, claim first: claim, business write and
  *                  completion in one transaction (atomic.go: atomic.hold,
- *                  complete, release).
- *   MODE_DEFERRED  atomic mode with Config.DeferClaim: no claim before the
+ *                  complete, free).
+ *   MODE_DEFERRED  ModeAtomicDeferred: no claim before the
  *                  handler, one insert at the commit records the key
  *                  COMPLETED (pgstore insertCompletedOrAbort), a lost claim
  *                  reads the record and replays or claims first
@@ -159,7 +159,7 @@ end:	do
 #ifdef MODE_LEASED
 /*
  * One leased-mode request (leased.hold, then run.go and settle.go: the
- * handler's outcome, then leased.complete or leased.release); its token
+ * handler's outcome, then leased.complete or leased.free); its token
  * is me.
  */
 proctype Request(byte me) {
@@ -224,7 +224,7 @@ claim:
 	 */
 held:
 	do
-	:: goto done  /* killed, or hung past the maximum life: nothing released, the lease lapses */
+	:: goto done  /* killed, or hung past the maximum life: nothing freed, the lease lapses */
 	:: break      /* the handler returns */
 	:: !stopped && renewals < MAXRENEW ->
 		atomic {
@@ -271,8 +271,8 @@ final:
 
 retriable:
 	if
-	:: goto done  /* killed before the release: the lease lapses */
-	:: atomic {   /* leased.release: Keys.Fail, fenced */
+	:: goto done  /* killed before the freeing: the lease lapses */
+	:: atomic {   /* leased.free: Keys.Fail, fenced */
 		skip;  /* an option must not begin with an if (Promela's else) */
 		if
 		:: tok == me && st == S_PROCESSING -> st = S_FAILED; live = false
@@ -287,7 +287,7 @@ done:	skip
 #if defined(MODE_ATOMIC) || defined(MODE_DEFERRED)
 /*
  * One atomic-mode request (atomic.hold, or deferred.hold with
- * Config.DeferClaim); its first token is me, the second pass of a lost
+ * ModeAtomicDeferred); its first token is me, the second pass of a lost
  * deferred claim (Middleware.execute's loop) uses me + NREQ. A transaction's
  * writes are this process's locals until its commit, one atomic step; a
  * killed process's transaction rolls back.
@@ -313,7 +313,7 @@ proctype Request(byte me) {
 	/* The handler runs in the transaction, the claim held back. */
 	if
 	:: goto done  /* killed, or the client left: rolled back, nothing was claimed */
-	:: atomic {   /* retriable: deferred.release is errKeyUnknown, settle says thenRecordFirst: execute reads the record, a recorded answer wins */
+	:: atomic {   /* retriable: deferred.free is errKeyUnknown, settle says thenRecordFirst: execute reads the record, a recorded answer wins */
 		skip;
 		if
 		:: st == S_COMPLETED && !expired -> got(resp)
@@ -404,7 +404,7 @@ claimfirst:
 
 held:	/* the handler runs in the transaction that holds the claim */
 	if
-	:: rowlock = (rowlock == t -> 0 : rowlock)  /* killed, client gone, or a retriable answer: atomic.release rolls back */
+	:: rowlock = (rowlock == t -> 0 : rowlock)  /* killed, client gone, or a retriable answer: atomic.free rolls back */
 	:: atomic {  /* final: atomic.complete, the completion and the handler's writes commit (completeAndCommit) */
 		skip;
 #ifdef BROKEN_SELECT_INSERT
