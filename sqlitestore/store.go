@@ -83,9 +83,9 @@ func (s *Store) Capabilities() store.Capabilities {
 }
 
 // storeSession runs each of the Store's key operations on its own: a read
-// on the pool, a write in a transaction of its own. Either hands fn the
-// operation's one reading of the clock, taken once the write lock is held;
-// every time the operation stores or compares is derived from it.
+// on the pool, a write in a transaction of its own. Begin takes the
+// operation's one reading of the clock, once the write lock is held; every
+// time the operation stores or compares is derived from it.
 type storeSession struct{ s *Store }
 
 func (ss storeSession) Begin(ctx context.Context, op engine.Op) (engine.Executor, time.Time, error) {
@@ -109,7 +109,7 @@ func (ss storeSession) End(ctx context.Context, op engine.Op, q engine.Executor,
 	}
 	t := q.(ownTx).t
 	if err != nil {
-		err = t.explain(err) // before the rollback, which marks it aborted
+		err = t.explain(err) // it reads the transaction's state: first
 		t.rollback(ctx)
 		return false, err
 	}
