@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -119,6 +120,9 @@ func (m *Middleware) Optional(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next, false) })
 }
 
+// serve is the HTTP door: it admits a keyed request, executes it, and
+// sends the result, recording it on the request's Event. It is the one
+// place where the middleware writes an HTTP response.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, required bool) {
 	values := r.Header.Values(m.cfg.Header)
 	if len(values) == 0 && !required {
@@ -126,15 +130,33 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	q := m.begin(r.Context())
-	q.r = r
+	q.r, q.next = r, next
 	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path, Route: routeOf(r.Method, r.Pattern)}
 	defer m.observe(q)
-	if res, ok := m.admit(w, q, values); !ok {
-		m.respond(w, q, res)
-		return
+	res, admitted := m.admit(w, q, values)
+	if admitted {
+		res = m.execute(q)
 	}
-	q.next = next
-	m.respond(w, q, m.execute(q))
+	q.event.Outcome, q.event.Err = res.outcome, res.err
+	resp, ok, replayed, _ := m.response(res)
+	if !ok {
+		return // abandoned: the client has gone, or the handler panicked
+	}
+	q.event.StatusCode = resp.StatusCode
+	h := w.Header()
+	if c := res.captured; c != nil && !c.overflow {
+		// The handler's own headers: storedResponse copied what it keeps.
+		maps.Copy(h, resp.Header)
+	} else {
+		for k, v := range resp.Header {
+			h[k] = append([]string(nil), v...) // it may be cached: never share its slices
+		}
+	}
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(resp.Body)
 }
 
 // serveNext runs an HTTP request's handler with ctx, writing to w.

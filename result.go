@@ -5,7 +5,8 @@ import (
 )
 
 // result is what a request gets, decided before anything is written: the
-// request path returns one, and respond (respond.go) sends it.
+// request path returns one, and the door sends it (Middleware.serve, Do)
+// as response (respond.go) renders it.
 type result struct {
 	outcome Outcome
 	// captured is the handler's response (OutcomeExecuted, OutcomeFailed),

@@ -7,39 +7,6 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// verdict is what an existing record means for a request with the same key.
-type verdict int
-
-const (
-	verdictReacquire verdict = iota // FAILED, lease expired, or past retention: try to take it over
-	verdictReplay                   // COMPLETED: replay the stored response
-	verdictInFlight                 // PROCESSING with a live lease: 409
-	verdictMismatch                 // the key was used for another request: 422
-)
-
-// judge decides what an existing record means for q. A record past
-// retention no longer binds its key, unless an attempt still holds it: a
-// live lease is never taken over.
-func (m *Middleware) judge(q *request, rec *store.Record) verdict {
-	live := rec.Status == store.StatusProcessing && rec.LeaseLive
-	if rec.Expired {
-		if live {
-			return verdictInFlight
-		}
-		return verdictReacquire
-	}
-	if !m.sameRequest(q, rec.Fingerprint) {
-		return verdictMismatch
-	}
-	switch {
-	case rec.Status == store.StatusCompleted:
-		return verdictReplay
-	case live:
-		return verdictInFlight
-	}
-	return verdictReacquire
-}
-
 // sameRequest compares q with a stored fingerprint, using the algorithm
 // version the record was made with.
 func (m *Middleware) sameRequest(q *request, stored store.Fingerprint) bool {
@@ -67,16 +34,24 @@ func (m *Middleware) answerFrom(q *request, rec *store.Record) (result, bool) {
 }
 
 // answer answers q from an existing record when the record decides the
-// answer (replay, 409, 422). It reports false when the key is to be
-// claimed instead.
+// answer: replay a COMPLETED one, 409 while an attempt holds it with a
+// live lease, 422 for a key used for another request. It reports false
+// when the key is to be claimed instead: FAILED, lease expired, or past
+// retention. A record past retention no longer binds its key, unless an
+// attempt still holds it: a live lease is never taken over.
 func (m *Middleware) answer(q *request, rec *store.Record) (result, bool) {
-	switch m.judge(q, rec) {
-	case verdictReplay:
-		return result{outcome: OutcomeReplayed, replayed: rec.Response}, true
-	case verdictInFlight:
+	live := rec.Status == store.StatusProcessing && rec.LeaseLive
+	switch {
+	case rec.Expired && live:
 		return inFlight(), true
-	case verdictMismatch:
+	case rec.Expired:
+		return result{}, false
+	case !m.sameRequest(q, rec.Fingerprint):
 		return result{outcome: OutcomeMismatch, first: rec.Fingerprint}, true
+	case rec.Status == store.StatusCompleted:
+		return result{outcome: OutcomeReplayed, replayed: rec.Response}, true
+	case live:
+		return inFlight(), true
 	}
 	return result{}, false
 }
