@@ -32,7 +32,7 @@ func (h atomic) hold(ctx context.Context, q *request) (context.Context, result) 
 		_ = tx.Rollback(dctx)
 		return nil, res
 	}
-	q.tx, q.deferred = tx, nil
+	q.tx, q.claimDeferred = tx, false
 	return tx.Context(ctx), result{}
 }
 

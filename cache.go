@@ -117,7 +117,7 @@ func (c *replayCache) get(scope, key string, now time.Time) *store.Record {
 // put caches a COMPLETED record until the cache's margin before its
 // expiry. Other records, records too close to expiry, records larger than
 // the whole cache, and the outcome-unknown answer, which an operator may
-// still release or replace (store.KeyResolver) from any process, are not
+// still release or replace (store.Capabilities.Resolve) from any process, are not
 // cached.
 func (c *replayCache) put(rec *store.Record, now time.Time) {
 	if c == nil || rec.Status != store.StatusCompleted || rec.Response == nil || rec.Expired ||

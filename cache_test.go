@@ -128,7 +128,7 @@ func TestReplayCache(t *testing.T) {
 
 // TestReplayCacheAndOperators: through a middleware with the zero Config
 // (which caches), an operator's release or replacement of an outcome-unknown
-// answer, the one answer an operator may change (store.KeyResolver), is
+// answer, the one answer an operator may change (store.Capabilities.Resolve), is
 // what the next retry gets: that answer was never cached. Any other answer
 // is, and its retry costs the store nothing.
 func TestReplayCacheAndOperators(t *testing.T) {

@@ -26,12 +26,13 @@ const (
 	// writes to the store's database.
 	ModeAtomic
 	// ModeAtomicDeferred is ModeAtomic with the claim moved to the
-	// completion, where the store can ([store.ClaimDeferrer]; pgstore): one
-	// insert records the key with its response, pipelined with the COMMIT.
-	// A concurrent duplicate's handler runs too and its writes are rolled
-	// back, so use it only for handlers that touch nothing outside the
-	// store's database. On a store that cannot defer a claim it is
-	// ModeAtomic. docs/modes.md weighs it.
+	// completion: one insert records the key with its response, pipelined
+	// with the COMMIT. A concurrent duplicate's handler runs too and its
+	// writes are rolled back, so use it only for handlers that touch
+	// nothing outside the store's database. New refuses it on a store
+	// that cannot defer a claim ([store.Capabilities.DeferredClaim]:
+	// pgstore, sqlstore and memstore can, sqlitestore cannot).
+	// docs/modes.md weighs it.
 	ModeAtomicDeferred
 )
 
@@ -153,7 +154,7 @@ type Config struct {
 	// ReplayCacheableFunc, when set, says whether a COMPLETED response may
 	// be kept in the replay cache. The cache is safe because a COMPLETED
 	// record never changes; a response an operator may still change
-	// through [store.KeyResolver] must not be cached, or a process would
+	// through [store.Store.ReplaceResponse] must not be cached, or a process would
 	// replay it after the change. The outcome-unknown answer never is; a
 	// service whose operators resolve other answers (console's
 	// OutcomeUnknownFunc) refuses them here. Default nil: every other

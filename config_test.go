@@ -2,10 +2,12 @@ package idem_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/memstore"
 	"github.com/idem-dev/idem/store"
 
 	"github.com/idem-dev/idem"
@@ -13,7 +15,7 @@ import (
 
 func TestConfig(t *testing.T) {
 	t.Parallel()
-	var st struct{ store.Store } // never used: construction does not touch the store
+	st := memstore.New() // construction only asks its capabilities
 
 	t.Run("ZeroValueGetsDocumentedDefaults", func(t *testing.T) {
 		t.Parallel()
@@ -128,4 +130,41 @@ func TestConfig(t *testing.T) {
 			require.ErrorContains(t, err, "a route cannot set "+name+":")
 		}
 	})
+
+	t.Run("ModeTheStoreCannotServeIsRefused", func(t *testing.T) {
+		t.Parallel()
+		s := claimFirstStore{memstore.New()}
+		_, err := idem.New(s, idem.Config{Mode: idem.ModeAtomicDeferred})
+		require.ErrorContains(t, err, "store.Capabilities.DeferredClaim")
+		require.False(t, strings.Contains(err.Error(), "\n"), "one line: %q", err)
+		mw, err := idem.New(s, idem.Config{Mode: idem.ModeAtomic})
+		require.NoError(t, err)
+		_, err = mw.WithMode(idem.ModeAtomicDeferred)
+		require.ErrorContains(t, err, "store.Capabilities.DeferredClaim")
+		leased, err := mw.WithMode(idem.ModeLeased)
+		require.NoError(t, err)
+		require.Equal(t, idem.ModeLeased, leased.Config().Mode)
+	})
 }
+
+// claimFirstStore is memstore whose transactions cannot defer a claim, as
+// sqlitestore's cannot.
+type claimFirstStore struct{ *memstore.Store }
+
+func (s claimFirstStore) Capabilities() store.Capabilities {
+	c := s.Store.Capabilities()
+	c.DeferredClaim = false
+	return c
+}
+
+func (s claimFirstStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
+	tx, err := s.Store.Begin(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return claimFirstTx{tx}, nil
+}
+
+type claimFirstTx struct{ store.Tx }
+
+func (claimFirstTx) DeferClaim(store.Claim) bool { return false }

@@ -13,8 +13,9 @@ import (
 // its response, pipelined with the COMMIT; an insert that finds the key
 // taken aborts the transaction with the handler's writes. The handler runs
 // before it knows whether it holds the key, which is safe only because it
-// writes nothing outside the transaction. A store whose transactions
-// cannot defer a claim (store.ClaimDeferrer) claims first.
+// writes nothing outside the transaction. New refuses the mode on a store
+// that cannot defer a claim (store.Capabilities.DeferredClaim); a
+// transaction that cannot all the same (Tx.DeferClaim false) claims first.
 //
 // model/key.pml (MODE_DEFERRED) models this; keep them in step.
 type deferred struct{ atomic }
@@ -26,12 +27,11 @@ func (h deferred) hold(ctx context.Context, q *request) (context.Context, result
 		return nil, notClaimed(fmt.Errorf("begin: %w", err))
 	}
 	q.claim.Token = newToken()
-	dc, ok := tx.(store.ClaimDeferrer)
-	if !ok || !dc.DeferClaim(q.claim) {
+	if !tx.DeferClaim(q.claim) {
 		_ = tx.Rollback(ctx)
 		return h.atomic.hold(ctx, q)
 	}
-	q.tx, q.deferred = tx, dc
+	q.tx, q.claimDeferred = tx, true
 	return tx.Context(ctx), result{}
 }
 
@@ -40,11 +40,11 @@ func (h deferred) hold(ctx context.Context, q *request) (context.Context, result
 // statement of the handler aborted the transaction, when the key has been
 // recorded since.
 func (h deferred) complete(ctx context.Context, q *request, resp store.Response) error {
-	if q.deferred == nil {
+	if !q.claimDeferred {
 		return h.atomic.complete(ctx, q, resp)
 	}
 	_, err := completeAndCommit(ctx, q.tx, q.claim.Attempt(), resp)
-	ran, claimErr := q.deferred.DeferredClaimResult()
+	ran, claimErr := q.tx.DeferredClaimResult()
 	switch {
 	case ran && claimErr != nil:
 		return claimErr

@@ -23,7 +23,7 @@ type Call struct {
 	// Resumes, when set, is the fencing token an unfinished record was
 	// listed with (store.Unfinished.Token), and makes Do that record's
 	// take-over in leased mode: the key is held only through
-	// store.UnfinishedFinder.ResumeUnfinished, never claimed afresh nor
+	// store.Store.ResumeUnfinished, never claimed afresh nor
 	// re-acquired into a new life, so a record finished, re-acquired or
 	// swept since the listing is left alone (OutcomeInFlight, when not
 	// answered from the record). Package completer sets it.
@@ -87,7 +87,7 @@ func (m *Middleware) doCall(q *request, c Call, work func(ctx context.Context) R
 	}
 	q.claim = m.newClaim(c.Scope, key, c.Fingerprint)
 	if c.Resumes != "" {
-		if m.caps.resumer == nil || m.cfg.Mode != ModeLeased {
+		if !m.caps.Unfinished || m.cfg.Mode != ModeLeased {
 			return storeFailed(fmt.Errorf("resume: %w", ErrNoRecoveryPoints))
 		}
 		q.resumes = c.Resumes

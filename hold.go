@@ -96,7 +96,7 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (resul
 // without its recovery point, nor binds a key a request has not used since.
 func (m *Middleware) resumeClaim(ctx context.Context, q *request) (result, bool) {
 	q.claim.Token = newToken()
-	won, err := m.caps.resumer.ResumeUnfinished(ctx, q.claim, q.resumes)
+	won, err := m.store.ResumeUnfinished(ctx, q.claim, q.resumes)
 	switch {
 	case err != nil:
 		return notClaimed(err), false
@@ -117,7 +117,7 @@ func notClaimed(err error) result {
 }
 
 // completeAndCommit marks the key COMPLETED with resp in tx, fenced by the
-// attempt's token, and commits: in one step where the store can. When it
+// attempt's token, and commits, in one step where the store can. When it
 // fails, tx has been rolled back: a completion the fence refused (another
 // attempt took the key) leaves its transaction open, and with it a pool
 // connection that nothing else would give back.
@@ -127,13 +127,7 @@ func completeAndCommit(ctx context.Context, tx store.Tx, a store.Attempt, resp s
 			_ = tx.Rollback(ctx)
 		}
 	}()
-	if cc, ok := tx.(store.CommitCompleter); ok {
-		return cc.CompleteAndCommit(ctx, a, resp)
-	}
-	if err := tx.Complete(ctx, a, resp); err != nil {
-		return false, err
-	}
-	return true, tx.Commit(ctx)
+	return tx.CompleteAndCommit(ctx, a, resp)
 }
 
 // newToken returns a fresh fencing token, a random (version 4) UUID, as

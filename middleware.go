@@ -19,29 +19,14 @@ import (
 // idempotency code.
 type Middleware struct {
 	store store.Store
-	caps  capabilities
+	caps  store.Capabilities // the store's, read once in New
 	cfg   Config
 	cache *replayCache // nil with a negative Config.ReplayCacheBytes
 }
 
-// capabilities are the store's optional interfaces (store/capability.go)
-// that the request path uses, found once in New on the store itself,
-// whether or not Config.TraceFunc wraps it: recovery points and take-overs
-// are not traced. A nil field is a capability the store lacks.
-type capabilities struct {
-	advancer store.Advancer         // recovery points (Advance, RecoveryPoint)
-	resumer  store.UnfinishedFinder // Call.Resumes
-}
-
-func capabilitiesOf(s store.Store) capabilities {
-	var c capabilities
-	c.advancer, _ = s.(store.Advancer)
-	c.resumer, _ = s.(store.UnfinishedFinder)
-	return c
-}
-
 // New returns a Middleware backed by s (pgstore.New, sqlitestore.New). It
-// fails on an invalid Config, never later on a request.
+// fails on an invalid Config, or a mode the store cannot serve, never
+// later on a request.
 func New(s store.Store, cfg Config) (*Middleware, error) {
 	if s == nil {
 		return nil, errors.New("idem: New needs a store")
@@ -50,11 +35,23 @@ func New(s store.Store, cfg Config) (*Middleware, error) {
 	if err != nil {
 		return nil, err
 	}
-	caps := capabilitiesOf(s)
+	caps := s.Capabilities()
+	if err := checkMode(c.Mode, caps); err != nil {
+		return nil, err
+	}
 	if c.TraceFunc != nil {
 		s = traced(s, c.TraceFunc)
 	}
 	return &Middleware{store: s, caps: caps, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL), c.ReplayCacheableFunc)}, nil
+}
+
+// checkMode refuses a mode the store's capabilities cannot serve, rather
+// than serving it as another.
+func checkMode(mode Mode, caps store.Capabilities) error {
+	if mode == ModeAtomicDeferred && !caps.DeferredClaim {
+		return errors.New("idem: mode atomic-deferred needs a store that can defer a claim (store.Capabilities.DeferredClaim), and this one cannot: use atomic")
+	}
+	return nil
 }
 
 // Config returns the configuration in force, defaults filled in.
@@ -62,10 +59,13 @@ func (m *Middleware) Config() Config { return m.cfg }
 
 // WithMode returns a copy of m that holds keys in mode: how one route
 // chooses a mode other than the middleware's. It fails, as New does, on a
-// mode that is none of the Mode constants.
+// mode that is none of the Mode constants or that the store cannot serve.
 func (m *Middleware) WithMode(mode Mode) (*Middleware, error) {
 	if !mode.valid() {
 		return nil, fmt.Errorf("idem: WithMode: unknown mode %d", int(mode))
+	}
+	if err := checkMode(mode, m.caps); err != nil {
+		return nil, err
 	}
 	c := *m
 	c.cfg.Mode = mode

@@ -22,17 +22,17 @@ import (
 // when to use them, with a payout as the example.
 //
 // The flow and its rules are model-checked: model/payout.pml is the
-// design, and this file, the stores' Advancer and package completer must
-// agree with it. The rules, as docs/model.md numbers its findings:
+// design, and this file, the stores' recovery points and package completer
+// must agree with it. The rules, as docs/model.md numbers its findings:
 //
 //  1. Resend with the same derived key (ProviderKey), never a fresh one.
 //  2. Refund only on a definitive rejection, never because the provider
 //     knows no transfer: PointOutcomeUnknown is left only by asking.
 //  3. An unfinished record (a point, not COMPLETED) is never swept, and a
-//     re-acquire resumes it in its life (the stores' Advancer).
+//     re-acquire resumes it in its life (the stores' Keys.Advance).
 //  4. The derived key includes the record's life (its created_at).
 //  5. The point and the life are read in one statement fenced by the
-//     hold's token (store.Advancer.Progress), once per attempt.
+//     hold's token (store.Keys.Progress), once per attempt.
 //
 // The derived key is recorded on the record with a recovery point and
 // read back from it by every later attempt, so that rule 1 holds across a
@@ -49,8 +49,8 @@ const PointOutcomeUnknown = "outcome-unknown"
 // Errors of the recovery-point API.
 var (
 	// ErrNoRecoveryPoints: the context is not a leased-mode handler's on a store
-	// with recovery points (store.Advancer).
-	ErrNoRecoveryPoints = errors.New("idem: recovery points need a leased-mode handler on a store.Advancer")
+	// with recovery points (store.Capabilities.RecoveryPoints).
+	ErrNoRecoveryPoints = errors.New("idem: recovery points need a leased-mode handler on a store that keeps them")
 	// ErrNoProviderKeySecret: ProviderKey was called with no
 	// Config.ProviderKeySecret.
 	ErrNoProviderKeySecret = errors.New("idem: ProviderKey needs Config.ProviderKeySecret")
@@ -64,7 +64,6 @@ const MinProviderKeySecret = 16
 // its key, and the progress the fenced read found, read once.
 type recovery struct {
 	m *Middleware
-	s store.Advancer // the store, untraced
 	a store.Attempt
 
 	mu       sync.Mutex // guards the fields below
@@ -108,7 +107,7 @@ func (p *recovery) load(ctx context.Context) (store.Progress, error) {
 	if p.loaded {
 		return p.progress, nil
 	}
-	ph, err := p.s.Progress(ctx, p.a)
+	ph, err := p.m.store.Progress(ctx, p.a)
 	if err != nil {
 		return store.Progress{}, fmt.Errorf("idem: read recovery point: %w", err)
 	}
@@ -172,14 +171,10 @@ func (p *recovery) advance(ctx context.Context, point string, fn func(ctx contex
 	rollback := func(err error) error {
 		return errors.Join(err, tx.Rollback(context.WithoutCancel(ctx)))
 	}
-	tp, ok := untracedTx(tx).(store.Advancer)
-	if !ok {
-		return rollback(fmt.Errorf("idem: advance to %s: %w", point, ErrNoRecoveryPoints))
-	}
 	// The fenced update comes first: a lost hold is found before fn
 	// writes anything, and the row stays locked by this phase until it
 	// commits.
-	if err := tp.Advance(ctx, p.a, point, derived); err != nil {
+	if err := tx.Advance(ctx, p.a, point, derived); err != nil {
 		return rollback(fmt.Errorf("idem: advance to %s: %w", point, err))
 	}
 	if fn != nil {
@@ -197,7 +192,7 @@ func (p *recovery) advance(ctx context.Context, point string, fn func(ctx contex
 		}
 		p.mu.Unlock()
 		if len(during) > 0 {
-			if err := tp.Advance(ctx, p.a, point, during); err != nil {
+			if err := tx.Advance(ctx, p.a, point, during); err != nil {
 				return rollback(fmt.Errorf("idem: advance to %s: %w", point, err))
 			}
 			if derived == nil {
@@ -313,14 +308,4 @@ func deriveKey(secret []byte, scope, key string, ph store.Progress, provider str
 		mac.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
 	}
 	return "idem_" + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
-}
-
-// untracedTx returns the transaction under Config.TraceFunc's wrapper:
-// recovery points are not traced. A transaction's capabilities are its
-// own, so they are asked of each.
-func untracedTx(tx store.Tx) store.Tx {
-	if t, ok := tx.(*tracedTx); ok {
-		return t.tx
-	}
-	return tx
 }

@@ -40,17 +40,17 @@ type request struct {
 	stored store.Response
 	runs   int // the handler's runs begun
 	// What the request's hold (holder) keeps: the transaction the handler
-	// writes in; in leased mode the lease's renewals; with a deferred
-	// claim, the transaction that defers it (nil: the claim was taken
-	// first). lapsed: the claim took the key over from an attempt whose
-	// lease ran out.
-	tx       store.Tx
-	lease    *lease
-	deferred store.ClaimDeferrer
-	lapsed   bool
-	claim    store.Claim
-	start    time.Time
-	event    Event
+	// writes in; in leased mode the lease's renewals; claimDeferred: the
+	// transaction defers the claim to the completion (false: the claim
+	// was taken first); lapsed: the claim took the key over from an
+	// attempt whose lease ran out.
+	tx            store.Tx
+	lease         *lease
+	claimDeferred bool
+	lapsed        bool
+	claim         store.Claim
+	start         time.Time
+	event         Event
 	// end is Config.StartFunc's, called with the Event at the end.
 	end func(Event)
 	// resumes is Call.Resumes: the token of the unfinished record this
@@ -69,14 +69,18 @@ func (m *Middleware) execute(q *request) result {
 	res, h := result{}, m.holder(false)
 	// A retry of a finished request is answered before anything is
 	// claimed: from the replay cache, which holds only COMPLETED records
-	// (a miss is answered by the claim); or, without one, with a single
-	// read that writes nothing.
-	if m.cache == nil {
-		res, h = m.fromStore(ctx, q, false)
-	} else if rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now()); rec != nil {
-		if res, answered := m.answer(q, rec); answered {
-			return res
+	// (a miss is answered by the claim); or, without one or on a store
+	// whose claim takes its write lock, with a single read that writes
+	// nothing.
+	if m.cache != nil {
+		if rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now()); rec != nil {
+			if res, answered := m.answer(q, rec); answered {
+				return res
+			}
 		}
+	}
+	if m.cache == nil || m.caps.ClaimLocksStore {
+		res, h = m.fromStore(ctx, q, false)
 	}
 	for h != nil {
 		hctx, refused := h.hold(ctx, q)

@@ -33,7 +33,7 @@ const (
 // run calls the handler with the held key's context, capturing its
 // response, and says how it ended. The context carries the held attempt:
 // its key, whether a lapsed attempt held the key before, and in leased
-// mode on a store.Advancer its recovery-point state (phase.go).
+// mode on a store with recovery points its recovery-point state (phase.go).
 func (m *Middleware) run(hctx context.Context, q *request, h holder) (out ending) {
 	q.runs++
 	// The first run uses what q holds for it; a later one (a deferred
@@ -45,11 +45,11 @@ func (m *Middleware) run(hctx context.Context, q *request, h holder) (out ending
 	}
 	*c = capture{header: make(http.Header), limit: m.cfg.MaxResponseBytes}
 	*a = heldAttempt{key: q.claim.Key, lapsed: q.lapsed}
-	if m.caps.advancer != nil && m.cfg.Mode == ModeLeased {
+	if m.caps.RecoveryPoints && m.cfg.Mode == ModeLeased {
 		if rp == nil {
 			rp = new(recovery)
 		}
-		*rp = recovery{m: m, s: m.caps.advancer, a: q.claim.Attempt()}
+		*rp = recovery{m: m, a: q.claim.Attempt()}
 		a.rec = rp
 	}
 	hctx = context.WithValue(hctx, attemptKey{}, a)
@@ -120,7 +120,7 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 		return leaseLost(errors.Join(out.cause, m.letGo(ctx, q, h))), nil
 	case endedRetriable:
 		res := result{outcome: OutcomeFailed, captured: out.captured, err: h.free(ctx, q)}
-		if q.deferred != nil {
+		if q.claimDeferred {
 			// The deferred claim never ran: another request may have
 			// recorded the key, and a recorded answer beats this one.
 			if rec, next := m.fromStore(q.ctx, q, true); next == nil {

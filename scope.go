@@ -26,7 +26,7 @@ type attemptKey struct{}
 type heldAttempt struct {
 	key    string
 	lapsed bool      // a lapsed attempt held the key before (PriorAttemptLapsed)
-	rec    *recovery // the recovery-point state; nil outside leased mode on a store.Advancer
+	rec    *recovery // the recovery-point state; nil outside leased mode on a store with recovery points
 }
 
 func attemptFrom(ctx context.Context) *heldAttempt {

@@ -90,11 +90,11 @@ func TraceAll(fns ...TraceFunc) TraceFunc {
 	}
 }
 
-// traced wraps a store so that every operation is reported to trace. New
-// wraps only when Config.TraceFunc is set: without it the middleware calls
-// the store itself, at no cost.
+// traced wraps a store so that every operation of the middleware is
+// reported to trace. New wraps only when Config.TraceFunc is set: without
+// it the middleware calls the store itself, at no cost.
 func traced(s store.Store, trace TraceFunc) store.Store {
-	return &tracedStore{tracedKeys: tracedKeys{k: s, trace: trace}, s: s}
+	return &tracedStore{tracedKeys: tracedKeys{k: s, trace: trace}, untracedStore: untracedStore{s}}
 }
 
 type tracedKeys struct {
@@ -144,26 +144,34 @@ func (t tracedKeys) Renew(ctx context.Context, a store.Attempt, d time.Duration)
 	return err
 }
 
+// untracedStore and untracedTx hold the wrapped store and transaction one
+// level deeper than tracedKeys, so that the traced key operations win and
+// every other operation (recovery points, take-overs, the deferred claim,
+// the operator's) is promoted from the store's own, untraced.
+type (
+	untracedStore struct{ store.Store }
+	untracedTx    struct{ store.Tx }
+)
+
 type tracedStore struct {
 	tracedKeys
-	s store.Store
+	untracedStore
 }
 
 func (t *tracedStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
 	tctx, end := t.trace(ctx, OpBegin)
-	tx, err := t.s.Begin(tctx, opts)
+	tx, err := t.Store.Begin(tctx, opts)
 	end(err)
 	if err != nil {
 		return nil, err
 	}
-	return &tracedTx{tracedKeys: tracedKeys{k: tx, trace: t.trace}, tx: tx}, nil
+	return &tracedTx{tracedKeys: tracedKeys{k: tx, trace: t.trace}, untracedTx: untracedTx{tx}}, nil
 }
 
-// tracedTx is a traced transaction. It has every capability of
-// store.Tx's, passing each through when the store's transaction has it.
+// tracedTx is a traced transaction.
 type tracedTx struct {
 	tracedKeys
-	tx store.Tx
+	untracedTx
 	// ended: Commit or Rollback ran, so a later Rollback is the deferred
 	// no-op and is not reported. Only the request's goroutine uses a Tx.
 	ended bool
@@ -173,25 +181,11 @@ type tracedTx struct {
 	claimReported bool
 }
 
-var (
-	_ store.ClaimDeferrer   = (*tracedTx)(nil)
-	_ store.CommitCompleter = (*tracedTx)(nil)
-)
-
-func (t *tracedTx) DeferClaim(c store.Claim) bool {
-	dc, ok := t.tx.(store.ClaimDeferrer)
-	return ok && dc.DeferClaim(c)
-}
-
 // DeferredClaimResult passes the deferred claim's result through, and
 // reports it once it has run, as an OpInsert with no time of its own: its
 // round trip is the completion's it travelled with.
 func (t *tracedTx) DeferredClaimResult() (ran bool, err error) {
-	dc, ok := t.tx.(store.ClaimDeferrer)
-	if !ok {
-		return false, nil
-	}
-	ran, err = dc.DeferredClaimResult()
+	ran, err = t.Tx.DeferredClaimResult()
 	if ran && !t.claimReported {
 		t.claimReported = true
 		ctx := t.ctx
@@ -204,31 +198,20 @@ func (t *tracedTx) DeferredClaimResult() (ran bool, err error) {
 	return ran, err
 }
 
-func (t *tracedTx) Context(ctx context.Context) context.Context { return t.tx.Context(ctx) }
-
 func (t *tracedTx) Commit(ctx context.Context) error {
 	t.ended = true
 	ctx, end := t.trace(ctx, OpCommit)
-	err := t.tx.Commit(ctx)
+	err := t.Tx.Commit(ctx)
 	end(err)
 	return err
 }
 
-// CompleteAndCommit passes the one-step completion and commit through to
-// the store's transaction when it has it, else runs Complete then Commit.
-// Both operations are reported, as always; the one round trip they share
-// is timed under OpComplete, and OpCommit follows it with no time of its
-// own, with the commit's error.
+// CompleteAndCommit reports both operations, as always: the one round
+// trip they may share is timed under OpComplete, and OpCommit follows it
+// with no time of its own, with the commit's error.
 func (t *tracedTx) CompleteAndCommit(ctx context.Context, a store.Attempt, resp store.Response) (completed bool, err error) {
-	cc, ok := t.tx.(store.CommitCompleter)
-	if !ok {
-		if err := t.Complete(ctx, a, resp); err != nil {
-			return false, err
-		}
-		return true, t.Commit(ctx)
-	}
 	tctx, end := t.trace(ctx, OpComplete)
-	completed, err = cc.CompleteAndCommit(tctx, a, resp)
+	completed, err = t.Tx.CompleteAndCommit(tctx, a, resp)
 	t.ctx = ctx
 	_, _ = t.DeferredClaimResult()
 	if !completed {
@@ -244,11 +227,11 @@ func (t *tracedTx) CompleteAndCommit(ctx context.Context, a store.Attempt, resp 
 
 func (t *tracedTx) Rollback(ctx context.Context) error {
 	if t.ended {
-		return t.tx.Rollback(ctx)
+		return t.Tx.Rollback(ctx)
 	}
 	t.ended = true
 	ctx, end := t.trace(ctx, OpRollback)
-	err := t.tx.Rollback(ctx)
+	err := t.Tx.Rollback(ctx)
 	end(err)
 	return err
 }

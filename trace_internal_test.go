@@ -9,8 +9,10 @@ import (
 )
 
 // unusedStore is a store.Store that is never called: construction alone is
-// under test.
+// under test, which only asks its capabilities.
 type unusedStore struct{ store.Store }
+
+func (unusedStore) Capabilities() store.Capabilities { return store.Capabilities{} }
 
 // Without a TraceFunc the middleware holds the caller's store itself: no
 // wrapper, no indirection, no allocation per operation.

@@ -7,7 +7,7 @@
 //	c, err := completer.New(mw, store, resume, completer.Config{}) // pgstore or sqlitestore
 //	go c.Run(ctx)                                                  // every replica may run one
 //
-// Each round lists abandoned unfinished records (store.UnfinishedFinder)
+// Each round lists abandoned unfinished records (store.Store.FindUnfinished)
 // and takes each one through the middleware's own path (idem.Middleware.Do)
 // with the record's fingerprint and the token it was listed with
 // (idem.Call.Resumes): the same lease and fencing as any attempt, so one
@@ -68,20 +68,23 @@ const Route = "completer"
 // Completer resumes abandoned operations.
 type Completer struct {
 	mw     *idem.Middleware
-	finder store.UnfinishedFinder
+	finder store.Store
 	resume Resume
 	cfg    Config
 }
 
 // New returns a Completer that resumes, through mw, the unfinished records
-// of finder (the store mw runs on). mw must be in leased mode. It fails on
+// of finder (the store mw runs on), which must list them
+// (store.Capabilities.Unfinished). mw must be in leased mode. It fails on
 // an invalid Config, never later.
-func New(mw *idem.Middleware, finder store.UnfinishedFinder, resume Resume, cfg Config) (*Completer, error) {
+func New(mw *idem.Middleware, finder store.Store, resume Resume, cfg Config) (*Completer, error) {
 	switch {
 	case mw == nil:
 		return nil, errors.New("completer: New needs a middleware")
 	case finder == nil:
-		return nil, errors.New("completer: New needs a store.UnfinishedFinder")
+		return nil, errors.New("completer: New needs a store")
+	case !finder.Capabilities().Unfinished:
+		return nil, errors.New("completer: the store cannot list unfinished records (store.Capabilities.Unfinished)")
 	case resume == nil:
 		return nil, errors.New("completer: New needs a Resume function")
 	case mw.Config().Mode != idem.ModeLeased:

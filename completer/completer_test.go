@@ -7,6 +7,7 @@ import (
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/completer"
 	"github.com/idem-dev/idem/internal/require"
+	"github.com/idem-dev/idem/memstore"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -14,12 +15,9 @@ import (
 // these check its construction.
 func TestNewRefusesAnInvalidConfig(t *testing.T) {
 	t.Parallel()
-	var (
-		st     struct{ store.Store }            // construction never touches it
-		finder struct{ store.UnfinishedFinder } // nor this
-	)
+	finder := memstore.New() // construction only asks its capabilities
 	resume := func(context.Context, store.Unfinished) idem.Response { return idem.Response{} }
-	leased, err := idem.New(st, idem.Config{Mode: idem.ModeLeased})
+	leased, err := idem.New(finder, idem.Config{Mode: idem.ModeLeased})
 	require.NoError(t, err)
 
 	_, err = completer.New(leased, finder, resume, completer.Config{})
@@ -30,10 +28,21 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 	require.ErrorContains(t, err, "leased mode")
 	_, err = completer.New(leased, nil, resume, completer.Config{})
 	require.Error(t, err)
+	_, err = completer.New(leased, noUnfinished{finder}, resume, completer.Config{})
+	require.ErrorContains(t, err, "store.Capabilities.Unfinished")
 	_, err = completer.New(leased, finder, nil, completer.Config{})
 	require.Error(t, err)
 	_, err = completer.New(leased, finder, resume, completer.Config{Interval: -1})
 	require.ErrorContains(t, err, "Interval")
 	_, err = completer.New(leased, finder, resume, completer.Config{BatchSize: -1})
 	require.ErrorContains(t, err, "BatchSize")
+}
+
+// noUnfinished is memstore without its search for unfinished records.
+type noUnfinished struct{ *memstore.Store }
+
+func (s noUnfinished) Capabilities() store.Capabilities {
+	c := s.Store.Capabilities()
+	c.Unfinished = false
+	return c
 }

@@ -50,8 +50,8 @@ func (c *Console) action(kind string) authedHandler {
 			fail(http.StatusBadRequest, invalid(err))
 			return
 		}
-		if c.audit == nil {
-			fail(http.StatusNotImplemented, "This store keeps no audit log (store.AuditLog): actions are off. Nothing changed.")
+		if !c.caps.AuditLog {
+			fail(http.StatusNotImplemented, "This store keeps no audit log (store.Capabilities.AuditLog): actions are off. Nothing changed.")
 			return
 		}
 		rec, err := c.cfg.Store.Get(ctx, ref.Scope, ref.Key)
@@ -87,7 +87,7 @@ func (c *Console) action(kind string) authedHandler {
 				notHeld()
 				return
 			}
-			if aerr := c.audit.AppendAudit(ctx, entry(what, after)); aerr != nil {
+			if aerr := c.cfg.Store.AppendAudit(ctx, entry(what, after)); aerr != nil {
 				c.log(ctx, slog.LevelError, "console: the action ran but its audit entry was not written", "action", kind, "key", ref.Key, "err", aerr)
 				fail(http.StatusInternalServerError, fmt.Sprintf("The action ran (%s) but its audit entry could not be written: %v.", what, aerr))
 				return
@@ -119,7 +119,7 @@ func (c *Console) action(kind string) authedHandler {
 			what = fmt.Sprintf("recorded the real answer %d: every retry gets it", resp.StatusCode)
 			answer = &resp
 		}
-		err = store.Resolve(ctx, c.audit, rec, answer, func(after *store.Record) store.AuditEntry { return entry(what, after) })
+		err = store.Resolve(ctx, c.cfg.Store, rec, answer, func(after *store.Record) store.AuditEntry { return entry(what, after) })
 		switch {
 		case errors.Is(err, store.ErrNotHeld):
 			notHeld()

@@ -96,12 +96,9 @@ type Table struct {
 // Console serves the console's pages. It is an http.Handler; mount it on
 // the admin listener.
 type Console struct {
-	cfg   Config
-	token []byte
-	// The store's capabilities, detected once.
-	lister   store.KeyLister
-	resolver store.KeyResolver
-	audit    store.AuditLog
+	cfg      Config
+	token    []byte
+	caps     store.Capabilities // the store's, read once in New
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	sessions sessions
@@ -148,9 +145,7 @@ func New(cfg Config) (*Console, error) {
 		return nil, errors.New("console: SampleInterval and SessionLife must be positive")
 	}
 	c := &Console{cfg: cfg, token: token, sessions: sessions{m: map[string]*session{}}}
-	c.lister, _ = cfg.Store.(store.KeyLister)
-	c.resolver, _ = cfg.Store.(store.KeyResolver)
-	c.audit, _ = cfg.Store.(store.AuditLog)
+	c.caps = cfg.Store.Capabilities()
 	if c.pages, err = parsePages(); err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func (c *Console) unknown(r *http.Request, limit int) ([]store.Record, error) {
 	if c.cfg.OutcomeUnknownFunc == nil {
 		return nil, nil
 	}
-	recs, err := c.lister.ListKeys(r.Context(), c.unknownQuery(limit))
+	recs, err := c.cfg.Store.ListKeys(r.Context(), c.unknownQuery(limit))
 	var out []store.Record
 	for i := range recs {
 		if c.cfg.OutcomeUnknownFunc(&recs[i]) {
@@ -173,7 +173,7 @@ type pointCount struct {
 const overviewList, overviewChart = 10, 500
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
-	d := overviewData{Now: time.Now().UTC(), Supported: c.lister != nil, UnknownSupported: c.cfg.OutcomeUnknownFunc != nil}
+	d := overviewData{Now: time.Now().UTC(), Supported: c.caps.Search, UnknownSupported: c.cfg.OutcomeUnknownFunc != nil}
 	v := &view{Title: "Overview", Session: s, Refresh: 30, Data: &d}
 	if c.cfg.ReplayCacheFunc != nil {
 		st := c.cfg.ReplayCacheFunc()
@@ -195,7 +195,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 			d.Points = append(d.Points, pointCount{p, n})
 		}
 		sort.Slice(d.Points, func(i, j int) bool { return d.Points[i].Point < d.Points[j].Point })
-		unfinished, err := c.lister.ListKeys(ctx, store.KeyQuery{Unfinished: true, Limit: overviewChart})
+		unfinished, err := c.cfg.Store.ListKeys(ctx, store.KeyQuery{Unfinished: true, Limit: overviewChart})
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
@@ -217,8 +217,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, s *session) {
 	for i := len(sweeps) - 1; i >= 0 && len(d.Sweeps) < 5; i-- {
 		d.Sweeps = append(d.Sweeps, sweeps[i])
 	}
-	if c.audit != nil {
-		a, err := c.audit.ListAudit(r.Context(), store.KeyRef{}, 5)
+	if c.caps.AuditLog {
+		a, err := c.cfg.Store.ListAudit(r.Context(), store.KeyRef{}, 5)
 		if err != nil {
 			errs = append(errs, err.Error())
 		}
@@ -240,7 +240,7 @@ type searchData struct {
 
 func (c *Console) keys(w http.ResponseWriter, r *http.Request, s *session) {
 	f := r.URL.Query()
-	d := searchData{Now: time.Now().UTC(), Supported: c.lister != nil, Form: f, States: searchStates, Limit: store.DefaultKeyQueryLimit}
+	d := searchData{Now: time.Now().UTC(), Supported: c.caps.Search, Form: f, States: searchStates, Limit: store.DefaultKeyQueryLimit}
 	v := &view{Title: "Search keys", Session: s, Data: &d}
 	if !d.Supported {
 		c.render(w, r, http.StatusOK, "keys", v)
@@ -280,7 +280,7 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request, s *session) {
 		unknownOnly = true
 		q.Status, q.ResponseCode = store.StatusCompleted, c.cfg.UnknownOutcomeCode
 	}
-	recs, err := c.lister.ListKeys(r.Context(), q)
+	recs, err := c.cfg.Store.ListKeys(r.Context(), q)
 	if err != nil {
 		v.Error = err.Error()
 	}
@@ -343,8 +343,8 @@ func (c *Console) record(w http.ResponseWriter, r *http.Request, s *session) {
 		v.Notice = "Done: " + done + ". The audit log below has the entry."
 	}
 	var errs []string
-	if c.lister != nil {
-		pk, err := c.lister.ProviderKeys(ctx, scope, key)
+	if c.caps.Search {
+		pk, err := c.cfg.Store.ProviderKeys(ctx, scope, key)
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			errs = append(errs, err.Error())
 		}
@@ -365,8 +365,8 @@ func (c *Console) record(w http.ResponseWriter, r *http.Request, s *session) {
 		}
 		d.Sections = secs
 	}
-	if c.audit != nil {
-		if d.Audit, err = c.audit.ListAudit(ctx, store.KeyRef{Scope: scope, Key: key}, 50); err != nil {
+	if c.caps.AuditLog {
+		if d.Audit, err = c.cfg.Store.ListAudit(ctx, store.KeyRef{Scope: scope, Key: key}, 50); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
@@ -380,8 +380,8 @@ func (c *Console) canResolve(rw *row) (bool, string) {
 	switch {
 	case rw.State != stateUnknown:
 		return false, ""
-	case c.resolver == nil || c.audit == nil:
-		return false, "This store cannot resolve keys with an audit log (it needs store.KeyResolver and store.AuditLog)."
+	case !c.caps.Resolve || !c.caps.AuditLog:
+		return false, "This store cannot resolve keys with an audit log (it needs store.Capabilities.Resolve and AuditLog)."
 	}
 	return true, ""
 }
@@ -392,8 +392,8 @@ func (c *Console) canRetry(rw *row) (bool, string) {
 		return false, ""
 	case c.cfg.ResumeFunc == nil:
 		return false, "This service runs no completer here: nothing can retry the operation now."
-	case c.audit == nil:
-		return false, "This store keeps no audit log (store.AuditLog): actions are off."
+	case !c.caps.AuditLog:
+		return false, "This store keeps no audit log (store.Capabilities.AuditLog): actions are off."
 	case rw.Status == store.StatusProcessing && rw.LeaseLive:
 		return false, "An attempt holds the key now (its lease is live); retry once it has run out."
 	}
@@ -432,12 +432,12 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func (c *Console) auditPage(w http.ResponseWriter, r *http.Request, s *session) {
 	v := &view{Title: "Audit log", Session: s}
-	if c.audit == nil {
-		v.Notice = "This store keeps no audit log (store.AuditLog): the console's actions are off."
+	if !c.caps.AuditLog {
+		v.Notice = "This store keeps no audit log (store.Capabilities.AuditLog): the console's actions are off."
 		c.render(w, r, http.StatusOK, "audit", v)
 		return
 	}
-	es, err := c.audit.ListAudit(r.Context(), store.KeyRef{}, 200)
+	es, err := c.cfg.Store.ListAudit(r.Context(), store.KeyRef{}, 200)
 	if err != nil {
 		c.log(r.Context(), slog.LevelError, "console: list audit", "err", err)
 		v.Error = err.Error()

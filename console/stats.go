@@ -102,10 +102,10 @@ func (c *Console) Run(ctx context.Context) error {
 
 // sample counts the records by state and keeps the counts.
 func (c *Console) sample(ctx context.Context) (store.KeyCounts, error) {
-	if c.lister == nil {
+	if !c.caps.Search {
 		return store.KeyCounts{}, nil
 	}
-	k, err := c.lister.CountKeys(ctx)
+	k, err := c.cfg.Store.CountKeys(ctx)
 	if err != nil {
 		return k, err
 	}

@@ -1,7 +1,8 @@
 // Package memstore is a store.Store in memory: the reference
-// implementation of the store contract, with every optional capability, so
-// that the idem middleware, its doors and its adapters test themselves
-// without a database. It keeps nothing across a restart and serves one
+// implementation of the store contract, with every capability the
+// middleware uses (the operator's search and audit log it lacks), so that
+// the idem middleware, its doors and its adapters test themselves without
+// a database. It keeps nothing across a restart and serves one
 // process: use pgstore or sqlitestore in production.
 //
 //	mw, err := idem.New(memstore.New(), idem.Config{})
@@ -41,6 +42,9 @@ const DefaultMaxWait = 5 * time.Second
 // Store keeps idempotency records in memory. The zero value is an empty
 // store, ready to use; a Store must not be copied after first use.
 type Store struct {
+	// The operator's search and audit log are unsupported.
+	store.UnsupportedStore
+
 	mu   sync.Mutex            // guards rows and every Tx's state
 	rows map[store.KeyRef]*row // nil until the first write
 }
@@ -61,18 +65,18 @@ type record struct {
 }
 
 var (
-	_ store.Store            = (*Store)(nil)
-	_ store.ExpiredDeleter   = (*Store)(nil)
-	_ store.KeyResolver      = (*Store)(nil)
-	_ store.Advancer         = (*Store)(nil)
-	_ store.UnfinishedFinder = (*Store)(nil)
-	_ store.Tx               = (*Tx)(nil)
-	_ store.Advancer         = (*Tx)(nil)
-	_ store.ClaimDeferrer    = (*Tx)(nil)
+	_ store.Store = (*Store)(nil)
+	_ store.Tx    = (*Tx)(nil)
 )
 
 // New returns an empty Store.
 func New() *Store { return &Store{} }
+
+// Capabilities reports every capability but the operator's search and
+// audit log.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{DeferredClaim: true, RecoveryPoints: true, Unfinished: true, Sweep: true, Resolve: true}
+}
 
 // Begin starts a transaction. It holds nothing until it writes a record.
 func (s *Store) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
@@ -149,7 +153,7 @@ func (s *Store) Advance(ctx context.Context, a store.Attempt, point string, keys
 }
 
 // Release marks the COMPLETED record a's token holds FAILED and drops its
-// response (store.KeyResolver).
+// response (store.Capabilities.Resolve).
 func (s *Store) Release(ctx context.Context, a store.Attempt) error {
 	return s.auto(ctx, func(t *Tx) error {
 		return t.fenced(ctx, "release", a, store.StatusCompleted, func(r *record, _ time.Time) {
@@ -159,7 +163,7 @@ func (s *Store) Release(ctx context.Context, a store.Attempt) error {
 }
 
 // ReplaceResponse replaces the response of the COMPLETED record a's token
-// holds (store.KeyResolver), and binds its key for the record's retention
+// holds (store.Capabilities.Resolve), and binds its key for the record's retention
 // again, from now.
 func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
 	return s.auto(ctx, func(t *Tx) error {
@@ -173,7 +177,7 @@ func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store
 }
 
 // ResumeUnfinished takes over the abandoned unfinished record prevToken
-// last held, keeping its life (store.UnfinishedFinder).
+// last held, keeping its life (store.Capabilities.Unfinished).
 func (s *Store) ResumeUnfinished(ctx context.Context, c store.Claim, prevToken string) (won bool, err error) {
 	err = s.auto(ctx, func(t *Tx) error {
 		won, err = t.takeOver(ctx, c, func(r *record, now time.Time) bool {
@@ -202,7 +206,7 @@ func (s *Store) committed(limit int, skipHeld bool, keep func(r *record) bool, l
 }
 
 // DeleteExpired deletes at most limit records past their retention, but
-// no live claim and no unfinished record (store.ExpiredDeleter). A record
+// no live claim and no unfinished record (store.Capabilities.Sweep). A record
 // an open transaction holds is left for a later call. Sweeps never overlap,
 // so it never returns store.ErrSweepBusy.
 func (s *Store) DeleteExpired(_ context.Context, limit int) ([]store.KeyRef, error) {
@@ -224,7 +228,7 @@ func (s *Store) DeleteExpired(_ context.Context, limit int) ([]store.KeyRef, err
 }
 
 // ListCompleted lists the COMPLETED records answered with code, by scope
-// then key, after after (store.KeyResolver).
+// then key, after after (store.Capabilities.Resolve).
 func (s *Store) ListCompleted(_ context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("memstore: list completed: limit must be positive, got %d", limit)
@@ -242,7 +246,7 @@ func (s *Store) ListCompleted(_ context.Context, code int, after store.KeyRef, l
 }
 
 // FindUnfinished lists abandoned unfinished records, held longest ago
-// first (store.UnfinishedFinder).
+// first (store.Capabilities.Unfinished).
 func (s *Store) FindUnfinished(_ context.Context, limit int) ([]store.Unfinished, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("memstore: find unfinished: limit must be positive, got %d", limit)

@@ -47,6 +47,11 @@ func (t *Tx) Commit(context.Context) error {
 	return nil
 }
 
+// CompleteAndCommit is Complete, then Commit.
+func (t *Tx) CompleteAndCommit(ctx context.Context, a store.Attempt, resp store.Response) (bool, error) {
+	return store.CompleteThenCommit(ctx, t, a, resp)
+}
+
 // Rollback drops the transaction's writes; after a Commit it does nothing.
 func (t *Tx) Rollback(context.Context) error {
 	s := t.s
@@ -283,7 +288,7 @@ func (t *Tx) Renew(ctx context.Context, a store.Attempt, d time.Duration) error 
 }
 
 // Progress reads the recovery point and the life in one read fenced by a's
-// token (store.Advancer).
+// token (store.Keys.Advance).
 func (t *Tx) Progress(_ context.Context, a store.Attempt) (store.Progress, error) {
 	s := t.s
 	s.mu.Lock()
@@ -299,7 +304,7 @@ func (t *Tx) Progress(_ context.Context, a store.Attempt) (store.Progress, error
 }
 
 // Advance sets the recovery point, fenced by a's token, and records keys a
-// provider has none of yet (store.Advancer).
+// provider has none of yet (store.Keys.Advance).
 func (t *Tx) Advance(ctx context.Context, a store.Attempt, point string, keys map[string]string) error {
 	if point == "" {
 		return errors.New("memstore: advance: the recovery point is empty")
@@ -317,7 +322,7 @@ func (t *Tx) Advance(ctx context.Context, a store.Attempt, point string, keys ma
 	})
 }
 
-// DeferClaim holds c back until Complete (store.ClaimDeferrer).
+// DeferClaim holds c back until Complete (store.Tx.DeferClaim).
 func (t *Tx) DeferClaim(c store.Claim) bool {
 	s := t.s
 	s.mu.Lock()
@@ -330,7 +335,7 @@ func (t *Tx) DeferClaim(c store.Claim) bool {
 }
 
 // DeferredClaimResult reports whether the deferred claim ran, and how
-// (store.ClaimDeferrer).
+// (store.Tx.DeferClaim).
 func (t *Tx) DeferredClaimResult() (ran bool, err error) {
 	s := t.s
 	s.mu.Lock()

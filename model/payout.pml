@@ -43,7 +43,7 @@
  * payout handler, payments/api's payouts, follows the Client's steps):
  *
  *   Client "held:" fenced read    idem.RecoveryPoint, idem.ProviderKey (phase.go),
- *                                 through store.Advancer.Phase (pgstore and
+ *                                 through store.Keys.Progress (pgstore and
  *                                 sqlitestore: pgsql.SelectPhase, selectPhase)
  *   DERIVED (the derived key)     idem.ProviderKey: HMAC-SHA256 of the
  *                                 user, the key and the life (deriveKey),
@@ -52,7 +52,7 @@
  *                                 is a function of the life whatever the
  *                                 secret is by then
  *   phase A                       idem.Advance(ctx, idem.PointOutcomeUnknown,
- *                                 debit), store.Advancer.Advance in its Tx
+ *                                 debit), store.Keys.Advance in its Tx
  *   finish(), P_ERROR             idem.Pending: released, 202, not stored
  *   finish(), P_SETTLED/REJECTED  the handler's final answer, completed with
  *                                 its writes (leased.complete)
@@ -63,7 +63,7 @@
  *   re-acquire of UNKNOWN         Keys.Reacquire keeps the life of an
  *                                 unfinished record (keys.go: reacquire)
  *   Completer                     completer.Completer.RunOnce: its listing
- *                                 is store.UnfinishedFinder.FindUnfinished,
+ *                                 is store.Store.FindUnfinished,
  *                                 its take-over ResumeUnfinished, fenced
  *                                 by the listed token (Middleware.Do with
  *                                 Call.Resumes)

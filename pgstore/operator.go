@@ -15,11 +15,7 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-var (
-	_ store.KeyLister = (*Store)(nil)
-	_ store.AuditLog  = (*Store)(nil)
-	_ store.AuditTx   = (*Tx)(nil)
-)
+var _ store.AuditTx = (*Tx)(nil)
 
 var dialect = keytable.Dialect{
 	Arg:  func(n int) string { return "$" + strconv.Itoa(n) },

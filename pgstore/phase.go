@@ -12,12 +12,6 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-var (
-	_ store.Advancer         = (*Store)(nil)
-	_ store.Advancer         = (*Tx)(nil)
-	_ store.UnfinishedFinder = (*Store)(nil)
-)
-
 // Progress reads the record's recovery point and life in one statement fenced
 // by a's token.
 func (k keys) Progress(ctx context.Context, a store.Attempt) (store.Progress, error) {

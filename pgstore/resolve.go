@@ -9,8 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var _ store.KeyResolver = (*Store)(nil)
-
 // ListCompleted lists the keys of COMPLETED records whose response has
 // status code code (see store.KeyResolver).
 func (s *Store) ListCompleted(ctx context.Context, code int, after store.KeyRef, limit int) ([]store.KeyRef, error) {

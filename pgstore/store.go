@@ -49,6 +49,12 @@ func NewWithConfig(pool *pgxpool.Pool, opts Config) (*Store, error) {
 	return &Store{pool: pool, sweep: &sweepTargets{}, keys: keys{db: autocommit{pool}, sql: newStatements(table), lockWait: DefaultMaxWait}}, nil
 }
 
+// Capabilities reports every capability: the store serves them all, and
+// its transactions complete and commit in one round trip.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{DeferredClaim: true, OneStepCommit: true, RecoveryPoints: true, Unfinished: true, Sweep: true, Search: true, Resolve: true, AuditLog: true}
+}
+
 // Pool returns the pool the store runs on.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 

@@ -14,8 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-var _ store.ExpiredDeleter = (*Store)(nil)
-
 // sweepLock takes the sweep lock of one table holding key records (the key
 // table, or one of its partitions) for the transaction, without waiting: a
 // transaction-scoped advisory lock, which works through a pooler in

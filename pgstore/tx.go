@@ -38,10 +38,7 @@ type Tx struct {
 // transaction (work the handler left running in the background, say).
 var errTxEnded = errors.New("pgstore: the request's transaction has ended")
 
-var (
-	_ store.ClaimDeferrer   = (*Tx)(nil)
-	_ store.CommitCompleter = (*Tx)(nil)
-)
+var _ store.Tx = (*Tx)(nil)
 
 // txOptions asks for READ COMMITTED whatever the database's default: under
 // REPEATABLE READ an atomic-mode duplicate's claim would fail with a

@@ -124,6 +124,9 @@ func runRepository(t *testing.T, newRepo func(t *testing.T, b backend, db *sql.D
 				t.Parallel()
 				ctx := context.Background()
 				st, db := b.open(t)
+				if c.Config.Mode == idem.ModeAtomicDeferred && !st.Capabilities().DeferredClaim {
+					t.Skipf("%s cannot defer a claim", b.name)
+				}
 				repo := newRepo(t, b, db)
 				mw, err := idem.New(st, c.Config)
 				require.NoError(t, err)

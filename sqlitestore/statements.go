@@ -93,7 +93,7 @@ ON CONFLICT (scope, idempotency_key) DO NOTHING`
 // token in the WHERE clause makes it a compare-and-swap: once one contender
 // has changed the token, every other one matches no row. A row past
 // retention starts a new life: new fingerprint, creation and expiry, unless
-// it is unfinished (store.Advancer), which resumes in its life. As in
+// it is unfinished (store.Keys.Advance), which resumes in its life. As in
 // PostgreSQL, every SET expression reads the row as it was before the
 // update, so the three CASEs agree.
 var reacquire = `
@@ -218,7 +218,7 @@ var notAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle str
 
 // deleteExpired deletes the oldest expired rows through the expires_at
 // index, at most :limit, but not a claim whose lock is live nor an
-// unfinished record (store.Advancer), nor one holding the outcome-unknown
+// unfinished record (store.Keys.Advance), nor one holding the outcome-unknown
 // answer (store.AwaitsOperator).
 var deleteExpired = `
 DELETE FROM idempotency_keys

@@ -19,10 +19,10 @@ const DefaultMaxWait = 5 * time.Second
 // Store keeps idempotency records in a SQLite database. Open the database
 // with Open and create the table with Migrate.
 //
-// Besides store.Store it serves the operator's capabilities (store.KeyLister,
-// store.KeyResolver, store.AuditLog), recovery points (store.Advancer), the
-// completer's search (store.UnfinishedFinder) and the sweep
-// (store.ExpiredDeleter). The operator's reads run without the write lock.
+// It serves every capability of store.Capabilities but the deferred claim
+// and the one-step completion and commit; its claim takes the database's
+// write lock (store.Capabilities.ClaimLocksStore). The operator's reads run
+// without the write lock.
 type Store struct {
 	*engineT
 	keys
@@ -39,8 +39,8 @@ type (
 )
 
 var (
-	_ engine.StoreCapabilities = (*Store)(nil)
-	_ engine.TxCapabilities    = (*Tx)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.AuditTx = (*Tx)(nil)
 )
 
 // New returns a Store on db, which should come from Open: the store needs
@@ -72,6 +72,14 @@ func NewWithConfig(db *sql.DB, opts Config) (*Store, error) {
 	s.engineT = e
 	s.keys = engine.NewKeys(e, storeSession{s})
 	return s, nil
+}
+
+// Capabilities reports every capability but the deferred claim, which the
+// write lock a transaction takes at its first statement would gain nothing
+// from, and the one-step completion and commit; and that a claim takes the
+// database's write lock.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{RecoveryPoints: true, Unfinished: true, Sweep: true, Search: true, Resolve: true, AuditLog: true, ClaimLocksStore: true}
 }
 
 // storeSession runs each of the Store's key operations on its own: a read
@@ -118,7 +126,7 @@ func (s *Store) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, erro
 }
 
 // BeginAudit returns a transaction for an operator's action and its audit
-// entry (see store.AuditLog): it takes the write lock on its first
+// entry (see store.Store.BeginAudit): it takes the write lock on its first
 // statement.
 func (s *Store) BeginAudit(ctx context.Context) (store.AuditTx, error) {
 	tx, err := s.Begin(ctx, store.TxOptions{})
@@ -153,3 +161,14 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	t.w.rollback(ctx)
 	return nil
 }
+
+// CompleteAndCommit is Complete, then Commit.
+func (t *Tx) CompleteAndCommit(ctx context.Context, a store.Attempt, resp store.Response) (bool, error) {
+	return store.CompleteThenCommit(ctx, t, a, resp)
+}
+
+// DeferClaim holds nothing back: the store cannot defer a claim.
+func (t *Tx) DeferClaim(store.Claim) bool { return false }
+
+// DeferredClaimResult reports that no deferred claim ran.
+func (t *Tx) DeferredClaimResult() (ran bool, err error) { return false, nil }

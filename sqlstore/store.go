@@ -24,11 +24,8 @@ type Config struct {
 // Store keeps idempotency records in a database reached through
 // database/sql. Create its table with Migrate.
 //
-// Besides store.Store it serves the operator's capabilities, as pgstore
-// does: searching and counting the records (store.KeyLister), resolving a
-// record by hand (store.KeyResolver) and the audit log of those actions
-// (store.AuditLog); recovery points (store.Advancer), the completer's
-// search (store.UnfinishedFinder) and the sweep (store.ExpiredDeleter).
+// It serves every capability of store.Capabilities, as pgstore does, but
+// the one-step completion and commit.
 type Store struct {
 	*engineT
 	keys
@@ -42,9 +39,8 @@ type (
 )
 
 var (
-	_ engine.StoreCapabilities = (*Store)(nil)
-	_ engine.TxCapabilities    = (*Tx)(nil)
-	_ store.ClaimDeferrer      = (*Tx)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.AuditTx = (*Tx)(nil)
 )
 
 // New returns a Store on db. It fails when opts.Table is not an
@@ -55,6 +51,12 @@ func New(db *sql.DB, opts Config) (*Store, error) {
 		return nil, err
 	}
 	return &Store{engineT: e, keys: engine.StoreKeys(e)}, nil
+}
+
+// Capabilities reports every capability but the one-step completion and
+// commit.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{DeferredClaim: true, RecoveryPoints: true, Unfinished: true, Sweep: true, Search: true, Resolve: true, AuditLog: true}
 }
 
 // Tx is a transaction of the store: a *sql.Tx at READ COMMITTED, begun on
@@ -69,7 +71,7 @@ func (s *Store) Begin(_ context.Context, opts store.TxOptions) (store.Tx, error)
 }
 
 // BeginAudit returns a transaction for an operator's action and its audit
-// entry (see store.AuditLog).
+// entry (see store.Store.BeginAudit).
 func (s *Store) BeginAudit(context.Context) (store.AuditTx, error) {
 	return &Tx{engine.Begin(s.engineT, store.TxOptions{})}, nil
 }

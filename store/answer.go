@@ -10,9 +10,9 @@ import (
 	"unicode/utf8"
 )
 
-// ErrInvalidAction: an operator's action (KeyResolver, through Resolve) was
-// refused before anything changed: its reason or the answer it records is
-// not one a record may hold. The error's text says which and why.
+// ErrInvalidAction: an operator's action (through Resolve) was refused
+// before anything changed: its reason or the answer it records is not one
+// a record may hold. The error's text says which and why.
 var ErrInvalidAction = errors.New("idem: invalid operator action")
 
 // MaxReasonChars is the most characters an operator action's reason may
@@ -51,7 +51,7 @@ func CheckReason(reason string) error {
 }
 
 // CheckAnswer checks the answer an operator records for a record
-// (KeyResolver.ReplaceResponse, through Resolve): a final status (2xx, or
+// (Store.ReplaceResponse, through Resolve): a final status (2xx, or
 // 4xx but 408 and 429); no header but Content-Type and Location, each with
 // one value free of control characters; a Content-Type that parses as a
 // media type (mime.ParseMediaType); a Location that is a relative reference

@@ -3,65 +3,145 @@ package store
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"time"
 )
 
-// The optional capabilities of a store. The middleware asks for each by
-// type assertion and does without it where a store lacks it; storetest
-// runs the tests of each capability a store has.
-
-// ClaimDeferrer is a Tx that can claim a key at its completion instead of
-// before the handler runs (idem.Config.DeferClaim). Without it the
-// middleware claims first.
-type ClaimDeferrer interface {
-	Tx
-	// DeferClaim holds the claim of c back until Complete (or
-	// CompleteAndCommit), which then records the key as COMPLETED with its
-	// response in one insert. When the key is already recorded, that insert
-	// aborts the transaction, so nothing of it commits; a transaction that
-	// holds the key is waited for at most TxOptions.MaxWait. It reports
-	// false, holding nothing back, when this transaction cannot.
-	DeferClaim(c Claim) bool
-	// DeferredClaimResult reports whether the deferred claim has run and how:
-	// nil when it recorded the key; ErrKeyExists when the key was recorded
-	// already; ErrWaitTimeout when another transaction held it too long.
-	DeferredClaimResult() (ran bool, err error)
+// Capabilities are what a store serves beyond the key operations, the
+// transaction and its completion, as the store reports them once
+// (Store.Capabilities). Each operation a field names returns an error
+// wrapping ErrUnsupported when the field is false; storetest checks both.
+type Capabilities struct {
+	// DeferredClaim: Tx.DeferClaim holds a claim back until the
+	// completion (idem.ModeAtomicDeferred, which idem.New refuses
+	// without it).
+	DeferredClaim bool
+	// OneStepCommit: Tx.CompleteAndCommit completes and commits in one
+	// round trip rather than two.
+	OneStepCommit bool
+	// RecoveryPoints: Keys.Progress and Keys.Advance, on the Store and in
+	// its transactions (idem.Advance).
+	RecoveryPoints bool
+	// Unfinished: FindUnfinished and ResumeUnfinished (package completer).
+	Unfinished bool
+	// Sweep: DeleteExpired (package sweeper).
+	Sweep bool
+	// Search: the operator's ListKeys, CountKeys and ProviderKeys.
+	Search bool
+	// Resolve: ListCompleted, Release and ReplaceResponse.
+	Resolve bool
+	// AuditLog: AppendAudit, ListAudit and BeginAudit.
+	AuditLog bool
+	// ClaimLocksStore: a claim takes the store's write lock, which every
+	// other writer then waits for (SQLite), while a read takes none. The
+	// middleware then reads a key before claiming it even when the replay
+	// cache misses, so that a retry it has not cached reads beside the
+	// writers instead of queueing behind them.
+	ClaimLocksStore bool
 }
 
-// CommitCompleter is a Tx that stores the final response and commits in one
-// step, as Complete then Commit would (pgstore sends both in one round
-// trip). Without it the middleware calls Complete, then Commit.
-type CommitCompleter interface {
-	Tx
-	// CompleteAndCommit reports in completed whether the completion
-	// succeeded (an error is then the commit's); after a failed completion
-	// the transaction is still open.
-	CompleteAndCommit(ctx context.Context, a Attempt, resp Response) (completed bool, err error)
+// unsupported is the error of an operation the store lacks: op names it,
+// and what says which capability serves it.
+func unsupported(op, what string) error {
+	return fmt.Errorf("%s (%s): %w", op, what, ErrUnsupported)
+}
+
+// UnsupportedStore serves each operation of Store that Capabilities
+// names, each returning ErrUnsupported, and reports no capabilities: a new
+// store embeds it, implements the key operations and Begin, and then
+// replaces what it serves, one capability at a time (its own
+// Capabilities method reporting each).
+type UnsupportedStore struct{}
+
+func (UnsupportedStore) Capabilities() Capabilities { return Capabilities{} }
+
+func (UnsupportedStore) Progress(context.Context, Attempt) (Progress, error) {
+	return Progress{}, unsupported("Progress", "recovery points")
+}
+
+func (UnsupportedStore) Advance(context.Context, Attempt, string, map[string]string) error {
+	return unsupported("Advance", "recovery points")
+}
+
+func (UnsupportedStore) DeleteExpired(context.Context, int) ([]KeyRef, error) {
+	return nil, unsupported("DeleteExpired", "sweep")
+}
+
+func (UnsupportedStore) FindUnfinished(context.Context, int) ([]Unfinished, error) {
+	return nil, unsupported("FindUnfinished", "unfinished search")
+}
+
+func (UnsupportedStore) ResumeUnfinished(context.Context, Claim, string) (bool, error) {
+	return false, unsupported("ResumeUnfinished", "unfinished search")
+}
+
+func (UnsupportedStore) ListCompleted(context.Context, int, KeyRef, int) ([]KeyRef, error) {
+	return nil, unsupported("ListCompleted", "resolve")
+}
+
+func (UnsupportedStore) Release(context.Context, Attempt) error {
+	return unsupported("Release", "resolve")
+}
+
+func (UnsupportedStore) ReplaceResponse(context.Context, Attempt, Response) error {
+	return unsupported("ReplaceResponse", "resolve")
+}
+
+func (UnsupportedStore) ListKeys(context.Context, KeyQuery) ([]Record, error) {
+	return nil, unsupported("ListKeys", "search")
+}
+
+func (UnsupportedStore) CountKeys(context.Context) (KeyCounts, error) {
+	return KeyCounts{}, unsupported("CountKeys", "search")
+}
+
+func (UnsupportedStore) ProviderKeys(context.Context, string, string) (map[string]string, error) {
+	return nil, unsupported("ProviderKeys", "search")
+}
+
+func (UnsupportedStore) AppendAudit(context.Context, AuditEntry) error {
+	return unsupported("AppendAudit", "audit log")
+}
+
+func (UnsupportedStore) ListAudit(context.Context, KeyRef, int) ([]AuditEntry, error) {
+	return nil, unsupported("ListAudit", "audit log")
+}
+
+func (UnsupportedStore) BeginAudit(context.Context) (AuditTx, error) {
+	return nil, unsupported("BeginAudit", "audit log")
+}
+
+// UnsupportedTx is UnsupportedStore's counterpart for a Tx: recovery
+// points return ErrUnsupported and DeferClaim holds nothing back. A Tx
+// that embeds it still implements CompleteAndCommit, with
+// CompleteThenCommit where it has no one-step form.
+type UnsupportedTx struct{}
+
+func (UnsupportedTx) Progress(context.Context, Attempt) (Progress, error) {
+	return Progress{}, unsupported("Progress", "recovery points")
+}
+
+func (UnsupportedTx) Advance(context.Context, Attempt, string, map[string]string) error {
+	return unsupported("Advance", "recovery points")
+}
+
+func (UnsupportedTx) DeferClaim(Claim) bool { return false }
+
+func (UnsupportedTx) DeferredClaimResult() (ran bool, err error) { return false, nil }
+
+// CompleteThenCommit is Tx.CompleteAndCommit in two steps, Complete then
+// Commit, for a store that has no one-step form.
+func CompleteThenCommit(ctx context.Context, tx Tx, a Attempt, resp Response) (completed bool, err error) {
+	if err := tx.Complete(ctx, a, resp); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
 }
 
 // KeyRef names one record: a key in the scope of its user.
 type KeyRef struct {
 	Scope string
 	Key   string
-}
-
-// ExpiredDeleter is a Store that can delete records past their retention.
-// The middleware never calls it; package sweeper drives it in bounded,
-// paced batches.
-type ExpiredDeleter interface {
-	Store
-	// DeleteExpired deletes at most limit records whose expires_at has
-	// passed by the store's clock, whatever their status, except a
-	// PROCESSING record whose lease is still live: a request that runs past
-	// retention keeps its key, as it would against a retry's re-acquire;
-	// an unfinished record (Advancer); and a COMPLETED record that holds
-	// the outcome-unknown answer (AwaitsOperator), until an operator
-	// settles it (KeyResolver). It
-	// runs as one short transaction, never waits for a record another
-	// transaction holds (it leaves it for a later call), and returns the
-	// keys it deleted. While another DeleteExpired holds the store's sweep
-	// lock it deletes nothing and returns ErrSweepBusy.
-	DeleteExpired(ctx context.Context, limit int) ([]KeyRef, error)
 }
 
 // OutcomeUnknownType is the type of idem-gateway's outcome-unknown problem
@@ -72,42 +152,12 @@ const OutcomeUnknownType = "https://github.com/idem-dev/idem/blob/main/docs/prob
 
 // AwaitsOperator reports whether a record holds the outcome-unknown answer:
 // a COMPLETED record answered 409 whose body names OutcomeUnknownType, as
-// a JSON string. Only an operator settles it (KeyResolver): no
-// ExpiredDeleter deletes it, whatever its expiry. The stores' SQL tests
-// the same bytes.
+// a JSON string. Only an operator settles it (Store.ReplaceResponse,
+// Store.Release): DeleteExpired never deletes it, whatever its expiry. The
+// stores' SQL tests the same bytes.
 func AwaitsOperator(status Status, resp *Response) bool {
 	return status == StatusCompleted && resp != nil && resp.StatusCode == 409 &&
 		bytes.Contains(resp.Body, []byte(`"`+OutcomeUnknownType+`"`))
-}
-
-// KeyResolver is a Store on which an operator settles a completed record by
-// hand, once they have found out what its request did where the middleware
-// could not see: idem-gateway stores an upstream's unknown outcome as a
-// COMPLETED record, so that no retry runs the request again silently, and
-// its operator resolves it. The middleware never calls it.
-//
-// Release and ReplaceResponse are fenced on the record's state: they change
-// the record only while it is COMPLETED and a.Token is the token of the
-// attempt that completed it, and otherwise fail with ErrNotHeld (the key
-// is unused, a retry re-acquired it after its retention, or another
-// operator released it first). A record in PROCESSING, whose attempt may
-// still be running, is never touched.
-type KeyResolver interface {
-	Store
-	// ListCompleted returns the keys of COMPLETED records whose stored
-	// response has status code code, ordered by scope then key, starting
-	// after the key after (the zero KeyRef: from the first), at most limit.
-	// It may scan the table: it is for operators, not for the request path.
-	ListCompleted(ctx context.Context, code int, after KeyRef, limit int) ([]KeyRef, error)
-	// Release marks the record FAILED and drops its stored response: the
-	// next retry of its key re-acquires it and runs afresh.
-	Release(ctx context.Context, a Attempt) error
-	// ReplaceResponse stores resp as the record's final response in place
-	// of the one it has; every later retry gets resp. It binds the key for
-	// the record's retention (its expiry less its last claim) again, counted
-	// from now: an answer recorded past the record's expiry is replayed, not
-	// run again.
-	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
 }
 
 // Progress is where a record's operation stands: its recovery point and the
@@ -121,61 +171,15 @@ type Progress struct {
 	// new for the next.
 	Life time.Time
 	// ProviderKeys are the downstream keys recorded with a recovery point
-	// (Advancer.Advance), by provider; empty before the first.
+	// (Keys.Advance), by provider; empty before the first.
 	ProviderKeys map[string]string
 }
 
-// Advancer is a Store, and its Tx, that keeps a recovery point on a record
-// (idem.Advance): a handler split into phases, each committing its writes
-// with the point it reached, so that a retry or a completer resumes there.
-// model/payout.pml is the design both must follow.
-//
-// A record with a recovery point that is not COMPLETED is unfinished: its
-// phases moved something (money, say) that only finishing it settles. A
-// Advancer therefore keeps it whole: it binds its key past retention
-// (Record.Expired stays false), DeleteExpired skips it, and Reacquire
-// resumes it, keeping its Progress (point, life and provider keys), rather
-// than starting a new life. A COMPLETED record re-acquired past retention
-// starts a new life with no point and no provider keys.
-type Advancer interface {
-	Keys
-	// Progress reads the recovery point and the record's life in one
-	// statement fenced by a's token: ErrNotHeld when a no longer holds
-	// the key. An attempt that lost its hold must never act on a later
-	// attempt's point.
-	Progress(ctx context.Context, a Attempt) (Progress, error)
-	// Advance sets the recovery point, fenced by a's token (ErrNotHeld
-	// otherwise), and records keys, by provider, in the same statement: a
-	// provider's key recorded before is kept, never replaced. In a Tx it
-	// commits with the transaction's other writes. point must not be
-	// empty: no attempt may set a record back to "nothing happened".
-	Advance(ctx context.Context, a Attempt, point string, keys map[string]string) error
-}
-
-// Unfinished is an unfinished record as UnfinishedFinder lists it.
+// Unfinished is an unfinished record as Store.FindUnfinished lists it.
 type Unfinished struct {
 	KeyRef
 	Fingerprint Fingerprint
 	Point       string
 	// Token is the fencing token of the attempt that last held it.
 	Token string
-}
-
-// UnfinishedFinder is a Store that lists abandoned unfinished records: a
-// recovery point, not COMPLETED, and no live hold (FAILED, or PROCESSING
-// with its lease run out), and takes over one as it was listed. Package
-// completer drives it.
-type UnfinishedFinder interface {
-	Store
-	// FindUnfinished returns at most limit abandoned unfinished records,
-	// those held longest ago first. It writes nothing.
-	FindUnfinished(ctx context.Context, limit int) ([]Unfinished, error)
-	// ResumeUnfinished takes the record of c's key over for c, in one
-	// statement fenced by prevToken (Unfinished.Token): it wins only while
-	// the record is still the abandoned unfinished one that token last
-	// held, and keeps its fingerprint, life, recovery point and provider
-	// keys. It never claims a key afresh nor starts a new life: a record
-	// finished, re-acquired or swept since it was listed is left alone
-	// (false).
-	ResumeUnfinished(ctx context.Context, c Claim, prevToken string) (bool, error)
 }

@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// KeyQuery selects records for an operator's search (KeyLister). Its zero
+// KeyQuery selects records for an operator's search (Store.ListKeys). Its zero
 // value selects every record.
 type KeyQuery struct {
 	Scope string // exactly this scope (user); "" for any
 	Key   string // exactly this key; "" for any
 	// Status selects one state; "" for any.
 	Status Status
-	// Unfinished selects only unfinished records (Advancer): a recovery
-	// point, not COMPLETED.
+	// Unfinished selects only unfinished records: a recovery point, not
+	// COMPLETED.
 	Unfinished bool
 	// ResponseCode selects records whose stored response has this status
 	// code; 0 for any.
@@ -59,23 +59,7 @@ type KeyCounts struct {
 	Now time.Time
 }
 
-// KeyLister is a Store an operator can search: the console's listing. The
-// middleware never calls it. Each search is served by an index of the
-// key table: by key, by scope (the primary key), by status and age, and
-// unfinished records; docs/console.md names them.
-type KeyLister interface {
-	Store
-	// ListKeys returns at most q.Limit records matching q, newest first
-	// (unfinished ones: held longest ago first).
-	ListKeys(ctx context.Context, q KeyQuery) ([]Record, error)
-	// CountKeys counts the records by state. Large counts may be estimates.
-	CountKeys(ctx context.Context) (KeyCounts, error)
-	// ProviderKeys returns the downstream keys recorded on a record
-	// (Advancer.Advance), by provider; ErrNotFound when it has no record.
-	ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error)
-}
-
-// AuditEntry is one operator action, as an AuditLog keeps it.
+// AuditEntry is one operator action, as a store's audit log keeps it.
 type AuditEntry struct {
 	At     time.Time // the store's clock; set by AppendAudit
 	Actor  string    // who acted, as they named themselves, and from where
@@ -87,28 +71,14 @@ type AuditEntry struct {
 	Before, After string
 }
 
-// AuditLog is a Store that keeps a durable log of operator actions next to
-// the key table. The middleware never calls it.
-type AuditLog interface {
-	Store
-	// AppendAudit records e, stamped with the store's clock.
-	AppendAudit(ctx context.Context, e AuditEntry) error
-	// ListAudit returns the latest entries, newest first, at most limit:
-	// every key's, or only ref's when ref is not the zero KeyRef.
-	ListAudit(ctx context.Context, ref KeyRef, limit int) ([]AuditEntry, error)
-	// BeginAudit returns a transaction in which an operator's action and
-	// its audit entry commit together, or neither does.
-	BeginAudit(ctx context.Context) (AuditTx, error)
-}
-
-// AuditTx is a transaction of an AuditLog: an operator's action on a record
-// (KeyResolver's, fenced the same way) and its audit entry, as one unit. A
+// AuditTx is a transaction of Store.BeginAudit: an operator's action on a
+// record (fenced as Store.Release's) and its audit entry, as one unit. A
 // crash between them can leave neither an action without its entry nor an
 // entry without its action.
 type AuditTx interface {
-	// Release is KeyResolver.Release, in the transaction.
+	// Release is Store.Release, in the transaction.
 	Release(ctx context.Context, a Attempt) error
-	// ReplaceResponse is KeyResolver.ReplaceResponse, in the transaction.
+	// ReplaceResponse is Store.ReplaceResponse, in the transaction.
 	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
 	// AppendAudit records e in the transaction, stamped with the store's
 	// clock.
@@ -122,11 +92,11 @@ type AuditTx interface {
 // fenced on rec's token: it releases the key (answer nil: the next retry
 // runs afresh) or records answer as its final response, and appends the
 // audit entry entry returns for the record as the change leaves it, in one
-// transaction of l: both commit, or neither does. A record another attempt
+// transaction of s: both commit, or neither does. A record another attempt
 // or operator changed since rec was read is ErrNotHeld, nothing changed.
 // An answer CheckAnswer refuses, or an entry whose reason CheckReason
 // refuses, changes nothing either: an error wrapping ErrInvalidAction.
-func Resolve(ctx context.Context, l AuditLog, rec *Record, answer *Response, entry func(after *Record) AuditEntry) error {
+func Resolve(ctx context.Context, s Store, rec *Record, answer *Response, entry func(after *Record) AuditEntry) error {
 	a := Attempt{Scope: rec.Scope, Key: rec.Key, Token: rec.Token}
 	after := *rec
 	change := func(tx AuditTx) error { return tx.Release(ctx, a) }
@@ -143,7 +113,7 @@ func Resolve(ctx context.Context, l AuditLog, rec *Record, answer *Response, ent
 	if err := CheckReason(e.Reason); err != nil {
 		return err
 	}
-	tx, err := l.BeginAudit(ctx)
+	tx, err := s.BeginAudit(ctx)
 	if err != nil {
 		return err
 	}

@@ -1,10 +1,11 @@
 // Package store is the contract between the idem middleware and the
 // databases that hold its idempotency records: what a store must do
 // ([Store], [Tx], [Keys]), the values it keeps ([Record], [Claim],
-// [Response]), the errors it answers with, and the optional capabilities a
-// store may add ([ClaimDeferrer], [CommitCompleter], [ExpiredDeleter],
-// [KeyResolver], [Advancer], [UnfinishedFinder], and for operators
-// [KeyLister] and [AuditLog]).
+// [Response]), the errors it answers with, and the [Capabilities] a store
+// reports: the operations it serves beyond the claim and its completion.
+// An operation a store lacks returns [ErrUnsupported]; a new store embeds
+// [UnsupportedStore] and [UnsupportedTx] to start with every optional
+// operation unsupported.
 //
 // Users of the middleware never import it: they hand a store (pgstore,
 // sqlitestore) to idem.New. Authors of a new store implement it and run
@@ -102,8 +103,8 @@ type Record struct {
 	CreatedAt      time.Time
 	ExpiresAt      time.Time
 	Expired        bool // past retention: the record no longer binds the key
-	// RecoveryPoint is the last recovery point committed (Advancer), "" for
-	// none. An unfinished record (a point, not COMPLETED) is never Expired.
+	// RecoveryPoint is the last recovery point committed (Keys.Advance), ""
+	// for none. An unfinished record (a point, not COMPLETED) is never Expired.
 	RecoveryPoint string
 }
 
@@ -135,14 +136,123 @@ type Keys interface {
 	// Renew extends the lease to the database clock plus d if a still holds
 	// it, else it fails with ErrNotHeld.
 	Renew(ctx context.Context, a Attempt, d time.Duration) error
+
+	// Recovery points (Capabilities.RecoveryPoints; idem.Advance): a
+	// handler split into phases, each committing its writes with the point
+	// it reached, so that a retry or a completer resumes there.
+	// model/payout.pml is the design both must follow. A record with a
+	// point that is not COMPLETED is unfinished: its phases moved
+	// something (money, say) that only finishing it settles. The store
+	// keeps it whole: it binds its key past retention (Record.Expired stays
+	// false), DeleteExpired skips it, and Reacquire resumes it, keeping its
+	// Progress, rather than starting a new life. A COMPLETED record
+	// re-acquired past retention starts a new life with no point and no
+	// provider keys.
+
+	// Progress reads the recovery point and the record's life in one
+	// statement fenced by a's token: ErrNotHeld when a no longer holds
+	// the key. An attempt that lost its hold must never act on a later
+	// attempt's point.
+	Progress(ctx context.Context, a Attempt) (Progress, error)
+	// Advance sets the recovery point, fenced by a's token (ErrNotHeld
+	// otherwise), and records keys, by provider, in the same statement: a
+	// provider's key recorded before is kept, never replaced. In a Tx it
+	// commits with the transaction's other writes. point must not be
+	// empty: no attempt may set a record back to "nothing happened".
+	Advance(ctx context.Context, a Attempt, point string, keys map[string]string) error
 }
 
-// Store is the durable home of idempotency records.
+// Store is the durable home of idempotency records. Beside the key
+// operations every store serves, it reports in Capabilities the
+// operations it serves beyond them; each of the others returns an error
+// wrapping ErrUnsupported. The middleware never calls the sweep's, the
+// completer's or the operator's operations.
 type Store interface {
 	Keys
 	// Begin starts a READ COMMITTED transaction: the unit of work a handler
 	// shares with the completion of its key.
 	Begin(ctx context.Context, opts TxOptions) (Tx, error)
+	// Capabilities reports what the store serves. It is the same for the
+	// life of the store: the middleware reads it once, in idem.New.
+	Capabilities() Capabilities
+
+	// DeleteExpired (Capabilities.Sweep; package sweeper drives it in
+	// bounded, paced batches) deletes at most limit records whose
+	// expires_at has passed by the store's clock, whatever their status,
+	// except a PROCESSING record whose lease is still live (a request that
+	// runs past retention keeps its key, as it would against a retry's
+	// re-acquire), an unfinished record, and a record that AwaitsOperator,
+	// until an operator settles it. It runs as one short transaction,
+	// never waits for a record another transaction holds (it leaves it for
+	// a later call), and returns the keys it deleted. While another
+	// DeleteExpired holds the store's sweep lock it deletes nothing and
+	// returns ErrSweepBusy.
+	DeleteExpired(ctx context.Context, limit int) ([]KeyRef, error)
+
+	// FindUnfinished (Capabilities.Unfinished; package completer drives
+	// it) returns at most limit abandoned unfinished records (a recovery
+	// point, not COMPLETED, and no live hold: FAILED, or PROCESSING with
+	// its lease run out), those held longest ago first. It writes nothing.
+	FindUnfinished(ctx context.Context, limit int) ([]Unfinished, error)
+	// ResumeUnfinished (Capabilities.Unfinished) takes the record of c's
+	// key over for c, in one statement fenced by prevToken
+	// (Unfinished.Token): it wins only while the record is still the
+	// abandoned unfinished one that token last held, and keeps its
+	// fingerprint, life, recovery point and provider keys. It never claims
+	// a key afresh nor starts a new life: a record finished, re-acquired or
+	// swept since it was listed is left alone (false).
+	ResumeUnfinished(ctx context.Context, c Claim, prevToken string) (bool, error)
+
+	// Resolving (Capabilities.Resolve): an operator settles a completed
+	// record by hand, once they have found out what its request did where
+	// the middleware could not see (idem-gateway stores an upstream's
+	// unknown outcome as a COMPLETED record, which its operator resolves).
+	// Release and ReplaceResponse are fenced on the record's state: they
+	// change the record only while it is COMPLETED and a.Token is the token
+	// of the attempt that completed it, and otherwise fail with ErrNotHeld.
+	// A record in PROCESSING, whose attempt may still be running, is never
+	// touched.
+
+	// ListCompleted returns the keys of COMPLETED records whose stored
+	// response has status code code, ordered by scope then key, starting
+	// after the key after (the zero KeyRef: from the first), at most limit.
+	// It may scan the table.
+	ListCompleted(ctx context.Context, code int, after KeyRef, limit int) ([]KeyRef, error)
+	// Release marks the record FAILED and drops its stored response: the
+	// next retry of its key re-acquires it and runs afresh.
+	Release(ctx context.Context, a Attempt) error
+	// ReplaceResponse stores resp as the record's final response in place
+	// of the one it has; every later retry gets resp. It binds the key for
+	// the record's retention (its expiry less its last claim) again, counted
+	// from now: an answer recorded past the record's expiry is replayed, not
+	// run again.
+	ReplaceResponse(ctx context.Context, a Attempt, resp Response) error
+
+	// The operator's search (Capabilities.Search: the console's listing).
+	// Each search is served by an index of the key table: by key, by scope
+	// (the primary key), by status and age, and unfinished records;
+	// docs/console.md names them.
+
+	// ListKeys returns at most q.Limit records matching q, newest first
+	// (unfinished ones: held longest ago first).
+	ListKeys(ctx context.Context, q KeyQuery) ([]Record, error)
+	// CountKeys counts the records by state. Large counts may be estimates.
+	CountKeys(ctx context.Context) (KeyCounts, error)
+	// ProviderKeys returns the downstream keys recorded on a record
+	// (Advance), by provider; ErrNotFound when it has no record.
+	ProviderKeys(ctx context.Context, scope, key string) (map[string]string, error)
+
+	// The audit log (Capabilities.AuditLog): a durable log of operator
+	// actions next to the key table.
+
+	// AppendAudit records e, stamped with the store's clock.
+	AppendAudit(ctx context.Context, e AuditEntry) error
+	// ListAudit returns the latest entries, newest first, at most limit:
+	// every key's, or only ref's when ref is not the zero KeyRef.
+	ListAudit(ctx context.Context, ref KeyRef, limit int) ([]AuditEntry, error)
+	// BeginAudit returns a transaction in which an operator's action and
+	// its audit entry commit together, or neither does.
+	BeginAudit(ctx context.Context) (AuditTx, error)
 }
 
 // TxOptions configures a transaction from Store.Begin.
@@ -163,4 +273,26 @@ type Tx interface {
 	Context(ctx context.Context) context.Context
 	Commit(ctx context.Context) error
 	Rollback(ctx context.Context) error
+	// CompleteAndCommit stores the final response and commits, as Complete
+	// then Commit would (CompleteThenCommit), or in one step where the
+	// store can (Capabilities.OneStepCommit: pgstore sends both in one
+	// round trip). It reports in completed whether the completion
+	// succeeded (an error is then the commit's); after a failed completion
+	// the transaction is still open.
+	CompleteAndCommit(ctx context.Context, a Attempt, resp Response) (completed bool, err error)
+
+	// The deferred claim (Capabilities.DeferredClaim;
+	// idem.ModeAtomicDeferred).
+
+	// DeferClaim holds the claim of c back until Complete (or
+	// CompleteAndCommit), which then records the key as COMPLETED with its
+	// response in one insert. When the key is already recorded, that insert
+	// aborts the transaction, so nothing of it commits; a transaction that
+	// holds the key is waited for at most TxOptions.MaxWait. It reports
+	// false, holding nothing back, when this transaction cannot.
+	DeferClaim(c Claim) bool
+	// DeferredClaimResult reports whether the deferred claim has run and how:
+	// nil when it recorded the key; ErrKeyExists when the key was recorded
+	// already; ErrWaitTimeout when another transaction held it too long.
+	DeferredClaimResult() (ran bool, err error)
 }

@@ -44,7 +44,8 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 	// nothing while it runs, and a concurrent duplicate's handler may run to
 	// be discarded. Executions (committed runs) stay one per key.
 	ctx := context.Background()
-	deferred := mode == idem.ModeAtomicDeferred && defersClaims(t, newStore(t))
+	skipUnservedMode(t, newStore, cfg)
+	deferred := mode == idem.ModeAtomicDeferred
 
 	t.Run("ExecutesOnceAndReplaysByteForByte", func(t *testing.T) {
 		t.Parallel()
@@ -535,16 +536,4 @@ func crashedClaim(t *testing.T, s *server, key, body string, lockFor time.Durati
 	require.NoError(t, err)
 	require.True(t, inserted)
 	return c.Attempt()
-}
-
-// defersClaims reports whether store's transactions can hold a claim back
-// until the completion (idem.ModeAtomicDeferred); without, the middleware
-// claims first.
-func defersClaims(t *testing.T, st store.Store) bool {
-	t.Helper()
-	tx, err := st.Begin(context.Background(), store.TxOptions{})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, tx.Rollback(context.Background())) }()
-	_, ok := tx.(store.ClaimDeferrer)
-	return ok
 }

@@ -11,22 +11,19 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// RunOperator checks the optional operator capabilities: store.KeyLister
-// searches by key, scope, state, response code, path and age, newest first
+// RunOperator checks the operator's capabilities: Search searches by key, scope, state, response code, path and age, newest first
 // (unfinished: held longest ago first), counts by state, and reads a
-// record's provider keys; store.AuditLog keeps entries, newest first, by
+// record's provider keys; AuditLog keeps entries, newest first, by
 // key or all, and commits an action with its audit entry or neither
 // (store.AuditTx). A store without a capability skips its tests.
 func RunOperator(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
-	lister := func(t *testing.T) (store.Store, store.KeyLister) {
+	lister := func(t *testing.T) store.Store {
 		t.Helper()
 		s := newStore(t)
-		l, ok := s.(store.KeyLister)
-		if !ok {
-			t.Skipf("%T does not implement store.KeyLister", s)
-		}
-		return s, l
+		skipWithout(t, s, s.Capabilities().Search, "Search")
+		skipWithout(t, s, s.Capabilities().RecoveryPoints, "RecoveryPoints")
+		return s
 	}
 	keys := func(recs []store.Record) []store.KeyRef {
 		refs := make([]store.KeyRef, len(recs))
@@ -38,17 +35,16 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("Searches", func(t *testing.T) {
 		t.Parallel()
-		s, l := lister(t)
+		s := lister(t)
 		done1 := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
 		failed := putRecord(t, s, "alice", store.StatusFailed, long, ttl)
 		inFlight := putRecord(t, s, "bob", store.StatusProcessing, long, ttl)
 		done2 := putRecord(t, s, "bob", store.StatusCompleted, long, ttl)
 		unfinished := putRecord(t, s, "carol", store.StatusProcessing, long, ttl)
-		ph := s.(store.Advancer)
-		require.NoError(t, ph.Advance(ctx, unfinished.Attempt(), "debited", map[string]string{"bank": "bk-1"}))
+		require.NoError(t, s.Advance(ctx, unfinished.Attempt(), "debited", map[string]string{"bank": "bk-1"}))
 		require.NoError(t, s.Fail(ctx, unfinished.Attempt()))
 
-		all, err := l.ListKeys(ctx, store.KeyQuery{})
+		all, err := s.ListKeys(ctx, store.KeyQuery{})
 		require.NoError(t, err)
 		require.Equal(t, []store.KeyRef{ref(unfinished), ref(done2), ref(inFlight), ref(failed), ref(done1)}, keys(all), "newest first")
 		for _, c := range []struct {
@@ -67,11 +63,11 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 			{"Limit", store.KeyQuery{Limit: 2}, []store.KeyRef{ref(unfinished), ref(done2)}},
 			{"CreatedBefore", store.KeyQuery{CreatedBefore: all[1].CreatedAt}, []store.KeyRef{ref(inFlight), ref(failed), ref(done1)}},
 		} {
-			got, err := l.ListKeys(ctx, c.q)
+			got, err := s.ListKeys(ctx, c.q)
 			require.NoError(t, err, c.name)
 			require.Equal(t, c.want, keys(got), c.name)
 		}
-		got, err := l.ListKeys(ctx, store.KeyQuery{Key: unfinished.Key})
+		got, err := s.ListKeys(ctx, store.KeyQuery{Key: unfinished.Key})
 		require.NoError(t, err)
 		require.Equal(t, "debited", got[0].RecoveryPoint)
 		require.Equal(t, unfinished.Token, got[0].Token)
@@ -79,14 +75,14 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("Counts", func(t *testing.T) {
 		t.Parallel()
-		s, l := lister(t)
+		s := lister(t)
 		putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
 		putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
 		putRecord(t, s, "alice", store.StatusFailed, long, ttl)
 		putRecord(t, s, "bob", store.StatusProcessing, long, ttl)
 		u := putRecord(t, s, "bob", store.StatusProcessing, long, ttl)
-		require.NoError(t, s.(store.Advancer).Advance(ctx, u.Attempt(), "debited", nil))
-		c, err := l.CountKeys(ctx)
+		require.NoError(t, s.Advance(ctx, u.Attempt(), "debited", nil))
+		c, err := s.CountKeys(ctx)
 		require.NoError(t, err)
 		require.Equal(t, store.KeyCount{N: 2, Exact: true}, c.Processing)
 		require.Equal(t, store.KeyCount{N: 2, Exact: true}, c.Completed)
@@ -98,42 +94,39 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ProviderKeys", func(t *testing.T) {
 		t.Parallel()
-		s, l := lister(t)
+		s := lister(t)
 		c := putRecord(t, s, "alice", store.StatusProcessing, long, ttl)
-		pk, err := l.ProviderKeys(ctx, c.Scope, c.Key)
+		pk, err := s.ProviderKeys(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Empty(t, pk)
-		require.NoError(t, s.(store.Advancer).Advance(ctx, c.Attempt(), "sent", map[string]string{"bank": "bk-1"}))
-		pk, err = l.ProviderKeys(ctx, c.Scope, c.Key)
+		require.NoError(t, s.Advance(ctx, c.Attempt(), "sent", map[string]string{"bank": "bk-1"}))
+		pk, err = s.ProviderKeys(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, map[string]string{"bank": "bk-1"}, pk)
-		_, err = l.ProviderKeys(ctx, "alice", newKey())
+		_, err = s.ProviderKeys(ctx, "alice", newKey())
 		require.ErrorIs(t, err, store.ErrNotFound)
 	})
 
 	t.Run("AuditLog", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		a, ok := s.(store.AuditLog)
-		if !ok {
-			t.Skipf("%T does not implement store.AuditLog", s)
-		}
+		skipWithout(t, s, s.Capabilities().AuditLog, "AuditLog")
 		first := store.AuditEntry{Actor: "ann", Action: "release", Reason: "INC-1", Scope: "alice", Key: "k1", Before: "COMPLETED", After: "FAILED"}
 		second := store.AuditEntry{Actor: "bob", Action: "answer", Reason: "INC-2", Scope: "bob", Key: "k2", Before: "a", After: "b"}
 		before := time.Now().Add(-time.Minute)
-		require.NoError(t, a.AppendAudit(ctx, first))
-		require.NoError(t, a.AppendAudit(ctx, second))
-		all, err := a.ListAudit(ctx, store.KeyRef{}, 10)
+		require.NoError(t, s.AppendAudit(ctx, first))
+		require.NoError(t, s.AppendAudit(ctx, second))
+		all, err := s.ListAudit(ctx, store.KeyRef{}, 10)
 		require.NoError(t, err)
 		require.Len(t, all, 2)
 		require.True(t, all[0].At.After(before), "stamped by the store: %v", all[0].At)
 		all[0].At, all[1].At = time.Time{}, time.Time{}
 		require.Equal(t, []store.AuditEntry{second, first}, all, "newest first")
-		one, err := a.ListAudit(ctx, store.KeyRef{Scope: "alice", Key: "k1"}, 10)
+		one, err := s.ListAudit(ctx, store.KeyRef{Scope: "alice", Key: "k1"}, 10)
 		require.NoError(t, err)
 		require.Len(t, one, 1)
 		require.Equal(t, "INC-1", one[0].Reason)
-		last, err := a.ListAudit(ctx, store.KeyRef{}, 1)
+		last, err := s.ListAudit(ctx, store.KeyRef{}, 1)
 		require.NoError(t, err)
 		require.Len(t, last, 1)
 		require.Equal(t, "INC-2", last[0].Reason)
@@ -142,10 +135,7 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 	t.Run("AuditTx", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		a, ok := s.(store.AuditLog)
-		if !ok {
-			t.Skipf("%T does not implement store.AuditLog", s)
-		}
+		skipWithout(t, s, s.Capabilities().AuditLog, "AuditLog")
 		released := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
 		answered := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
 		entry := func(c store.Claim, action string) store.AuditEntry {
@@ -153,7 +143,7 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 		}
 		audited := func(c store.Claim) []store.AuditEntry {
 			t.Helper()
-			es, err := a.ListAudit(ctx, ref(c), 10)
+			es, err := s.ListAudit(ctx, ref(c), 10)
 			require.NoError(t, err)
 			return es
 		}
@@ -165,7 +155,7 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 		}
 		begin := func() store.AuditTx {
 			t.Helper()
-			tx, err := a.BeginAudit(ctx)
+			tx, err := s.BeginAudit(ctx)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = tx.Rollback(ctx) })
 			return tx
@@ -209,7 +199,7 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, 409, rec.Response.StatusCode)
 		require.Equal(t, "real", string(rec.Response.Body))
 		require.Len(t, audited(answered), 1)
-		all, err := a.ListAudit(ctx, store.KeyRef{}, 10)
+		all, err := s.ListAudit(ctx, store.KeyRef{}, 10)
 		require.NoError(t, err)
 		require.Len(t, all, 2, "one entry per committed action")
 	})
@@ -217,10 +207,7 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 	t.Run("ResolveRefusesInvalid", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		a, ok := s.(store.AuditLog)
-		if !ok {
-			t.Skipf("%T does not implement store.AuditLog", s)
-		}
+		skipWithout(t, s, s.Capabilities().AuditLog, "AuditLog")
 		c := putRecord(t, s, "alice", store.StatusCompleted, long, ttl)
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
@@ -242,7 +229,7 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 			"ReasonEmpty":        {nil, " "},
 			"ReasonNUL":          {nil, "INC\x004"},
 		} {
-			err := store.Resolve(ctx, a, rec, r.answer, func(*store.Record) store.AuditEntry {
+			err := store.Resolve(ctx, s, rec, r.answer, func(*store.Record) store.AuditEntry {
 				return store.AuditEntry{Actor: "ann", Action: "resolve", Reason: r.reason, Scope: c.Scope, Key: c.Key}
 			})
 			require.ErrorIs(t, err, store.ErrInvalidAction, name)
@@ -251,16 +238,16 @@ func RunOperator(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Equal(t, rec.Token, after.Token, "nothing changed")
 		require.Equal(t, store.StatusCompleted, after.Status)
-		es, err := a.ListAudit(ctx, ref(c), 10)
+		es, err := s.ListAudit(ctx, ref(c), 10)
 		require.NoError(t, err)
 		require.Empty(t, es, "no entry for a refused action")
 
 		ok500 := strings.Repeat("é", store.MaxReasonChars)
-		require.NoError(t, store.Resolve(ctx, a, rec, answer(http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Location": {"/v1/orders/1"}}),
+		require.NoError(t, store.Resolve(ctx, s, rec, answer(http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Location": {"/v1/orders/1"}}),
 			func(*store.Record) store.AuditEntry {
 				return store.AuditEntry{Actor: "ann", Action: "resolve", Reason: ok500, Scope: c.Scope, Key: c.Key}
 			}))
-		es, err = a.ListAudit(ctx, ref(c), 10)
+		es, err = s.ListAudit(ctx, ref(c), 10)
 		require.NoError(t, err)
 		require.Len(t, es, 1)
 		require.Equal(t, ok500, es[0].Reason, "500 characters are kept whole")

@@ -9,8 +9,8 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// RunAdvancer checks the optional store.Advancer and store.UnfinishedFinder
-// capabilities, the rules model/payout.pml found: the recovery point and
+// RunAdvancer checks store.Capabilities.RecoveryPoints and Unfinished, the
+// rules model/payout.pml found: the recovery point and
 // the life are read together, fenced by the token; a point commits with
 // its transaction; an unfinished record keeps its key and its life past
 // retention, is never swept, and is resumed by a re-acquire; a completed
@@ -18,49 +18,46 @@ import (
 // skips these tests.
 func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
-	phaser := func(t *testing.T) (store.Store, store.Advancer) {
+	phaser := func(t *testing.T) store.Store {
 		t.Helper()
 		s := newStore(t)
-		p, ok := s.(store.Advancer)
-		if !ok {
-			t.Skipf("%T does not implement store.Advancer", s)
-		}
-		return s, p
+		skipWithout(t, s, s.Capabilities().RecoveryPoints, "RecoveryPoints")
+		return s
 	}
 	// unfinished claims a key, advances it to point and releases it.
-	unfinished := func(t *testing.T, s store.Store, p store.Advancer, lease, ttl time.Duration) store.Claim {
+	unfinished := func(t *testing.T, s store.Store, lease, ttl time.Duration) store.Claim {
 		t.Helper()
 		c := claim("alice", newKey(), "body", lease, ttl)
 		_, inserted, err := s.Insert(ctx, c)
 		require.NoError(t, err)
 		require.True(t, inserted)
-		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "bank-key-" + c.Key}))
+		require.NoError(t, s.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "bank-key-" + c.Key}))
 		return c
 	}
 
 	t.Run("PhaseIsFencedByTheToken", func(t *testing.T) {
 		t.Parallel()
-		s, p := phaser(t)
+		s := phaser(t)
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
-		ph, err := p.Progress(ctx, c.Attempt())
+		ph, err := s.Progress(ctx, c.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "", ph.Point)
 		require.True(t, ph.Life.Equal(rec.CreatedAt), "the life is the record's created_at")
 
 		require.Empty(t, ph.ProviderKeys)
 
-		require.NoError(t, p.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
-		ph, err = p.Progress(ctx, c.Attempt())
+		require.NoError(t, s.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
+		ph, err = s.Progress(ctx, c.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point)
 		require.Equal(t, map[string]string{"bank": "b1"}, ph.ProviderKeys)
-		require.NoError(t, p.Advance(ctx, c.Attempt(), "sent", map[string]string{"bank": "b2", "fx": "f1"}))
-		require.NoError(t, p.Advance(ctx, c.Attempt(), "sent", nil))
-		ph, err = p.Progress(ctx, c.Attempt())
+		require.NoError(t, s.Advance(ctx, c.Attempt(), "sent", map[string]string{"bank": "b2", "fx": "f1"}))
+		require.NoError(t, s.Advance(ctx, c.Attempt(), "sent", nil))
+		ph, err = s.Progress(ctx, c.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, map[string]string{"bank": "b1", "fx": "f1"}, ph.ProviderKeys,
 			"a recorded key is kept, never replaced; new ones are added")
@@ -70,28 +67,26 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 
 		other := c.Attempt()
 		other.Token = claim("alice", c.Key, "body", long, ttl).Token
-		_, err = p.Progress(ctx, other)
+		_, err = s.Progress(ctx, other)
 		require.ErrorIs(t, err, store.ErrNotHeld)
-		require.ErrorIs(t, p.Advance(ctx, other, "paid", nil), store.ErrNotHeld)
-		require.Error(t, p.Advance(ctx, c.Attempt(), "", nil), "no point means nothing happened: never set back")
+		require.ErrorIs(t, s.Advance(ctx, other, "paid", nil), store.ErrNotHeld)
+		require.Error(t, s.Advance(ctx, c.Attempt(), "", nil), "no point means nothing happened: never set back")
 
 		require.NoError(t, s.Fail(ctx, c.Attempt()))
-		_, err = p.Progress(ctx, c.Attempt())
+		_, err = s.Progress(ctx, c.Attempt())
 		require.ErrorIs(t, err, store.ErrNotHeld, "a released hold reads nothing")
 	})
 
 	t.Run("PointCommitsWithItsTransaction", func(t *testing.T) {
 		t.Parallel()
-		s, _ := phaser(t)
+		s := phaser(t)
 		c := claim("alice", newKey(), "body", long, ttl)
 		_, _, err := s.Insert(ctx, c)
 		require.NoError(t, err)
 		for _, commit := range []bool{false, true} {
 			tx, err := s.Begin(ctx, store.TxOptions{})
 			require.NoError(t, err)
-			tp, ok := tx.(store.Advancer)
-			require.True(t, ok, "%T: the store's Tx is a Advancer too", tx)
-			require.NoError(t, tp.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
+			require.NoError(t, tx.Advance(ctx, c.Attempt(), "debited", map[string]string{"bank": "b1"}))
 			if commit {
 				require.NoError(t, tx.Commit(ctx))
 			} else {
@@ -109,8 +104,8 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("UnfinishedKeepsItsKeyAndLifePastRetention", func(t *testing.T) {
 		t.Parallel()
-		s, p := phaser(t)
-		c := unfinished(t, s, p, long, time.Millisecond)
+		s := phaser(t)
+		c := unfinished(t, s, long, time.Millisecond)
 		require.NoError(t, s.Fail(ctx, c.Attempt()))
 		before, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
@@ -121,8 +116,8 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.False(t, rec.Expired, "an unfinished record binds its key past retention")
-		if sw, ok := s.(store.ExpiredDeleter); ok {
-			require.NotContains(t, deleteExpired(t, sw, 100), ref(c), "the sweeper skips an unfinished record")
+		if s.Capabilities().Sweep {
+			require.NotContains(t, deleteExpired(t, s, 100), ref(c), "the sweeper skips an unfinished record")
 			_, err = s.Get(ctx, c.Scope, c.Key)
 			require.NoError(t, err)
 		}
@@ -131,7 +126,7 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 		won, err := s.Reacquire(ctx, again, c.Token)
 		require.NoError(t, err)
 		require.True(t, won)
-		ph, err := p.Progress(ctx, again.Attempt())
+		ph, err := s.Progress(ctx, again.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point, "a re-acquire resumes the unfinished record")
 		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")
@@ -143,8 +138,8 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("CompletedStartsANewLifeWithNoPoint", func(t *testing.T) {
 		t.Parallel()
-		s, p := phaser(t)
-		c := unfinished(t, s, p, long, time.Millisecond)
+		s := phaser(t)
+		c := unfinished(t, s, long, time.Millisecond)
 		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
 		before, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
@@ -155,7 +150,7 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 		won, err := s.Reacquire(ctx, again, c.Token)
 		require.NoError(t, err)
 		require.True(t, won)
-		ph, err := p.Progress(ctx, again.Attempt())
+		ph, err := s.Progress(ctx, again.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "", ph.Point)
 		require.Empty(t, ph.ProviderKeys, "a new payout derives new keys")
@@ -164,19 +159,16 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ResumeUnfinishedTakesOnlyTheListedRecord", func(t *testing.T) {
 		t.Parallel()
-		s, p := phaser(t)
-		f, ok := s.(store.UnfinishedFinder)
-		if !ok {
-			t.Skipf("%T does not implement store.UnfinishedFinder", s)
-		}
+		s := phaser(t)
+		skipWithout(t, s, s.Capabilities().Unfinished, "Unfinished")
 		resume := func(c store.Claim, prevToken string) (store.Claim, bool) {
 			t.Helper()
 			next := claim(c.Scope, c.Key, "body", long, ttl)
-			won, err := f.ResumeUnfinished(ctx, next, prevToken)
+			won, err := s.ResumeUnfinished(ctx, next, prevToken)
 			require.NoError(t, err)
 			return next, won
 		}
-		released := unfinished(t, s, p, long, ttl)
+		released := unfinished(t, s, long, ttl)
 		require.NoError(t, s.Fail(ctx, released.Attempt()))
 		before, err := s.Get(ctx, released.Scope, released.Key)
 		require.NoError(t, err)
@@ -184,7 +176,7 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 		require.False(t, won, "another token: not the record as listed")
 		next, won := resume(released, released.Token)
 		require.True(t, won)
-		ph, err := p.Progress(ctx, next.Attempt())
+		ph, err := s.Progress(ctx, next.Attempt())
 		require.NoError(t, err)
 		require.Equal(t, "debited", ph.Point)
 		require.True(t, ph.Life.Equal(before.CreatedAt), "in the same life")
@@ -196,7 +188,7 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 
 		// Finished by the attempt that was listed (its lease had run out),
 		// then past its retention: not unfinished any more.
-		done := unfinished(t, s, p, long, time.Millisecond)
+		done := unfinished(t, s, long, time.Millisecond)
 		require.NoError(t, s.Complete(ctx, done.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
 		waitExpired(t, s, ref(done))
 		_, won = resume(done, done.Token)
@@ -218,16 +210,13 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("FindUnfinishedListsAbandonedOnes", func(t *testing.T) {
 		t.Parallel()
-		s, p := phaser(t)
-		f, ok := s.(store.UnfinishedFinder)
-		if !ok {
-			t.Skipf("%T does not implement store.UnfinishedFinder", s)
-		}
-		released := unfinished(t, s, p, long, ttl)
+		s := phaser(t)
+		skipWithout(t, s, s.Capabilities().Unfinished, "Unfinished")
+		released := unfinished(t, s, long, ttl)
 		require.NoError(t, s.Fail(ctx, released.Attempt()))
-		lapsed := unfinished(t, s, p, time.Millisecond, ttl)
-		held := unfinished(t, s, p, long, ttl)
-		done := unfinished(t, s, p, long, ttl)
+		lapsed := unfinished(t, s, time.Millisecond, ttl)
+		held := unfinished(t, s, long, ttl)
+		done := unfinished(t, s, long, ttl)
 		require.NoError(t, s.Complete(ctx, done.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
 		putRecord(t, s, "alice", store.StatusFailed, long, ttl) // no point: nothing to finish
 		waitUntil(t, func() bool {
@@ -236,7 +225,7 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 			return !rec.LeaseLive
 		})
 
-		found, err := f.FindUnfinished(ctx, 100)
+		found, err := s.FindUnfinished(ctx, 100)
 		require.NoError(t, err)
 		got := map[string]store.Unfinished{}
 		for _, u := range found {
@@ -251,7 +240,7 @@ func RunAdvancer(t *testing.T, newStore NewStoreFunc) {
 			require.Equal(t, c.Fingerprint, u.Fingerprint)
 		}
 		require.NotContains(t, got, held.Key)
-		one, err := f.FindUnfinished(ctx, 1)
+		one, err := s.FindUnfinished(ctx, 1)
 		require.NoError(t, err)
 		require.Len(t, one, 1)
 	})

@@ -57,7 +57,7 @@ func (p *provider) executions() map[string]int {
 // package completer, with model/payout.pml's flow over an in-process
 // provider: debit with the point PointOutcomeUnknown, call, then finish;
 // with no answer, pending; resumed by a retry or the completer, which send
-// again with the same derived key. A store without store.Advancer skips
+// again with the same derived key. A store without recovery points skips
 // these tests.
 func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
@@ -79,9 +79,8 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 	newFlow := func(t *testing.T, lease, retention time.Duration) *flow {
 		t.Helper()
 		s := newStore(t)
-		if _, ok := s.(store.Advancer); !ok {
-			t.Skipf("%T does not implement store.Advancer", s)
-		}
+		skipWithout(t, s, s.Capabilities().RecoveryPoints, "RecoveryPoints")
+		skipWithout(t, s, s.Capabilities().Unfinished, "Unfinished")
 		f := &flow{s: s, p: &provider{executed: map[string]int{}}}
 		mw, err := idem.New(s, idem.Config{Mode: idem.ModeLeased, LeaseDuration: lease, TTL: retention, ProviderKeySecret: secret})
 		require.NoError(t, err)
@@ -157,7 +156,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		f.p.setSilent(true)
 		first := f.mw.Do(ctx, call, f.work)
 		require.Equal(t, http.StatusAccepted, first.Response.StatusCode, "%v", first.Err)
-		c, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+		c, err := completer.New(f.mw, f.s, f.resume, completer.Config{})
 		require.NoError(t, err)
 
 		r, err := c.RunOnce(ctx)
@@ -184,14 +183,13 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		// An attempt claims the key, commits its debit with the point
 		// PointOutcomeUnknown, calls the provider, and dies: its lease
 		// is never renewed, nor released.
-		sp := f.s.(store.Advancer)
 		c := store.Claim{Scope: call.Scope, Key: call.Key, Fingerprint: call.Fingerprint, Token: uuid.NewString(), Lease: long, TTL: ttl}
 		_, inserted, err := f.s.Insert(ctx, c)
 		require.NoError(t, err)
 		require.True(t, inserted)
-		require.NoError(t, sp.Advance(ctx, c.Attempt(), idem.PointOutcomeUnknown, nil))
+		require.NoError(t, f.s.Advance(ctx, c.Attempt(), idem.PointOutcomeUnknown, nil))
 		f.debits.Add(1)
-		comp, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+		comp, err := completer.New(f.mw, f.s, f.resume, completer.Config{})
 		require.NoError(t, err)
 		r, err := comp.RunOnce(ctx)
 		require.NoError(t, err)
@@ -208,7 +206,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		require.NoError(t, err)
 		require.Equal(t, 1, r.Finished)
 		oneTransfer(t, f)
-		_, err = sp.Progress(ctx, c.Attempt())
+		_, err = f.s.Progress(ctx, c.Attempt())
 		require.ErrorIs(t, err, store.ErrNotHeld, "the dead attempt is fenced out")
 	})
 
@@ -224,7 +222,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			// Between the completer's listing and its take-over, the
 			// client's retry finishes the payout, its retention passes,
 			// and the sweeper deletes it (or not yet).
-			finder := staleFinder{UnfinishedFinder: f.s.(store.UnfinishedFinder), after: func() {
+			finder := staleFinder{Store: f.s, after: func() {
 				retry := f.mw.Do(ctx, call, f.work)
 				require.Equal(t, idem.OutcomeExecuted, retry.Outcome, "%v", retry.Err)
 				waitExpired(t, f.s, store.KeyRef{Scope: call.Scope, Key: call.Key})
@@ -259,8 +257,8 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		// A finished record made after it passes its retention: so has
 		// the pending payout, by the store's clock.
 		waitExpired(t, f.s, ref(putRecord(t, f.s, "bob", store.StatusFailed, long, time.Millisecond)))
-		if sw, ok := f.s.(store.ExpiredDeleter); ok {
-			deleteExpired(t, sw, 100)
+		if f.s.Capabilities().Sweep {
+			deleteExpired(t, f.s, 100)
 		}
 
 		other := call
@@ -273,7 +271,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, idem.OutcomeMismatch, res.Outcome, "the pending payout still binds its key: %v", res.Err)
 
 		f.p.setSilent(false)
-		c, err := completer.New(f.mw, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+		c, err := completer.New(f.mw, f.s, f.resume, completer.Config{})
 		require.NoError(t, err)
 		r, err := c.RunOnce(ctx)
 		require.NoError(t, err)
@@ -303,7 +301,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 				res := rotated.Do(ctx, call, f.work)
 				require.Equal(t, idem.OutcomeExecuted, res.Outcome, "%v", res.Err)
 			case "completer":
-				c, err := completer.New(rotated, f.s.(store.UnfinishedFinder), f.resume, completer.Config{})
+				c, err := completer.New(rotated, f.s, f.resume, completer.Config{})
 				require.NoError(t, err)
 				r, err := c.RunOnce(ctx)
 				require.NoError(t, err)
@@ -434,12 +432,12 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 // staleFinder lists what the store lists, then runs after: what happens
 // between a completer's listing and its take-over.
 type staleFinder struct {
-	store.UnfinishedFinder
+	store.Store
 	after func()
 }
 
 func (f staleFinder) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinished, error) {
-	found, err := f.UnfinishedFinder.FindUnfinished(ctx, limit)
+	found, err := f.Store.FindUnfinished(ctx, limit)
 	f.after()
 	return found, err
 }
@@ -447,12 +445,9 @@ func (f staleFinder) FindUnfinished(ctx context.Context, limit int) ([]store.Unf
 // sweep runs the store's DeleteExpired until k is gone.
 func sweep(t *testing.T, s store.Store, k store.KeyRef) {
 	t.Helper()
-	sw, ok := s.(store.ExpiredDeleter)
-	if !ok {
-		t.Skipf("%T does not implement store.ExpiredDeleter", s)
-	}
+	skipWithout(t, s, s.Capabilities().Sweep, "Sweep")
 	waitUntil(t, func() bool {
-		_, err := sw.DeleteExpired(context.Background(), 100)
+		_, err := s.DeleteExpired(context.Background(), 100)
 		if errors.Is(err, store.ErrSweepBusy) {
 			return false
 		}

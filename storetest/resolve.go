@@ -10,7 +10,7 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// RunResolve checks the optional store.KeyResolver capability: a completed
+// RunResolve checks store.Capabilities.Resolve: a completed
 // record is listed by its status code, in order and in pages; released, it
 // is re-acquired by the next claim; its response replaced, every read gets
 // the new one; and neither write touches a record its token no longer
@@ -18,14 +18,11 @@ import (
 // skips these tests.
 func RunResolve(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
-	resolver := func(t *testing.T) (store.Store, store.KeyResolver) {
+	resolver := func(t *testing.T) store.Store {
 		t.Helper()
 		s := newStore(t)
-		r, ok := s.(store.KeyResolver)
-		if !ok {
-			t.Skipf("%T does not implement store.KeyResolver", s)
-		}
-		return s, r
+		skipWithout(t, s, s.Capabilities().Resolve, "Resolve")
+		return s
 	}
 	// completed makes a COMPLETED record answered with code.
 	completed := func(t *testing.T, s store.Store, scope string, code int) store.Claim {
@@ -37,7 +34,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ListsByStatusCodeInPages", func(t *testing.T) {
 		t.Parallel()
-		s, r := resolver(t)
+		s := resolver(t)
 		want := []store.KeyRef{ref(completed(t, s, "bob", 409)), ref(completed(t, s, "alice", 409)), ref(completed(t, s, "alice", 409))}
 		completed(t, s, "alice", 201)
 		putRecord(t, s, "alice", store.StatusFailed, long, ttl)
@@ -45,7 +42,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		var got []store.KeyRef
 		after := store.KeyRef{}
 		for {
-			page, err := r.ListCompleted(ctx, 409, after, 2)
+			page, err := s.ListCompleted(ctx, 409, after, 2)
 			require.NoError(t, err)
 			require.LessOrEqual(t, len(page), 2)
 			if len(page) == 0 {
@@ -63,32 +60,32 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ReleasedKeyRunsAgain", func(t *testing.T) {
 		t.Parallel()
-		s, r := resolver(t)
+		s := resolver(t)
 		c := completed(t, s, "alice", 409)
-		require.NoError(t, r.Release(ctx, c.Attempt()))
+		require.NoError(t, s.Release(ctx, c.Attempt()))
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusFailed, rec.Status)
 		require.Nil(t, rec.Response)
-		require.ErrorIs(t, r.Release(ctx, c.Attempt()), store.ErrNotHeld, "released once only")
+		require.ErrorIs(t, s.Release(ctx, c.Attempt()), store.ErrNotHeld, "released once only")
 		retry := claim(c.Scope, c.Key, "body", long, ttl)
 		won, err := s.Reacquire(ctx, retry, c.Token)
 		require.NoError(t, err)
 		require.True(t, won, "the next retry takes the released key")
-		page, err := r.ListCompleted(ctx, 409, store.KeyRef{}, 10)
+		page, err := s.ListCompleted(ctx, 409, store.KeyRef{}, 10)
 		require.NoError(t, err)
 		require.Empty(t, page)
 	})
 
 	t.Run("ReplacedResponseIsReplayed", func(t *testing.T) {
 		t.Parallel()
-		s, r := resolver(t)
+		s := resolver(t)
 		c := completed(t, s, "alice", 409)
 		real := store.Response{
 			StatusCode: 201, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"id":"p_1"}`),
 			ResourceType: "payments", ResourceID: "p_1",
 		}
-		require.NoError(t, r.ReplaceResponse(ctx, c.Attempt(), real))
+		require.NoError(t, s.ReplaceResponse(ctx, c.Attempt(), real))
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusCompleted, rec.Status)
@@ -98,13 +95,13 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ReplacedPastRetentionIsReplayed", func(t *testing.T) {
 		t.Parallel()
-		s, r := resolver(t)
+		s := resolver(t)
 		const retention = 2 * time.Second
 		c := putRecord(t, s, "alice", store.StatusProcessing, long, retention)
 		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 409, Body: []byte("unknown")}))
 		waitExpired(t, s, ref(c))
 		real := store.Response{StatusCode: 201, Body: []byte(`{"id":"p_1"}`)}
-		require.NoError(t, r.ReplaceResponse(ctx, c.Attempt(), real))
+		require.NoError(t, s.ReplaceResponse(ctx, c.Attempt(), real))
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.True(t, rec.ExpiresAt.After(time.Now().Add(retention/2)), "bound again for its retention: expires %v", rec.ExpiresAt)
@@ -119,7 +116,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("FencedOnTokenAndStatus", func(t *testing.T) {
 		t.Parallel()
-		s, r := resolver(t)
+		s := resolver(t)
 		resp := store.Response{StatusCode: 201, Body: []byte("x")}
 		running := putRecord(t, s, "alice", store.StatusProcessing, long, ttl)
 		failed := putRecord(t, s, "alice", store.StatusFailed, long, ttl)
@@ -130,8 +127,8 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		for name, a := range map[string]store.Attempt{
 			"processing": running.Attempt(), "failed": failed.Attempt(), "another token": stale, "unused": unused,
 		} {
-			require.ErrorIs(t, r.Release(ctx, a), store.ErrNotHeld, name)
-			require.ErrorIs(t, r.ReplaceResponse(ctx, a, resp), store.ErrNotHeld, name)
+			require.ErrorIs(t, s.Release(ctx, a), store.ErrNotHeld, name)
+			require.ErrorIs(t, s.ReplaceResponse(ctx, a, resp), store.ErrNotHeld, name)
 		}
 		rec, err := s.Get(ctx, running.Scope, running.Key)
 		require.NoError(t, err)
@@ -144,7 +141,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ReacquiredAfterRetentionIsNotReleased", func(t *testing.T) {
 		t.Parallel()
-		s, r := resolver(t)
+		s := resolver(t)
 		c := putRecord(t, s, "alice", store.StatusProcessing, long, time.Millisecond)
 		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 409, Body: []byte("unknown")}))
 		waitExpired(t, s, ref(c))
@@ -154,7 +151,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		won, err := s.Reacquire(ctx, retry, c.Token)
 		require.NoError(t, err)
 		require.True(t, won)
-		require.ErrorIs(t, r.Release(ctx, c.Attempt()), store.ErrNotHeld)
+		require.ErrorIs(t, s.Release(ctx, c.Attempt()), store.ErrNotHeld)
 		rec, err := s.Get(ctx, c.Scope, c.Key)
 		require.NoError(t, err)
 		require.Equal(t, store.StatusProcessing, rec.Status)

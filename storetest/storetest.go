@@ -1,8 +1,9 @@
 // Package storetest is the conformance suite of store.Store, in two
 // halves. RunContract is the store contract, what every Store must do:
 // each state transition of a record, expiry, fencing, transactions,
-// 64-way races on one key, and the capabilities the store has
-// (store.ExpiredDeleter, store.KeyResolver, store.Phaser …). RunBehaviour
+// 64-way races on one key, each capability the store reports
+// (store.Capabilities), and that every operation of a capability it does
+// not report returns store.ErrUnsupported. RunBehaviour
 // is the middleware's behaviour on the store: every way of holding a key
 // through the real middleware, over real HTTP and through Middleware.Do,
 // recovery points and package completer. Run runs both.
@@ -31,6 +32,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/idem-dev/idem"
+	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -55,6 +57,7 @@ func RunContract(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Resolve", func(t *testing.T) { t.Parallel(); RunResolve(t, newStore) })
 	t.Run("Operator", func(t *testing.T) { t.Parallel(); RunOperator(t, newStore) })
 	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunAdvancer(t, newStore) })
+	t.Run("Unsupported", func(t *testing.T) { t.Parallel(); RunUnsupported(t, newStore) })
 }
 
 // RunBehaviour checks what the middleware does on the store: every
@@ -75,8 +78,9 @@ type MiddlewareConfig struct {
 }
 
 // MiddlewareConfigs are the configurations Run drives the middleware in:
-// both modes; atomic mode with the claim deferred to the completion (a
-// store that cannot defer it claims first, as without); each without the
+// both modes; atomic mode with the claim deferred to the completion (on a
+// store that cannot defer it, idem.New refuses the mode and its tests are
+// skipped); each without the
 // replay cache, so reading every key first, and leased and deferred with
 // it (the default), which claims without reading first.
 func MiddlewareConfigs() []MiddlewareConfig {
@@ -88,6 +92,27 @@ func MiddlewareConfigs() []MiddlewareConfig {
 		{"LeasedCached", idem.Config{Mode: idem.ModeLeased, ReplayCacheBytes: cache}},
 		{"AtomicDeferredClaimCached", idem.Config{Mode: idem.ModeAtomicDeferred, ReplayCacheBytes: cache}},
 	}
+}
+
+// skipWithout skips t when s does not report the capability name (has).
+func skipWithout(t *testing.T, s store.Store, has bool, name string) {
+	t.Helper()
+	if !has {
+		t.Skipf("%T does not report store.Capabilities.%s", s, name)
+	}
+}
+
+// skipUnservedMode skips t when the store cannot serve cfg's mode, once it
+// has checked that idem.New refuses the mode rather than serving another.
+func skipUnservedMode(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
+	t.Helper()
+	s := newStore(t)
+	if cfg.Mode != idem.ModeAtomicDeferred || s.Capabilities().DeferredClaim {
+		return
+	}
+	_, err := idem.New(s, cfg)
+	require.Error(t, err, "New refuses a mode the store cannot serve")
+	t.Skipf("%T cannot defer a claim (store.Capabilities.DeferredClaim)", s)
 }
 
 // claim builds a claim for scope and key over a body, with a fresh token.

@@ -12,7 +12,7 @@ import (
 	"github.com/idem-dev/idem/store"
 )
 
-// RunSweep checks the optional store.ExpiredDeleter capability: every record past
+// RunSweep checks store.Capabilities.Sweep: every record past
 // its expiry goes, whatever its status, but a claim whose lock is live, and
 // nothing else goes; batches are
 // bounded; the batch's own work commits or rolls back with it; a record
@@ -20,19 +20,16 @@ import (
 // capability skips these tests.
 func RunSweep(t *testing.T, newStore NewStoreFunc) {
 	ctx := context.Background()
-	sweeper := func(t *testing.T) (store.Store, store.ExpiredDeleter) {
+	sweeper := func(t *testing.T) store.Store {
 		t.Helper()
 		s := newStore(t)
-		sw, ok := s.(store.ExpiredDeleter)
-		if !ok {
-			t.Skipf("%T does not implement store.ExpiredDeleter", s)
-		}
-		return s, sw
+		skipWithout(t, s, s.Capabilities().Sweep, "Sweep")
+		return s
 	}
 
 	t.Run("DeletesExpiredWhateverStatus", func(t *testing.T) {
 		t.Parallel()
-		s, sw := sweeper(t)
+		s := sweeper(t)
 		expired := map[store.Status]store.Claim{}
 		live := map[store.Status]store.Claim{}
 		for _, st := range []store.Status{store.StatusCompleted, store.StatusFailed, store.StatusProcessing} {
@@ -48,7 +45,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		}
 		waitExpired(t, s, append(want, ref(running))...)
 
-		require.ElementsMatch(t, want, deleteExpired(t, sw, 100))
+		require.ElementsMatch(t, want, deleteExpired(t, s, 100))
 		for _, k := range want {
 			_, err := s.Get(ctx, k.Scope, k.Key)
 			require.ErrorIs(t, err, store.ErrNotFound, "%+v", k)
@@ -61,12 +58,12 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		rec, err := s.Get(ctx, running.Scope, running.Key)
 		require.NoError(t, err, "an expired record whose lock is live stays")
 		require.True(t, rec.LeaseLive)
-		require.Empty(t, deleteExpired(t, sw, 100))
+		require.Empty(t, deleteExpired(t, s, 100))
 	})
 
 	t.Run("KeepsAnOutcomeUnknownUntilSettled", func(t *testing.T) {
 		t.Parallel()
-		s, sw := sweeper(t)
+		s := sweeper(t)
 		answer := func(body string) store.Response {
 			return store.Response{StatusCode: 409, Header: http.Header{"Content-Type": {"application/problem+json"}}, Body: []byte(body)}
 		}
@@ -78,7 +75,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		// the conflict, made after it with the same retention.
 		waitExpired(t, s, ref(conflict))
 
-		require.Equal(t, []store.KeyRef{ref(conflict)}, deleteExpired(t, sw, 100), "an upstream's own 409 goes")
+		require.Equal(t, []store.KeyRef{ref(conflict)}, deleteExpired(t, s, 100), "an upstream's own 409 goes")
 		rec, err := s.Get(ctx, unknown.Scope, unknown.Key)
 		require.NoError(t, err, "an unknown outcome stays past its retention, until an operator settles it")
 		require.True(t, store.AwaitsOperator(rec.Status, rec.Response))
@@ -86,22 +83,21 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		won, err := s.Reacquire(ctx, claim("alice", unknown.Key, "body", long, ttl), rec.Token)
 		require.NoError(t, err)
 		require.False(t, won, "no retry re-acquires it")
-		require.Empty(t, deleteExpired(t, sw, 100))
+		require.Empty(t, deleteExpired(t, s, 100))
 
-		r, ok := s.(store.KeyResolver)
-		if !ok {
+		if !s.Capabilities().Resolve {
 			return
 		}
-		require.NoError(t, r.ReplaceResponse(ctx, unknown.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
+		require.NoError(t, s.ReplaceResponse(ctx, unknown.Attempt(), store.Response{StatusCode: 201, Body: []byte("paid")}))
 		// Settled, it binds its key for its retention again, counted from
 		// the answer (ReplacedPastRetentionIsReplayed), then goes.
 		waitExpired(t, s, ref(unknown))
-		require.Equal(t, []store.KeyRef{ref(unknown)}, deleteExpired(t, sw, 100), "settled: it goes once its retention passes")
+		require.Equal(t, []store.KeyRef{ref(unknown)}, deleteExpired(t, s, 100), "settled: it goes once its retention passes")
 	})
 
 	t.Run("BatchesAreBounded", func(t *testing.T) {
 		t.Parallel()
-		s, sw := sweeper(t)
+		s := sweeper(t)
 		var want []store.KeyRef
 		for range 5 {
 			want = append(want, ref(putRecord(t, s, "alice", store.StatusCompleted, long, time.Millisecond)))
@@ -110,7 +106,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		waitExpired(t, s, want...)
 		var all []store.KeyRef
 		for _, n := range []int{2, 2, 1, 0} {
-			deleted := deleteExpired(t, sw, 2)
+			deleted := deleteExpired(t, s, 2)
 			require.Len(t, deleted, n)
 			all = append(all, deleted...)
 		}
@@ -119,7 +115,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("HeldRecordIsSkippedNotWaitedOn", func(t *testing.T) {
 		t.Parallel()
-		s, sw := sweeper(t)
+		s := sweeper(t)
 		held := putRecord(t, s, "alice", store.StatusProcessing, time.Millisecond, time.Millisecond)
 		free := putRecord(t, s, "alice", store.StatusCompleted, long, time.Millisecond)
 		waitExpired(t, s, ref(held), ref(free))
@@ -136,7 +132,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		start := time.Now()
-		deleted, err := sw.DeleteExpired(sctx, 10)
+		deleted, err := s.DeleteExpired(sctx, 10)
 		require.Less(t, time.Since(start), 2*time.Second, "the sweep must not wait for the holder")
 		if !errors.Is(err, store.ErrSweepBusy) { // a store that locks the whole database may say busy
 			require.NoError(t, err)
@@ -150,7 +146,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 
 	t.Run("ConcurrentSweepsDeleteEachRecordOnce", func(t *testing.T) {
 		t.Parallel()
-		s, sw := sweeper(t)
+		s := sweeper(t)
 		var want []store.KeyRef
 		for range 30 {
 			want = append(want, ref(putRecord(t, s, "alice", store.StatusCompleted, long, time.Millisecond)))
@@ -164,7 +160,7 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 		for range 4 {
 			wg.Go(func() {
 				for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-					deleted, err := sw.DeleteExpired(ctx, 3)
+					deleted, err := s.DeleteExpired(ctx, 3)
 					if errors.Is(err, store.ErrSweepBusy) {
 						time.Sleep(time.Millisecond)
 						continue
@@ -187,16 +183,16 @@ func RunSweep(t *testing.T, newStore NewStoreFunc) {
 	})
 }
 
-// deleteExpired runs sw.DeleteExpired until it does not answer
+// deleteExpired runs s.DeleteExpired until it does not answer
 // store.ErrSweepBusy, which is no failure: a store whose sweep lock is the
 // database's write lock (SQLite) may find it taken, or not get it within
 // its bound on a loaded machine.
-func deleteExpired(t *testing.T, sw store.ExpiredDeleter, limit int) []store.KeyRef {
+func deleteExpired(t *testing.T, s store.Store, limit int) []store.KeyRef {
 	t.Helper()
 	var deleted []store.KeyRef
 	waitUntil(t, func() bool {
 		var err error
-		deleted, err = sw.DeleteExpired(context.Background(), limit)
+		deleted, err = s.DeleteExpired(context.Background(), limit)
 		if errors.Is(err, store.ErrSweepBusy) {
 			return false
 		}

@@ -86,15 +86,18 @@ type Batch struct {
 
 // Sweeper deletes expired records from a store.
 type Sweeper struct {
-	store store.ExpiredDeleter
+	store store.Store
 	cfg   Config
 }
 
-// New returns a Sweeper on store. It fails on an invalid Config, never
-// later.
-func New(st store.ExpiredDeleter, cfg Config) (*Sweeper, error) {
-	if st == nil {
+// New returns a Sweeper on store, which must delete expired records
+// (store.Capabilities.Sweep). It fails on an invalid Config, never later.
+func New(st store.Store, cfg Config) (*Sweeper, error) {
+	switch {
+	case st == nil:
 		return nil, errors.New("sweeper: New needs a store")
+	case !st.Capabilities().Sweep:
+		return nil, errors.New("sweeper: the store cannot delete expired records (store.Capabilities.Sweep)")
 	}
 	var errs []error
 	switch {

@@ -288,15 +288,15 @@ func pgDB(t testing.TB) string {
 
 // keyDB is a kind of key store the keys commands are tested on.
 type keyDB struct {
-	new   func(t testing.TB) string                    // a fresh database's --db
-	audit func(t *testing.T, db string) store.AuditLog // its audit log, once migrated
+	new   func(t testing.TB) string                 // a fresh database's --db
+	audit func(t *testing.T, db string) store.Store // its audit log, once migrated
 }
 
 // keyDBs are SQLite's, PostgreSQL's (distributed on Citus in make
 // test-citus), and MySQL's with -tags mysql (make test-mysql).
 var keyDBs = map[string]keyDB{"SQLite": {
 	new: func(t testing.TB) string { return filepath.Join(t.TempDir(), "keys.db") },
-	audit: func(t *testing.T, db string) store.AuditLog {
+	audit: func(t *testing.T, db string) store.Store {
 		sdb, err := sqlitestore.Open(db)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = sdb.Close() })
@@ -304,7 +304,7 @@ var keyDBs = map[string]keyDB{"SQLite": {
 	},
 }, "PostgreSQL": {
 	new: pgDB,
-	audit: func(t *testing.T, db string) store.AuditLog {
+	audit: func(t *testing.T, db string) store.Store {
 		pool, err := pgxpool.New(context.Background(), db)
 		require.NoError(t, err)
 		t.Cleanup(pool.Close)

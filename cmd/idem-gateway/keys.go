@@ -76,11 +76,10 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						return nil
 					},
 					run: func(ks *keyStore) error {
-						l, ok := ks.store.(store.KeyLister)
-						if !ok {
+						if !ks.store.Capabilities().Search {
 							return fmt.Errorf("the %s key store cannot list keys", ks.db.Kind)
 						}
-						return keysList(ctx, l, ks.upstreams, *state, *since, *limit, stdout)
+						return keysList(ctx, ks.store, ks.upstreams, *state, *since, *limit, stdout)
 					},
 				}
 			}),
@@ -95,7 +94,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						return nil
 					},
 					run: func(ks *keyStore) error {
-						return withResolver(ks, func(r store.KeyResolver) error { return keysShow(ctx, r, ks.upstreams, *ref, stdout) })
+						return withResolver(ks, func(r store.Store) error { return keysShow(ctx, r, ks.upstreams, *ref, stdout) })
 					},
 				}
 			}),
@@ -130,7 +129,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						return nil
 					},
 					run: func(ks *keyStore) error {
-						return withResolver(ks, func(r store.KeyResolver) error {
+						return withResolver(ks, func(r store.Store) error {
 							return keysResolve(ctx, r, resolution{ref: *ref, answer: answer, reason: *reason}, stdout, logger)
 						})
 					},
@@ -224,11 +223,10 @@ func openKeys(ctx context.Context, db, config string, getenv func(string) string
 }
 
 func keysSweep(ctx context.Context, ks *keyStore, cfg sweeper.Config, stdout io.Writer, logger *slog.Logger) error {
-	deleter, ok := ks.store.(store.ExpiredDeleter)
-	if !ok {
+	if !ks.store.Capabilities().Sweep {
 		return fmt.Errorf("the %s key store cannot sweep", ks.db.Kind)
 	}
-	sw, err := sweeper.New(deleter, cfg)
+	sw, err := sweeper.New(ks.store, cfg)
 	if err != nil {
 		return cli.Usagef("keys sweep: %v", err)
 	}
@@ -250,12 +248,11 @@ func keyFlags(fs *flag.FlagSet) *store.KeyRef {
 }
 
 // withResolver runs fn on the key store, which must resolve keys.
-func withResolver(ks *keyStore, fn func(store.KeyResolver) error) error {
-	r, ok := ks.store.(store.KeyResolver)
-	if !ok {
+func withResolver(ks *keyStore, fn func(store.Store) error) error {
+	if !ks.store.Capabilities().Resolve {
 		return fmt.Errorf("the %s key store cannot list or resolve keys: use PostgreSQL, MySQL or SQLite", ks.db.Kind)
 	}
-	return fn(r)
+	return fn(ks.store)
 }
 
 // keyState is what the keys commands print of a record: its state, never
@@ -347,7 +344,7 @@ var listStates = map[string]*struct {
 // keysList prints the keys in state first used within since (0: any),
 // newest first, at most limit, one a line. It pages by age, so a key
 // first used in the same microsecond as the last of a page may be missed.
-func keysList(ctx context.Context, l store.KeyLister, ups []*upstream, state string, since time.Duration, limit int, stdout io.Writer) error {
+func keysList(ctx context.Context, l store.Store, ups []*upstream, state string, since time.Duration, limit int, stdout io.Writer) error {
 	const page = 100
 	st := listStates[state]
 	var cutoff time.Time
@@ -383,7 +380,7 @@ func keysList(ctx context.Context, l store.KeyLister, ups []*upstream, state str
 	return nil
 }
 
-func keysShow(ctx context.Context, r store.KeyResolver, ups []*upstream, ref store.KeyRef, stdout io.Writer) error {
+func keysShow(ctx context.Context, r store.Store, ups []*upstream, ref store.KeyRef, stdout io.Writer) error {
 	rec, err := r.Get(ctx, ref.Scope, ref.Key)
 	if errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("keys show: no record for key %q in scope %s (never used, or swept after its retention)", ref.Key, ref.Scope)
@@ -441,10 +438,9 @@ type resolution struct {
 // actions do. The write is fenced on the token the record was read with:
 // if a retry or another operator changed the record meanwhile, nothing
 // changes.
-func keysResolve(ctx context.Context, r store.KeyResolver, res resolution, stdout io.Writer, logger *slog.Logger) error {
+func keysResolve(ctx context.Context, r store.Store, res resolution, stdout io.Writer, logger *slog.Logger) error {
 	ref := res.ref
-	l, ok := r.(store.AuditLog)
-	if !ok {
+	if !r.Capabilities().AuditLog {
 		return fmt.Errorf("keys resolve: the key store keeps no audit log")
 	}
 	rec, err := r.Get(ctx, ref.Scope, ref.Key)
@@ -461,7 +457,7 @@ func keysResolve(ctx context.Context, r store.KeyResolver, res resolution, stdou
 	if res.answer != nil {
 		what = "answered"
 	}
-	err = store.Resolve(ctx, l, rec, res.answer, func(after *store.Record) store.AuditEntry {
+	err = store.Resolve(ctx, r, rec, res.answer, func(after *store.Record) store.AuditEntry {
 		return store.AuditEntry{
 			Actor: "idem-gateway keys resolve, " + operator(), Action: "resolve: " + what, Reason: res.reason,
 			Scope: rec.Scope, Key: rec.Key,

@@ -19,7 +19,7 @@ import (
 func init() {
 	keyDBs["MySQL"] = keyDB{
 		new: mysqltest.NewDatabase,
-		audit: func(t *testing.T, db string) store.AuditLog {
+		audit: func(t *testing.T, db string) store.Store {
 			sdb, err := mysqlstore.Open(db)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = sdb.Close() })

@@ -114,7 +114,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	f.conns = conns.Limits{HeaderTimeout: conns.DefaultHeaderTimeout, MaxHeaderBytes: defaultMaxHeaderBytes, MaxConns: conns.DefaultMaxConns,
 		MaxIdleConns: conns.DefaultMaxIdleConns, IdleTimeout: conns.DefaultIdleTimeout}
 	f.conns.Register(fs)
-	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed answers kept in memory, so that a retry costs no\nround trip (never an outcome-unknown answer, which an operator may still resolve); 0 turns it off;\nSQLite never uses it")
+	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "megabytes of completed answers kept in memory, so that a retry costs no round trip (never an\noutcome-unknown answer, which an operator may still resolve); 0 turns it off")
 	fs.StringVar(&f.upstream, "upstream", "", "the service's base URL (required without --config)")
 	fs.StringVar(&f.routes, "routes", "POST /*,PATCH /*,PUT /*,DELETE /*", "the guarded routes, key required: comma-separated 'METHOD /path', a trailing * matches any rest")
 	fs.StringVar(&f.scopeHeader, "scope-header", "", "the header whose value's SHA-256 scopes the keys: Authorization (the default), its scheme's case ignored;\na guarded request without it is refused (401)")
@@ -329,13 +329,7 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 		obs.sweep = func(b sweeper.Batch) { m.ObserveSweep(b); tel.ObserveSweep(b) }
 		logger.Info("exporting spans and metrics over OTLP", "endpoint", f.otlpEndpoint)
 	}
-	cacheBytes := f.replayCacheMB << 20
-	if db.Kind == dburl.SQLite {
-		// A claim takes SQLite's write lock: a cache miss would wait for
-		// the writer where a read first never does (as paymentsd).
-		cacheBytes = 0
-	}
-	g, err := newGateway(ks.store, ups, specs, f, cacheBytes, logger, obs, reg)
+	g, err := newGateway(ks.store, ups, specs, f, f.replayCacheMB<<20, logger, obs, reg)
 	if err != nil {
 		return err
 	}
@@ -350,8 +344,8 @@ func serveOn(ctx context.Context, f serveFlags, db dburl.DB, ups []*upstream, sp
 	sweepDone := make(chan struct{})
 	sctx, stopSweep := context.WithCancel(ctx)
 	defer func() { stopSweep(); <-sweepDone }()
-	if deleter, ok := ks.store.(store.ExpiredDeleter); ok && f.sweepInterval > 0 {
-		sw, err := sweeper.New(deleter, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: obs.sweep, Logger: logger})
+	if ks.store.Capabilities().Sweep && f.sweepInterval > 0 {
+		sw, err := sweeper.New(ks.store, sweeper.Config{Interval: f.sweepInterval, ObserveFunc: obs.sweep, Logger: logger})
 		if err != nil {
 			return err
 		}

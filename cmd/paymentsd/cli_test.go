@@ -182,6 +182,13 @@ func TestCommandLineErrors(t *testing.T) {
 			require.LessOrEqual(t, strings.Count(errOut, "dial error"), 1, "a dial error is printed once")
 		})
 	}
+	t.Run("DeferredClaimOnSQLite", func(t *testing.T) {
+		t.Parallel()
+		db := filepath.Join(t.TempDir(), "p.db")
+		_, errOut, code := runCLI(t, env(), "serve", "--db", db, "--addr", "127.0.0.1:0", "--metrics-addr", "", "--idempotency-mode", "atomic-deferred")
+		require.Equal(t, 2, code, "stderr: %s", errOut)
+		require.Contains(t, errOut, "mode atomic-deferred needs a store that can defer a claim")
+	})
 	t.Run("Help", func(t *testing.T) {
 		t.Parallel()
 		out, _, code := runCLI(t, env(), "help")

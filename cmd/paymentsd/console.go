@@ -21,7 +21,7 @@ import (
 // the payout it made (found by the bank key recorded on its record, so a
 // pending one shows too), or the deposit or transaction its answer names,
 // with the ledger entries the ledger holds for it.
-func payoutDetail(svc *payments.Service, lister store.KeyLister) func(ctx context.Context, rec *store.Record) ([]console.Section, error) {
+func payoutDetail(svc *payments.Service, lister store.Store) func(ctx context.Context, rec *store.Record) ([]console.Section, error) {
 	return func(ctx context.Context, rec *store.Record) ([]console.Section, error) {
 		if pk, err := lister.ProviderKeys(ctx, rec.Scope, rec.Key); err == nil && pk["bank"] != "" {
 			p, err := svc.PayoutByBankKey(ctx, rec.Scope, pk["bank"])
@@ -138,8 +138,8 @@ func newConsole(f serveFlags, b *backend, svc *payments.Service, mw func() *idem
 	if f.bank == nil {
 		cfg.ResumeFunc = nil // no completer runs without a bank
 	}
-	if lister, ok := b.store.(store.KeyLister); ok {
-		cfg.DetailFunc = payoutDetail(svc, lister)
+	if b.store.Capabilities().Search {
+		cfg.DetailFunc = payoutDetail(svc, b.store)
 	}
 	c, err := console.New(cfg)
 	if err != nil {

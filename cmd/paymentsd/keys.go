@@ -80,8 +80,8 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		CreatedAt: rec.CreatedAt.UTC(), LeaseExpiresAt: rec.LeaseExpiresAt.UTC(), LeaseLive: rec.LeaseLive,
 		ExpiresAt: rec.ExpiresAt.UTC(), Expired: rec.Expired, RecoveryPoint: rec.RecoveryPoint,
 	}
-	if l, ok := b.store.(store.KeyLister); ok {
-		if s.ProviderKeys, err = l.ProviderKeys(ctx, rec.Scope, rec.Key); err != nil {
+	if b.store.Capabilities().Search {
+		if s.ProviderKeys, err = b.store.ProviderKeys(ctx, rec.Scope, rec.Key); err != nil {
 			return fmt.Errorf("keys show: provider keys: %w", err)
 		}
 	}
@@ -137,11 +137,10 @@ func keysSweep(ctx context.Context, args []string, stdout, stderr io.Writer, get
 // newSweeper returns a sweeper on b's store. It deletes key records and
 // nothing else: the wallet's tables do not depend on them.
 func newSweeper(b *backend, cfg sweeper.Config) (*sweeper.Sweeper, error) {
-	sw, ok := b.store.(store.ExpiredDeleter)
-	if !ok {
+	if !b.store.Capabilities().Sweep {
 		return nil, fmt.Errorf("the %s store cannot sweep", b.kind)
 	}
-	return sweeper.New(sw, cfg)
+	return sweeper.New(b.store, cfg)
 }
 
 // openMigrated opens the database and applies pending migrations.

@@ -27,7 +27,6 @@ import (
 	"github.com/idem-dev/idem/payments/api"
 	"github.com/idem-dev/idem/payments/bankhttp"
 	"github.com/idem-dev/idem/payments/money"
-	"github.com/idem-dev/idem/store"
 	"github.com/idem-dev/idem/sweeper"
 )
 
@@ -71,6 +70,7 @@ type serveFlags struct {
 	metricsExplicit bool // --metrics-addr was given: an address that cannot be bound fails the start
 	consoleToken    string
 	idemMode        idem.Mode     // parsed from mode
+	modeSet         bool          // --idempotency-mode (or --defer-claim) was given
 	dbURL           dburl.DB      // db, else $DATABASE_URL, else the default
 	bank            payments.Bank // from bankURL; nil: payouts refused
 	bankSecret      []byte        // the secret provider keys are derived with
@@ -85,14 +85,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	fs.DurationVar(&f.leaseDuration, "lease-duration", idem.DefaultLeaseDuration, "the lease of a request in leased mode: after a crash, a retry may take the key over after this long")
 	cli.Alias(fs, "lock-timeout", "lease-duration")
 	fs.DurationVar(&f.waitTimeout, "wait-timeout", idem.DefaultWaitTimeout, "how long a duplicate waits for the request it repeats before it gets 409 in atomic mode")
-	fs.StringVar(&f.mode, "idempotency-mode", "atomic-deferred", "how a request holds its key: atomic (one transaction; the handlers only touch the database), atomic-deferred\n(atomic, the key claimed at the completion: on PostgreSQL and MySQL one insert with the response and the COMMIT,\na round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back) or leased")
+	fs.StringVar(&f.mode, "idempotency-mode", "atomic-deferred", "how a request holds its key: atomic (one transaction; the handlers only touch the database), atomic-deferred\n(atomic, the key claimed at the completion: on PostgreSQL and MySQL one insert with the response and the COMMIT,\na round trip and two statements fewer; a concurrent duplicate's handler runs and is rolled back) or leased;\nSQLite cannot defer a claim: its default is atomic")
 	fs.StringVar(&f.rates, "rates", "", "a JSON rates file replacing the built-in rate table (the format of GET /v1/rates)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM or SIGINT, how long to wait for in-flight requests")
 	f.log.Register(fs)
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "127.0.0.1:9464", "where to serve GET /metrics (Prometheus), never on --addr; \"\" turns it off")
 	fs.StringVar(&f.consoleToken, "console-token-file", "", "a file holding the admin token (at least 16 bytes) of the operator console served at /console/ on\n--metrics-addr, never on --addr (docs/console.md); default none: no console")
 	fs.DurationVar(&f.sweepInterval, "sweep-interval", sweeper.DefaultInterval, "how often to delete the idempotency records past their retention; 0 turns the sweeper off\n(with several replicas, one sweeps at a time)")
-	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "PostgreSQL and MySQL: megabytes of completed idempotency records kept in memory, so that a retry this process\nhas answered before costs no database round trip; 0 turns the cache off (SQLite never uses it)")
+	fs.Int64Var(&f.replayCacheMB, "replay-cache-mb", 64, "megabytes of completed idempotency records kept in memory, so that a retry this process has answered\nbefore costs no database round trip; 0 turns the cache off")
 	fs.BoolVar(&f.deferClaim, "defer-claim", true, cli.Deprecated+"idempotency-mode atomic-deferred (true) or atomic (false)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", "an OpenTelemetry collector's OTLP/HTTP base URL, such as http://127.0.0.1:4318: the idempotency\nlayer's spans and metrics are exported there (default none: Prometheus metrics at /metrics only)")
 	fs.StringVar(&f.bankURL, "bank-url", "", "the bank payouts go through (bankd's API, docs/bankd.md); without it POST /v1/payouts answers 503")
@@ -160,6 +160,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, getenv 
 	if f.idemMode, err = idem.ParseMode(f.mode); err != nil {
 		return cli.Usagef("serve: --idempotency-mode %q: want atomic, atomic-deferred or leased", f.mode)
 	}
+	f.modeSet = cli.IsSet(fs, "idempotency-mode") || cli.IsSet(fs, "defer-claim")
 	if cli.IsSet(fs, "defer-claim") && f.idemMode != idem.ModeLeased {
 		f.idemMode = idem.ModeAtomic
 		if f.deferClaim {
@@ -225,6 +226,9 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		return err
 	}
 	defer b.close()
+	if !f.modeSet && f.idemMode == idem.ModeAtomicDeferred && !b.store.Capabilities().DeferredClaim {
+		f.idemMode = idem.ModeAtomic // the default on a store that cannot defer a claim
+	}
 	// The doors other than HTTP (queue consumers, gRPC) finish the work in
 	// hand before the database closes.
 	var stopConsumers []func()
@@ -273,7 +277,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	}
 	cfg := idem.Config{
 		Mode: f.idemMode, TTL: f.ttl, LeaseDuration: f.leaseDuration, WaitTimeout: f.waitTimeout,
-		ReplayCacheBytes: replayCache(b.kind, f.replayCacheMB),
+		ReplayCacheBytes: replayCache(f.replayCacheMB),
 		ObserveFunc:      idem.ObserveAll(idem.LogEvents(logger), m.Observe),
 		TraceFunc:        m.Trace, ProviderKeySecret: f.bankSecret,
 	}
@@ -354,8 +358,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 	if f.bank == nil {
 		close(completeDone)
 	} else {
-		finder, ok := b.store.(store.UnfinishedFinder)
-		if !ok {
+		if !b.store.Capabilities().Unfinished {
 			return fmt.Errorf("the %s store cannot list unfinished payouts", b.kind)
 		}
 		resume, err := api.PayoutResume(apiCfg)
@@ -366,7 +369,7 @@ func serveOn(ctx context.Context, f serveFlags, logger *slog.Logger, stdout io.W
 		if err != nil {
 			return err
 		}
-		c, err := completer.New(leased, finder, grpcPayoutResume(resume), completer.Config{Interval: f.completeEvery, Logger: logger})
+		c, err := completer.New(leased, b.store, grpcPayoutResume(resume), completer.Config{Interval: f.completeEvery, Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -548,13 +551,12 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// replayCache is the replay cache's size for a store kind. With a cache
-// the middleware claims a key it does not hold without reading it first;
-// on SQLite a claim takes the database's write lock, so a retry that misses
-// the cache would wait for the writer, where reading first is a WAL read
-// that never does. SQLite keeps reading first.
-func replayCache(kind string, mb int64) int64 {
-	if kind == "sqlite" || mb == 0 {
+// replayCache is the replay cache's size: mb megabytes, none for 0. On
+// SQLite, whose claim takes the database's write lock, the middleware
+// still reads a key the cache misses before claiming it
+// (store.Capabilities.ClaimLocksStore).
+func replayCache(mb int64) int64 {
+	if mb == 0 {
 		return -1 // no cache
 	}
 	return mb << 20

@@ -249,22 +249,3 @@ func (e *Engine) now() time.Time {
 	}
 	return time.Now()
 }
-
-// StoreCapabilities are the store package's optional interfaces that a
-// driver's Store serves by embedding the Engine and its own Keys, besides
-// store.Store; a driver asserts them at compile time.
-type StoreCapabilities interface {
-	store.KeyLister
-	store.KeyResolver
-	store.AuditLog
-	store.Advancer
-	store.UnfinishedFinder
-	store.ExpiredDeleter
-}
-
-// TxCapabilities are those a driver's Tx serves by embedding its Keys,
-// besides store.Tx.
-type TxCapabilities interface {
-	store.Advancer
-	store.AuditTx
-}

@@ -32,7 +32,7 @@ type Tx struct {
 // keys embeds Keys unexported.
 type keys = Keys
 
-var _ store.ClaimDeferrer = (*Tx)(nil)
+var _ store.Tx = (*Tx)(nil)
 
 // Begin returns a READ COMMITTED transaction that begins on its first
 // statement, so a leased-mode handler that never touches the database
@@ -159,6 +159,11 @@ func (t *Tx) Rollback(context.Context) error {
 		return fmt.Errorf("rollback: %w", err)
 	}
 	return nil
+}
+
+// CompleteAndCommit is Complete, then Commit.
+func (t *Tx) CompleteAndCommit(ctx context.Context, a store.Attempt, resp store.Response) (bool, error) {
+	return store.CompleteThenCommit(ctx, t, a, resp)
 }
 
 // DeferClaim holds the claim of c back until Complete, which then records
