@@ -67,7 +67,6 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (resul
 			return notClaimed(err), false
 		}
 		if inserted {
-			q.lapsed = false
 			return result{}, true
 		}
 		if rec == nil {
