@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -309,4 +310,54 @@ func rememberedRequest(m *Middleware, i, body, headers int, now time.Time) (stor
 	c.WriteHeader(http.StatusCreated)
 	_, _ = c.Write(bytes.Repeat([]byte("b"), body))
 	return q.claim, q.start, m.storedResponse(c)
+}
+
+// TestCacheMissReadsFirstWhenClaimLocksStore: on a store whose claim takes
+// its write lock (store.Capabilities.ClaimLocksStore), a retry this process
+// has not cached (another process answered it) is answered by a read that
+// takes no lock; on another store the miss goes straight to the claim.
+func TestCacheMissReadsFirstWhenClaimLocksStore(t *testing.T) {
+	t.Parallel()
+	for _, locks := range []bool{false, true} {
+		s := claimLocks{Store: memstore.New(), locks: locks}
+		var ops []Op
+		trace := func(ctx context.Context, op Op) (context.Context, func(error)) {
+			ops = append(ops, op)
+			return ctx, func(error) {}
+		}
+		send := func(m *Middleware) *httptest.ResponseRecorder {
+			h := m.Require(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusCreated) }))
+			r := httptest.NewRequest(http.MethodPost, "/v1/payouts", strings.NewReader("{}"))
+			r.Header.Set("Idempotency-Key", "k1")
+			r = r.WithContext(WithScope(r.Context(), "alice"))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			return w
+		}
+		first, err := New(s, Config{Mode: ModeLeased})
+		require.NoError(t, err)
+		second, err := New(s, Config{Mode: ModeLeased, TraceFunc: trace})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, send(first).Code)
+		w := send(second)
+		require.Equal(t, "true", w.Header().Get("Idempotent-Replayed"))
+		want := []Op{OpInsert}
+		if locks {
+			want = []Op{OpGet}
+		}
+		require.Equal(t, want, ops, "ClaimLocksStore %v", locks)
+	}
+}
+
+// claimLocks is memstore reporting, or not, that its claim takes the
+// store's write lock.
+type claimLocks struct {
+	*memstore.Store
+	locks bool
+}
+
+func (s claimLocks) Capabilities() store.Capabilities {
+	c := s.Store.Capabilities()
+	c.ClaimLocksStore = s.locks
+	return c
 }

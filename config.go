@@ -76,8 +76,8 @@ type Config struct {
 	// "Idempotency-Key".
 	Header string
 
-	// ScopeFunc says which user a request belongs to; every key is scoped by
-	// it. A request whose scope is empty is rejected with 401 and nothing is
+	// ScopeFunc says whose request it is (a user, a tenant, an API client):
+	// its scope; every key is scoped by it. A request whose scope is empty is rejected with 401 and nothing is
 	// stored. Default: the scope that an authentication middleware put in the
 	// context with WithScope.
 	ScopeFunc func(*http.Request) string

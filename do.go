@@ -13,7 +13,7 @@ import (
 // fingerprints the request itself, over what identifies it (the method and
 // the message's deterministic bytes, say).
 type Call struct {
-	Scope       string            // the user; empty → OutcomeNoScope
+	Scope       string            // whose call it is (a user, a tenant); empty → OutcomeScopeMissing
 	Key         string            // as received: a bare key or an RFC 8941 string (ParseKey)
 	Fingerprint store.Fingerprint // Version FingerprintVersion unless the door versions its own
 	// Method and Route label the Event: the full gRPC method, the queue

@@ -10,7 +10,7 @@
 //
 //	mw, err := idem.New(pgstore.New(pool), idem.Config{}) // or sqlitestore.New(db); the zero Config works
 //	mux.Handle("POST /v1/payments", mw.Require(payments))
-//	handler := authenticate(mux) // calls WithScope: every key is scoped by its user
+//	handler := authenticate(mux) // calls WithScope: every key is scoped by its user, say
 //
 // Handlers never see idempotency code: their repositories reach the
 // database through the store's context accessor (pgstore.DB,
@@ -38,7 +38,7 @@
 //     the entry from net/http, and serve the one place that writes an
 //     HTTP response; do.go's [Middleware.Do] is the entry from other
 //     doors.
-//  2. request.go: admit checks the user ([WithScope]), the key
+//  2. request.go: admit checks the scope ([WithScope]), the key
 //     ([ParseKey]) and the body (within [Config.MaxRequestBytes],
 //     fingerprinted by [NewFingerprint]); anything malformed is a 4xx and
 //     nothing is stored. execute answers a retry of a finished request

@@ -5,19 +5,35 @@ import "time"
 // Outcome is how the middleware answered a request that carried a key.
 type Outcome string
 
-// The outcomes an Event reports.
+// The outcomes an Event reports. An outcome the middleware answers with a
+// problem of its own has that problem type's name, in snake case
+// (OutcomeKeyReused is "key_reused", ProblemKeyReused "key-reused");
+// OutcomeInvalidKey and OutcomeInvalidBody each stand for several.
 const (
-	OutcomeExecuted    Outcome = "executed"     // the handler ran and its final response was stored
-	OutcomeFailed      Outcome = "failed"       // the handler ran; its response (5xx, 408, 429) was not stored, the key is retriable
-	OutcomeReplayed    Outcome = "replayed"     // a stored response was replayed
-	OutcomeInFlight    Outcome = "in_flight"    // 409: another request holds the key
-	OutcomeMismatch    Outcome = "mismatch"     // 422: the key was used for another request
-	OutcomeInvalidKey  Outcome = "invalid_key"  // 400: missing or malformed key
-	OutcomeInvalidBody Outcome = "invalid_body" // 400 or 413: the request (its body, or its target) cannot be fingerprinted
-	OutcomeNoScope     Outcome = "no_scope"     // 401: the request has no user
-	OutcomeStoreError  Outcome = "store_error"  // 503: the store failed; the handler did not run or was rolled back
-	OutcomeLeaseLost   Outcome = "lease_lost"   // the key passed to another attempt, or the lease lapsed or ran past its maximum life; the handler's work was rolled back
-	OutcomeAbandoned   Outcome = "abandoned"    // the client left or the handler panicked; the work was rolled back
+	OutcomeExecuted         Outcome = "executed"          // the handler ran and its final response was stored
+	OutcomeFailed           Outcome = "failed"            // the handler ran; its response (5xx, 408, 429) was not stored, the key is retriable
+	OutcomeReplayed         Outcome = "replayed"          // a stored response was replayed
+	OutcomeInFlight         Outcome = "in_flight"         // 409 in-flight: another request holds the key
+	OutcomeKeyReused        Outcome = "key_reused"        // 422 key-reused: the key was first used for a different request
+	OutcomeInvalidKey       Outcome = "invalid_key"       // 400 key-missing or key-invalid: missing or malformed key
+	OutcomeInvalidBody      Outcome = "invalid_body"      // 400 body-invalid or target-invalid, 413 body-too-large: the request cannot be fingerprinted
+	OutcomeScopeMissing     Outcome = "scope_missing"     // 401 scope-missing: the request has no scope (no authenticated user)
+	OutcomeStoreUnavailable Outcome = "store_unavailable" // 503 store-unavailable: the store failed; the handler did not run or was rolled back
+	OutcomeLeaseLost        Outcome = "lease_lost"        // 409 lease-lost: the key passed to another attempt, or the lease lapsed or ran past its maximum life; the handler's work was rolled back
+	OutcomeAbandoned        Outcome = "abandoned"         // the client left or the handler panicked; the work was rolled back
+)
+
+// The outcomes' names before they took their problem types' names; the
+// values are the new ones ("key_reused", "scope_missing",
+// "store_unavailable"), so a dashboard that matched "mismatch", "no_scope"
+// or "store_error" must match the new value.
+const (
+	// Deprecated: use OutcomeKeyReused.
+	OutcomeMismatch = OutcomeKeyReused
+	// Deprecated: use OutcomeScopeMissing.
+	OutcomeNoScope = OutcomeScopeMissing
+	// Deprecated: use OutcomeStoreUnavailable.
+	OutcomeStoreError = OutcomeStoreUnavailable
 )
 
 // Event describes one request that carried a key. It never holds a request
@@ -35,7 +51,7 @@ type Event struct {
 	Reacquired bool
 	// Renewals counts the lease renewals while the handler ran.
 	Renewals int
-	// Err is the store error behind OutcomeStoreError, or what went wrong
+	// Err is the store error behind OutcomeStoreUnavailable, or what went wrong
 	// behind OutcomeAbandoned and OutcomeLeaseLost. It names no body.
 	Err error
 	// Route is the pattern of the http.ServeMux route that matched

@@ -18,7 +18,7 @@ func LogEvents(logger *slog.Logger) func(Event) {
 	return func(e Event) {
 		level := slog.LevelInfo
 		switch e.Outcome {
-		case OutcomeStoreError:
+		case OutcomeStoreUnavailable:
 			level = slog.LevelError
 		case OutcomeLeaseLost, OutcomeAbandoned:
 			level = slog.LevelWarn

@@ -243,7 +243,7 @@ func Pending(ctx context.Context) error {
 
 // ProviderKey returns the idempotency key to send to the downstream named
 // provider for this operation: an HMAC-SHA256, under
-// Config.ProviderKeySecret, of the user, the request's key, the record's
+// Config.ProviderKeySecret, of the scope, the request's key, the record's
 // life (its creation time, from the fenced read) and provider. It is the
 // same for every attempt of one operation, on every replica (resend with
 // it, never a fresh key); it changes when the key is reused after

@@ -14,7 +14,7 @@ const (
 	ProblemBodyInvalid      ProblemType = "body-invalid"       // 400: a JSON body cannot be canonicalised, or the body cannot be read
 	ProblemTargetInvalid    ProblemType = "target-invalid"     // 400: the path or query holds bytes that are not UTF-8
 	ProblemBodyTooLarge     ProblemType = "body-too-large"     // 413: the body exceeds Config.MaxRequestBytes
-	ProblemScopeMissing     ProblemType = "scope-missing"      // 401: the request has no authenticated user
+	ProblemScopeMissing     ProblemType = "scope-missing"      // 401: the request has no scope (no authenticated user)
 	ProblemKeyReused        ProblemType = "key-reused"         // 422: the key was first used for a different request
 	ProblemInFlight         ProblemType = "in-flight"          // 409 with Retry-After: another request with the key is running
 	ProblemLeaseLost        ProblemType = "lease-lost"         // 409 with Retry-After: the key passed to a retry; this attempt was rolled back

@@ -4,9 +4,10 @@ import "context"
 
 type scopeKey struct{}
 
-// WithScope returns a copy of ctx that says which user the request belongs
-// to. An authentication middleware calls it; the default Config.ScopeFunc
-// reads it back.
+// WithScope returns a copy of ctx that says whose request it is (a user, a
+// tenant, an API client): its scope, by which its key is scoped. An
+// authentication middleware calls it; the default Config.ScopeFunc reads it
+// back.
 func WithScope(ctx context.Context, scope string) context.Context {
 	return context.WithValue(ctx, scopeKey{}, scope)
 }

@@ -94,7 +94,7 @@ func TraceAll(fns ...TraceFunc) TraceFunc {
 // reported to trace. New wraps only when Config.TraceFunc is set: without
 // it the middleware calls the store itself, at no cost.
 func traced(s store.Store, trace TraceFunc) store.Store {
-	return &tracedStore{tracedKeys: tracedKeys{k: s, trace: trace}, untracedStore: untracedStore{s}}
+	return &tracedStore{tracedKeys: tracedKeys{k: s, trace: trace}, untracedStore: untracedStore{s}, oneStep: s.Capabilities().OneStepCommit}
 }
 
 type tracedKeys struct {
@@ -156,6 +156,7 @@ type (
 type tracedStore struct {
 	tracedKeys
 	untracedStore
+	oneStep bool // store.Capabilities.OneStepCommit
 }
 
 func (t *tracedStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx, error) {
@@ -165,13 +166,14 @@ func (t *tracedStore) Begin(ctx context.Context, opts store.TxOptions) (store.Tx
 	if err != nil {
 		return nil, err
 	}
-	return &tracedTx{tracedKeys: tracedKeys{k: tx, trace: t.trace}, untracedTx: untracedTx{tx}}, nil
+	return &tracedTx{tracedKeys: tracedKeys{k: tx, trace: t.trace}, untracedTx: untracedTx{tx}, oneStep: t.oneStep}, nil
 }
 
 // tracedTx is a traced transaction.
 type tracedTx struct {
 	tracedKeys
 	untracedTx
+	oneStep bool // store.Capabilities.OneStepCommit
 	// ended: Commit or Rollback ran, so a later Rollback is the deferred
 	// no-op and is not reported. Only the request's goroutine uses a Tx.
 	ended bool
@@ -206,10 +208,14 @@ func (t *tracedTx) Commit(ctx context.Context) error {
 	return err
 }
 
-// CompleteAndCommit reports both operations, as always: the one round
-// trip they may share is timed under OpComplete, and OpCommit follows it
-// with no time of its own, with the commit's error.
+// CompleteAndCommit reports both operations, as always. Where the store
+// completes and commits in one round trip, it is timed under OpComplete,
+// and OpCommit follows it with no time of its own, with the commit's
+// error; else each is timed on its own.
 func (t *tracedTx) CompleteAndCommit(ctx context.Context, a store.Attempt, resp store.Response) (completed bool, err error) {
+	if !t.oneStep {
+		return store.CompleteThenCommit(ctx, t, a, resp)
+	}
 	tctx, end := t.trace(ctx, OpComplete)
 	completed, err = t.Tx.CompleteAndCommit(tctx, a, resp)
 	t.ctx = ctx

@@ -99,7 +99,7 @@ func run(t *testing.T, newStore func(t *testing.T) store.Store, a Adapter, cfg i
 		require.Equal(t, int32(1), s.runs.Load())
 	})
 
-	t.Run("ErrorHandler5xxIsReleased", func(t *testing.T) {
+	t.Run("ErrorHandler5xxFreesTheKey", func(t *testing.T) {
 		t.Parallel()
 		s := newServer(t, newStore(t), a, cfg)
 		for _, answer := range []string{"unavailable", "internal"} {
@@ -109,13 +109,13 @@ func run(t *testing.T, newStore func(t *testing.T) store.Store, a Adapter, cfg i
 			require.GreaterOrEqual(t, first.status, 500, answer)
 			require.Equal(t, idem.OutcomeFailed, s.event(t, key, idem.OutcomeFailed).Outcome)
 			again := s.do(t, key, "alice", "created", `{"amount":100}`)
-			require.Equal(t, http.StatusCreated, again.status, "a 5xx releases the key: the retry runs")
+			require.Equal(t, http.StatusCreated, again.status, "a 5xx frees the key: the retry runs")
 			require.Empty(t, again.header.Get("Idempotent-Replayed"))
 			require.Equal(t, before+2, s.runs.Load())
 		}
 	})
 
-	t.Run("PanicReleasesTheKey", func(t *testing.T) {
+	t.Run("PanicFreesTheKey", func(t *testing.T) {
 		t.Parallel()
 		s := newServer(t, newStore(t), a, cfg)
 		key := uuid.NewString()

@@ -16,7 +16,7 @@
 // that token: a record finished, re-acquired or swept since the listing is
 // left alone, never claimed afresh nor started in a new life. The
 // application's Resume function then runs as the handler would, with
-// idem.RecoveryPoint, idem.ProviderKey and idem.Advance; its reply is stored as the
+// idem.RecoveryPoint, idem.ProviderKey and idem.Advance; its response is stored as the
 // key's answer, which the client's retry then gets. model/payout.pml
 // models this as its Completer process.
 package completer
@@ -56,7 +56,7 @@ type Config struct {
 // Resume finishes an unfinished operation. It runs as the operation's
 // handler, on the key's hold: ctx carries the request's transaction and
 // the recovery point (idem.RecoveryPoint, idem.ProviderKey, idem.Advance,
-// idem.Pending). Its Reply is the key's answer, stored when final and the
+// idem.Pending). Its idem.Response is the key's answer, stored when final and the
 // operation not Pending. It must resume from the point alone, never from a
 // request body, which the store does not keep: look the operation up by
 // what its first phase wrote (by idem.ProviderKey, say).
@@ -157,7 +157,7 @@ func (c *Completer) Resume(ctx context.Context, u store.Unfinished) idem.Result 
 func (c *Completer) attempt(ctx context.Context, u store.Unfinished) idem.Response {
 	point, err := idem.RecoveryPoint(ctx)
 	if err != nil {
-		// Not final: nothing is stored, and the key is released.
+		// Not final: nothing is stored, and the key is freed.
 		return idem.Response{StatusCode: http.StatusServiceUnavailable}
 	}
 	u.Point = point

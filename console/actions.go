@@ -15,9 +15,9 @@ import (
 
 // The actions an operator can take on a record.
 const (
-	actionRelease = "release"
-	actionAnswer  = "answer"
-	actionRetry   = "retry"
+	actionReopen = "reopen"
+	actionAnswer = "answer"
+	actionRetry  = "retry"
 )
 
 // describe is a record's state as the audit log keeps it, in one line.
@@ -108,8 +108,8 @@ func (c *Console) action(kind string) authedHandler {
 			what   string
 			answer *store.Response
 		)
-		if kind == actionRelease {
-			what = "released the key: its next retry runs afresh"
+		if kind == actionReopen {
+			what = "reopened the key: its next retry runs afresh"
 		} else {
 			resp, err := answerOf(r)
 			if err != nil {

@@ -46,7 +46,7 @@ type Config struct {
 	ResumeFunc func(ctx context.Context, u store.Unfinished) idem.Result
 	// OutcomeUnknownFunc reports whether a COMPLETED record holds an
 	// unknown outcome (idem-gateway's stored 409 problem, say), which the
-	// operator resolves by recording the real answer or releasing the key.
+	// operator resolves by recording the real answer or reopening the key.
 	// Default nil: no record does.
 	OutcomeUnknownFunc func(*store.Record) bool
 	// UnknownOutcomeCode is the stored status code of such records, which
@@ -176,7 +176,10 @@ func (c *Console) routes() {
 	mux.Handle("GET /keys", c.authed(c.keys))
 	mux.Handle("GET /key", c.authed(c.record))
 	mux.Handle("GET /audit", c.authed(c.auditPage))
-	mux.Handle("POST /key/release", c.authed(c.action(actionRelease)))
+	mux.Handle("POST /key/reopen", c.authed(c.action(actionReopen)))
+	// Its name until reopen took the glossary's word: a page loaded before
+	// an upgrade still posts here. Deprecated; gone in the next release.
+	mux.Handle("POST /key/release", c.authed(c.action(actionReopen)))
 	mux.Handle("POST /key/answer", c.authed(c.action(actionAnswer)))
 	mux.Handle("POST /key/retry", c.authed(c.action(actionRetry)))
 	c.mux = mux

@@ -12,13 +12,13 @@
 // keeps; every action carries a per-session CSRF token, asks for a reason
 // and a confirmation, is fenced like the CLI's (the record's fencing token
 // as the page showed it), and is written to the store's audit log
-// ([store.AuditLog]) with the record before and after.
+// ([store.Store.BeginAudit]) with the record before and after.
 //
 // The pages are server-rendered HTML and SVG, with no JavaScript at all;
-// the overview refreshes itself with a meta refresh. A store's optional
-// capabilities decide what is shown: searches need [store.KeyLister],
-// actions [store.KeyResolver] and [store.AuditLog], "retry now" a
-// completer; a page says what the store does not support.
+// the overview refreshes itself with a meta refresh. The capabilities the
+// store reports ([store.Capabilities]) decide what is shown: searches need
+// Search, actions Resolve and AuditLog, "retry now" a completer; a page
+// says what the store does not support.
 //
 // It depends on the standard library and the core only, so it lives in the
 // core module: a service that does not mount it links nothing of it.

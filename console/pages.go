@@ -315,7 +315,7 @@ type recordData struct {
 	BodyNote      string
 	Sections      []Section
 	Audit         []store.AuditEntry
-	CanResolve    bool // release, answer: an unknown outcome
+	CanResolve    bool // reopen, answer: an unknown outcome
 	CanRetry      bool // an abandoned unfinished record and a completer
 	RetryWhyNot   string
 	ResolveWhyNot string

@@ -32,11 +32,11 @@ func TestConsoleRefusals(t *testing.T) {
 	cookie, csrf := session(t, consoleURL)
 
 	t.Run("NoCredential", func(t *testing.T) {
-		if code := post(t, "key/release", nil, form(csrf)); code != http.StatusUnauthorized {
-			t.Fatalf("release without a session: %d, want 401", code)
+		if code := post(t, "key/reopen", nil, form(csrf)); code != http.StatusUnauthorized {
+			t.Fatalf("reopen without a session: %d, want 401", code)
 		}
-		if code := post(t, "key/release", http.Header{"Cookie": {"idem_console=forged"}}, form(csrf)); code != http.StatusUnauthorized {
-			t.Fatalf("release with a forged session: %d, want 401", code)
+		if code := post(t, "key/reopen", http.Header{"Cookie": {"idem_console=forged"}}, form(csrf)); code != http.StatusUnauthorized {
+			t.Fatalf("reopen with a forged session: %d, want 401", code)
 		}
 		resp, _ := call(t, "GET", keyPage, nil, "")
 		if resp.StatusCode != http.StatusSeeOther || !strings.HasSuffix(resp.Header.Get("Location"), "/console/login") {
@@ -53,8 +53,8 @@ func TestConsoleRefusals(t *testing.T) {
 	t.Run("NoCSRFToken", func(t *testing.T) {
 		v := form("")
 		v.Del("csrf")
-		if code := post(t, "key/release", http.Header{"Cookie": {cookie}}, v); code != http.StatusForbidden {
-			t.Fatalf("release without the CSRF token: %d, want 403", code)
+		if code := post(t, "key/reopen", http.Header{"Cookie": {cookie}}, v); code != http.StatusForbidden {
+			t.Fatalf("reopen without the CSRF token: %d, want 403", code)
 		}
 	})
 	t.Run("WrongCSRFToken", func(t *testing.T) {
@@ -64,27 +64,27 @@ func TestConsoleRefusals(t *testing.T) {
 	})
 	t.Run("OtherOrigin", func(t *testing.T) {
 		h := http.Header{"Cookie": {cookie}, "Origin": {"http://evil.example"}}
-		if code := post(t, "key/release", h, form(csrf)); code != http.StatusForbidden {
-			t.Fatalf("release posted from another origin: %d, want 403", code)
+		if code := post(t, "key/reopen", h, form(csrf)); code != http.StatusForbidden {
+			t.Fatalf("reopen posted from another origin: %d, want 403", code)
 		}
 	})
 	t.Run("NoReasonOrConfirmation", func(t *testing.T) {
 		v := form(csrf)
 		v.Del("confirm")
-		if code := post(t, "key/release", http.Header{"Cookie": {cookie}}, v); code != http.StatusBadRequest {
-			t.Fatalf("release without confirmation: %d, want 400", code)
+		if code := post(t, "key/reopen", http.Header{"Cookie": {cookie}}, v); code != http.StatusBadRequest {
+			t.Fatalf("reopen without confirmation: %d, want 400", code)
 		}
 	})
 	t.Run("BrowserFormWithoutCSRF", func(t *testing.T) {
 		ctx := newBrowser(t)
 		signIn(t, ctx, consoleURL, "mallory")
-		do(t, ctx, "strip the CSRF token from the release form and submit it",
+		do(t, ctx, "strip the CSRF token from the reopen form and submit it",
 			chromedp.Navigate(keyPage),
-			chromedp.WaitVisible(chromedp.ID("release-form")),
-			chromedp.Evaluate[chromedp.Void](`document.querySelector('#release-form input[name=csrf]').remove()`),
-			chromedp.SendKeys(chromedp.ID("release-reason"), "no token"),
-			chromedp.Click(chromedp.ID("release-confirm")),
-			chromedp.Click(chromedp.ID("release-submit")),
+			chromedp.WaitVisible(chromedp.ID("reopen-form")),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('#reopen-form input[name=csrf]').remove()`),
+			chromedp.SendKeys(chromedp.ID("reopen-reason"), "no token"),
+			chromedp.Click(chromedp.ID("reopen-confirm")),
+			chromedp.Click(chromedp.ID("reopen-submit")),
 			chromedp.WaitVisible(chromedp.CSS(".flash.error")),
 		)
 		if msg := text(t, ctx, ".flash.error"); !strings.Contains(msg, "CSRF") {

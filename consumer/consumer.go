@@ -11,7 +11,7 @@
 // [Decision] it returns says what the adapter does next: acknowledge (after
 // that commit), retry later, or dead-letter. A redelivery of a completed
 // message is acknowledged without running the handler, with the stored
-// reply to re-publish. docs/queues.md walks through it.
+// response to re-publish. docs/queues.md walks through it.
 package consumer
 
 import (
@@ -47,7 +47,7 @@ type Message struct {
 
 // HandlerFunc handles one message. ctx carries the store's transaction
 // (pgstore.DB), the key (idem.KeyFromContext) and the scope
-// (idem.ScopeFromContext). Its Reply is in HTTP's
+// (idem.ScopeFromContext). Its idem.Response is in HTTP's
 // terms: 2xx and 3xx are done; other 4xx but 408 and 429 are final failures,
 // stored and dead-lettered; 5xx, 408 and 429 are retried.
 type HandlerFunc func(ctx context.Context, m *Message) idem.Response
@@ -62,7 +62,7 @@ type Config struct {
 	// a publish gets a new id, so only a key it chose survives its retries.
 	KeyFromMessageID bool
 	// ScopeFunc says whose message it is; every key is scoped by it, as an
-	// HTTP request's by its user. An error (the user store is down) retries
+	// HTTP request's is. An error (the user store is down, say) retries
 	// the message; an empty scope dead-letters it with 401. Default: every
 	// message in the scope DefaultScope.
 	ScopeFunc func(ctx context.Context, m *Message) (string, error)
@@ -77,7 +77,7 @@ type Config struct {
 	MaxRetryDelay time.Duration
 	// MaxDeliveries is how many times a message that keeps failing
 	// retriably (5xx, store down, key in flight) is delivered; the last
-	// failure dead-letters it, its key released. Default 10.
+	// failure dead-letters it, its key freed. Default 10.
 	MaxDeliveries int
 	// ReplyPrefix is where a producer may have its answers sent: the reply
 	// subject or queue a message names (NATS Reply-To, AMQP reply-to) is
@@ -99,8 +99,8 @@ const (
 type Action int
 
 const (
-	// Ack acknowledges it: its reply (executed or replayed) is final and
-	// committed. Publish the reply, then acknowledge.
+	// Ack acknowledges it: its response (executed or replayed) is final and
+	// committed. Publish the response, then acknowledge.
 	Ack Action = iota
 	// Retry negatively acknowledges it, to be redelivered after
 	// Decision.Delay: nothing it did was committed.
@@ -135,7 +135,7 @@ type Decision struct {
 	Result idem.Result
 }
 
-// Result headers: a published result carries the reply's status, its
+// Result headers: a published result carries the response's status, its
 // stored headers and, for a replay, Idempotent-Replayed: true.
 const (
 	HeaderStatus     = "Idem-Status"
@@ -195,7 +195,7 @@ func (c *Consumer) Process(ctx context.Context, m *Message) Decision {
 	key := c.key(m)
 	scope, err := c.cfg.ScopeFunc(ctx, m)
 	if err != nil {
-		return c.retry(m, Decision{Key: key, Result: idem.Result{Outcome: idem.OutcomeStoreError, Err: fmt.Errorf("scope: %w", err)}})
+		return c.retry(m, Decision{Key: key, Result: idem.Result{Outcome: idem.OutcomeStoreUnavailable, Err: fmt.Errorf("scope: %w", err)}})
 	}
 	fp, err := c.cfg.FingerprintFunc(m)
 	if err != nil {
@@ -211,7 +211,7 @@ func (c *Consumer) Process(ctx context.Context, m *Message) Decision {
 			return d // Ack
 		}
 		d.Action = DeadLetter // a final failure, stored
-	case idem.OutcomeMismatch, idem.OutcomeInvalidKey, idem.OutcomeInvalidBody, idem.OutcomeNoScope:
+	case idem.OutcomeKeyReused, idem.OutcomeInvalidKey, idem.OutcomeInvalidBody, idem.OutcomeScopeMissing:
 		d.Action = DeadLetter // no delivery of it will ever do better
 	case idem.OutcomeAbandoned:
 		if ctx.Err() != nil {
@@ -255,10 +255,10 @@ func (c *Consumer) retry(m *Message, d Decision) Decision {
 // Answers returns where an adapter publishes d's answer: replyTo, the
 // destination the message names, when it is under Config.ReplyPrefix, and
 // result, the adapter's result destination, each when not "". A message
-// without a user (401) is answered nowhere: whoever sent it learns nothing,
+// without a scope (401) is answered nowhere: whoever sent it learns nothing,
 // and its dead letter is its only trace.
 func (c *Consumer) Answers(d Decision, replyTo, result string) []string {
-	if d.Result.Response == nil || d.Result.Outcome == idem.OutcomeNoScope {
+	if d.Result.Response == nil || d.Result.Outcome == idem.OutcomeScopeMissing {
 		return nil
 	}
 	var out []string
@@ -282,8 +282,8 @@ func (c *Consumer) key(m *Message) string {
 	return strings.Join(v, ",")
 }
 
-// ResultHeader is the header of the message that publishes d's reply:
-// the reply's own headers, its status, the outcome, the key, and
+// ResultHeader is the header of the message that publishes d's response:
+// the response's own headers, its status, the outcome, the key, and
 // Idempotent-Replayed: true for a replay.
 func (c *Consumer) ResultHeader(d Decision) http.Header {
 	h := http.Header{}

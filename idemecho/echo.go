@@ -13,7 +13,7 @@
 // `return echo.NewHTTPError(http.StatusPaymentRequired, "card declined")`
 // is stored and replayed as the 402 the client got. Middleware that renders
 // responses belongs inside (registered after) this one, recovery outside
-// it: a panic passes through after the key is released.
+// it: a panic passes through after the key is freed.
 //
 // Events and metrics carry echo's route pattern with the method, as
 // "POST /v1/payments/:id".
@@ -30,7 +30,7 @@ import (
 // Config configures RequireWithConfig and OptionalWithConfig. Its zero value is
 // valid.
 type Config struct {
-	// ScopeFunc says which user a request belongs to, from echo's context
+	// ScopeFunc says whose request it is, its scope, from echo's context
 	// (what an authentication middleware set with c.Set, say); an empty
 	// scope answers 401. Default none: the Middleware's Config.ScopeFunc
 	// decides, by default from idem.WithScope on the request's context.

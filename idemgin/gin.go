@@ -21,7 +21,7 @@
 // c.JSON, c.AbortWithStatusJSON or an error-rendering middleware after this
 // one writes from c.Errors is what is stored and replayed. Middleware that
 // renders responses belongs after this one, recovery before it: a panic
-// passes through after the key is released. An idempotent response cannot
+// passes through after the key is freed. An idempotent response cannot
 // be hijacked or streamed.
 //
 // Events and metrics carry gin's route pattern with the method, as
@@ -48,7 +48,7 @@ import (
 // Config configures RequireWithConfig and OptionalWithConfig. Its zero value is
 // valid.
 type Config struct {
-	// ScopeFunc says which user a request belongs to, from gin's context
+	// ScopeFunc says whose request it is, its scope, from gin's context
 	// (what an authentication middleware set with c.Set, say); an empty
 	// scope answers 401. Default none: the Middleware's Config.ScopeFunc
 	// decides, by default from idem.WithScope on the request's context.

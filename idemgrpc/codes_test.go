@@ -81,7 +81,7 @@ func TestCode(t *testing.T) {
 }
 
 // Every row of the table over a real call: a handler's final code is
-// stored and replayed with its message; a retriable one releases the key,
+// stored and replayed with its message; a retriable one frees the key,
 // and the retry runs the handler again.
 func TestHandlerCodes(t *testing.T) {
 	t.Parallel()

@@ -160,7 +160,7 @@ func run(t *testing.T, cfg idem.Config) {
 		require.Equal(t, int32(1), s.svc.runs.Load())
 	})
 
-	t.Run("PanicReleasesTheKey", func(t *testing.T) {
+	t.Run("PanicFreesTheKey", func(t *testing.T) {
 		t.Parallel()
 		var calls atomic.Int32
 		s, _ := newServer(t, func(ctx context.Context, req *testpb.SimpleRequest) (*testpb.SimpleResponse, error) {

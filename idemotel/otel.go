@@ -141,7 +141,7 @@ func (t *Telemetry) Start(ctx context.Context) (context.Context, func(idem.Event
 		if e.StatusCode != 0 {
 			span.SetAttributes(attribute.Int("http.response.status_code", e.StatusCode))
 		}
-		if e.Outcome == idem.OutcomeStoreError || e.Outcome == idem.OutcomeAbandoned {
+		if e.Outcome == idem.OutcomeStoreUnavailable || e.Outcome == idem.OutcomeAbandoned {
 			msg := string(e.Outcome)
 			if e.Err != nil {
 				span.RecordError(e.Err)

@@ -133,7 +133,7 @@ func TestMetrics(t *testing.T) {
 		for outcome, want := range map[idem.Outcome]float64{
 			idem.OutcomeExecuted:   2,
 			idem.OutcomeReplayed:   1,
-			idem.OutcomeMismatch:   1,
+			idem.OutcomeKeyReused:  1,
 			idem.OutcomeInvalidKey: 1,
 			idem.OutcomeFailed:     1,
 		} {
@@ -175,7 +175,7 @@ func TestMetrics(t *testing.T) {
 		h := server(t, st, idemprom.New(reg))
 		st.Down()
 		require.Equal(t, 503, do(h, "/v1/payments", "k1", `{}`, ""))
-		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", route, "outcome", string(idem.OutcomeStoreError)))
+		require.Equal(t, 1.0, value(t, reg, "idem_requests_total", "route", route, "outcome", string(idem.OutcomeStoreUnavailable)))
 		require.Equal(t, 1.0, value(t, reg, "idem_store_operation_duration_seconds", "op", string(idem.OpGet), "result", "error"))
 	})
 

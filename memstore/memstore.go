@@ -1,9 +1,9 @@
 // Package memstore is a store.Store in memory: the reference
-// implementation of the store contract, with every capability the
-// middleware uses (the operator's search and audit log it lacks), so that
-// the idem middleware, its doors and its adapters test themselves without
-// a database. It keeps nothing across a restart and serves one
-// process: use pgstore or sqlitestore in production.
+// implementation of the store contract, serving every operation of it, so
+// that the idem middleware, its doors, its adapters and the operator's
+// console test themselves without a database. It keeps nothing across a
+// restart and serves one process: use pgstore or sqlitestore in
+// production.
 //
 //	mw, err := idem.New(memstore.New(), idem.Config{})
 //
@@ -13,8 +13,10 @@
 // own clock (time.Now). A transaction holds each record it wrote until it
 // ends, and another transaction that writes the same record waits for it,
 // at most store.TxOptions.MaxWait, as on a row lock; the Store's own
-// operations each run in a transaction of their own. It has no business
-// tables: Tx.Context carries nothing for a handler to write through.
+// operations each run in a transaction of their own. Its audit log keeps
+// the entries of committed transactions, in the order they committed. It
+// has no business tables: Tx.Context carries nothing for a handler to
+// write through.
 //
 // Its waits are on channels and timers only, and it starts no goroutine,
 // so under testing/synctest its clock is the bubble's and a request
@@ -42,11 +44,9 @@ const DefaultMaxWait = 5 * time.Second
 // Store keeps idempotency records in memory. The zero value is an empty
 // store, ready to use; a Store must not be copied after first use.
 type Store struct {
-	// The operator's search and audit log are unsupported.
-	store.UnsupportedStore
-
-	mu   sync.Mutex            // guards rows and every Tx's state
-	rows map[store.KeyRef]*row // nil until the first write
+	mu    sync.Mutex            // guards rows, audit and every Tx's state
+	rows  map[store.KeyRef]*row // nil until the first write
+	audit []store.AuditEntry    // the audit log, oldest first
 }
 
 // row is one key's record: the committed version, and the transaction that
@@ -65,17 +65,20 @@ type record struct {
 }
 
 var (
-	_ store.Store = (*Store)(nil)
-	_ store.Tx    = (*Tx)(nil)
+	_ store.Store   = (*Store)(nil)
+	_ store.Tx      = (*Tx)(nil)
+	_ store.AuditTx = (*Tx)(nil)
 )
 
 // New returns an empty Store.
 func New() *Store { return &Store{} }
 
-// Capabilities reports every capability but the operator's search and
-// audit log.
+// Capabilities reports every operation served. OneStepCommit is false (a
+// commit costs no round trip here) and so is ClaimLocksStore (a claim
+// holds its one record).
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{DeferredClaim: true, RecoveryPoints: true, Unfinished: true, Sweep: true, Resolve: true}
+	return store.Capabilities{DeferredClaim: true, RecoveryPoints: true, Unfinished: true, Sweep: true,
+		Search: true, Resolve: true, AuditLog: true}
 }
 
 // Begin starts a transaction. It holds nothing until it writes a record.
@@ -155,25 +158,14 @@ func (s *Store) Advance(ctx context.Context, a store.Attempt, point string, keys
 // Release marks the COMPLETED record a's token holds FAILED and drops its
 // response (store.Capabilities.Resolve).
 func (s *Store) Release(ctx context.Context, a store.Attempt) error {
-	return s.auto(ctx, func(t *Tx) error {
-		return t.fenced(ctx, "release", a, store.StatusCompleted, func(r *record, _ time.Time) {
-			r.Status, r.Response = store.StatusFailed, nil
-		})
-	})
+	return s.auto(ctx, func(t *Tx) error { return t.Release(ctx, a) })
 }
 
 // ReplaceResponse replaces the response of the COMPLETED record a's token
-// holds (store.Capabilities.Resolve), and binds its key for the record's retention
-// again, from now.
+// holds (store.Capabilities.Resolve), and binds its key for the record's
+// retention again, from now.
 func (s *Store) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
-	return s.auto(ctx, func(t *Tx) error {
-		return t.fenced(ctx, "replace response", a, store.StatusCompleted, func(r *record, now time.Time) {
-			r.Response = copyResponse(resp)
-			if again := now.Add(r.ExpiresAt.Sub(r.ClaimedAt)); again.After(r.ExpiresAt) {
-				r.ExpiresAt = again
-			}
-		})
-	})
+	return s.auto(ctx, func(t *Tx) error { return t.ReplaceResponse(ctx, a, resp) })
 }
 
 // ResumeUnfinished takes over the abandoned unfinished record prevToken

@@ -30,6 +30,8 @@ func newClaim(key string, lease, ttl time.Duration) store.Claim {
 
 // The store's clock is time.Now: in a bubble, the bubble's, so a lease and
 // a retention run out when the fake clock says so, and not a moment before.
+// The operator's search judges a lease by it too, a count says when it
+// counted, and the audit log stamps each entry with it.
 func TestClock(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
@@ -52,6 +54,19 @@ func TestClock(t *testing.T) {
 		rec, err = s.Get(ctx, "alice", "k")
 		require.NoError(t, err)
 		require.False(t, rec.LeaseLive)
+		found, err := s.ListKeys(ctx, store.KeyQuery{Status: store.StatusProcessing})
+		require.NoError(t, err)
+		require.Len(t, found, 1)
+		require.False(t, found[0].LeaseLive)
+		counts, err := s.CountKeys(ctx)
+		require.NoError(t, err)
+		require.Equal(t, time.Now(), counts.Now)
+		require.Equal(t, time.Now().Add(-30*time.Second), counts.OldestProcessing)
+		require.NoError(t, s.AppendAudit(ctx, store.AuditEntry{Actor: "ann", Action: "release", Reason: "INC-1"}))
+		logged, err := s.ListAudit(ctx, store.KeyRef{}, 1)
+		require.NoError(t, err)
+		require.Len(t, logged, 1)
+		require.Equal(t, time.Now(), logged[0].At)
 		require.NoError(t, s.Complete(ctx, c.Attempt(), store.Response{StatusCode: 201}))
 
 		time.Sleep(time.Hour - 30*time.Second)

@@ -18,6 +18,7 @@ type Tx struct {
 	wait time.Duration
 
 	writes  map[store.KeyRef]*record // this transaction's versions of the rows it holds
+	audit   []store.AuditEntry       // entries it appended, logged when it commits
 	claim   *store.Claim             // deferred to the completion (DeferClaim)
 	ran     bool                     // the deferred claim ran
 	claimed error                    // and failed so
@@ -29,7 +30,8 @@ type Tx struct {
 // write through.
 func (t *Tx) Context(ctx context.Context) context.Context { return ctx }
 
-// Commit makes the transaction's writes the records' committed versions. A
+// Commit makes the transaction's writes the records' committed versions,
+// and appends its audit entries to the store's log. A
 // transaction whose deferred claim failed commits nothing and returns
 // store.ErrTxAborted.
 func (t *Tx) Commit(context.Context) error {
@@ -64,9 +66,13 @@ func (t *Tx) Rollback(context.Context) error {
 }
 
 // end releases every row the transaction holds, with s.mu held, keeping
-// its writes when commit.
+// its writes and its audit entries when commit.
 func (t *Tx) end(commit bool) {
 	t.ended = true
+	if commit {
+		t.s.audit = append(t.s.audit, t.audit...)
+	}
+	t.audit = nil
 	for k, w := range t.writes {
 		rw := t.s.rows[k]
 		if commit {
@@ -320,6 +326,40 @@ func (t *Tx) Advance(ctx context.Context, a store.Attempt, point string, keys ma
 			}
 		}
 	})
+}
+
+// Release marks the COMPLETED record a's token holds FAILED and drops its
+// response (store.Capabilities.Resolve; store.AuditTx).
+func (t *Tx) Release(ctx context.Context, a store.Attempt) error {
+	return t.fenced(ctx, "release", a, store.StatusCompleted, func(r *record, _ time.Time) {
+		r.Status, r.Response = store.StatusFailed, nil
+	})
+}
+
+// ReplaceResponse replaces the response of the COMPLETED record a's token
+// holds, and binds its key for the record's retention again, from now
+// (store.Capabilities.Resolve; store.AuditTx).
+func (t *Tx) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
+	return t.fenced(ctx, "replace response", a, store.StatusCompleted, func(r *record, now time.Time) {
+		r.Response = copyResponse(resp)
+		if again := now.Add(r.ExpiresAt.Sub(r.ClaimedAt)); again.After(r.ExpiresAt) {
+			r.ExpiresAt = again
+		}
+	})
+}
+
+// AppendAudit records e, stamped with the store's clock, in the store's
+// audit log when the transaction commits (store.AuditTx).
+func (t *Tx) AppendAudit(_ context.Context, e store.AuditEntry) error {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := t.open(); err != nil {
+		return fmt.Errorf("append audit: %w", err)
+	}
+	e.At = time.Now()
+	t.audit = append(t.audit, e)
+	return nil
 }
 
 // DeferClaim holds c back until Complete (store.Tx.DeferClaim).

@@ -12,7 +12,7 @@
  *   MODE_ATOMIC    atomic mode, claim first: claim, business write and
  *                  completion in one transaction (atomic.go: atomic.hold,
  *                  complete, free).
- *   MODE_DEFERRED  atomic mode with Config.DeferClaim: no claim before the
+ *   MODE_DEFERRED  ModeAtomicDeferred: no claim before the
  *                  handler, one insert at the commit records the key
  *                  COMPLETED (pgstore insertCompletedOrAbort), a lost claim
  *                  reads the record and replays or claims first
@@ -224,7 +224,7 @@ claim:
 	 */
 held:
 	do
-	:: goto done  /* killed, or hung past the maximum life: nothing released, the lease lapses */
+	:: goto done  /* killed, or hung past the maximum life: nothing freed, the lease lapses */
 	:: break      /* the handler returns */
 	:: !stopped && renewals < MAXRENEW ->
 		atomic {
@@ -271,8 +271,8 @@ final:
 
 retriable:
 	if
-	:: goto done  /* killed before the release: the lease lapses */
-	:: atomic {   /* leased.release: Keys.Fail, fenced */
+	:: goto done  /* killed before the freeing: the lease lapses */
+	:: atomic {   /* leased.free: Keys.Fail, fenced */
 		skip;  /* an option must not begin with an if (Promela's else) */
 		if
 		:: tok == me && st == S_PROCESSING -> st = S_FAILED; live = false
@@ -287,7 +287,7 @@ done:	skip
 #if defined(MODE_ATOMIC) || defined(MODE_DEFERRED)
 /*
  * One atomic-mode request (atomic.hold, or deferred.hold with
- * Config.DeferClaim); its first token is me, the second pass of a lost
+ * ModeAtomicDeferred); its first token is me, the second pass of a lost
  * deferred claim (Middleware.execute's loop) uses me + NREQ. A transaction's
  * writes are this process's locals until its commit, one atomic step; a
  * killed process's transaction rolls back.
@@ -404,7 +404,7 @@ claimfirst:
 
 held:	/* the handler runs in the transaction that holds the claim */
 	if
-	:: rowlock = (rowlock == t -> 0 : rowlock)  /* killed, client gone, or a retriable answer: atomic.release rolls back */
+	:: rowlock = (rowlock == t -> 0 : rowlock)  /* killed, client gone, or a retriable answer: atomic.free rolls back */
 	:: atomic {  /* final: atomic.complete, the completion and the handler's writes commit (completeAndCommit) */
 		skip;
 #ifdef BROKEN_SELECT_INSERT

@@ -11,7 +11,7 @@
  * the debit with the recovery point UNKNOWN ("outcome unknown") before the
  * provider is called with a key derived from the request's key. Phase B
  * commits the outcome with the key's completion: PAID, or FAILED with the
- * refund. When the provider does not answer, the hold is released with
+ * refund. When the provider does not answer, the key is freed with
  * the recovery point left UNKNOWN (the client gets 202 pending). A retry,
  * or the completer, that finds UNKNOWN asks the provider by the derived key
  * and, when the provider knows no transfer of that key, sends it again with
@@ -53,7 +53,7 @@
  *                                 secret is by then
  *   phase A                       idem.Advance(ctx, idem.PointOutcomeUnknown,
  *                                 debit), store.Keys.Advance in its Tx
- *   finish(), P_ERROR             idem.Pending: released, 202, not stored
+ *   finish(), P_ERROR             idem.Pending: freed, 202, not stored
  *   finish(), P_SETTLED/REJECTED  the handler's final answer, completed with
  *                                 its writes (leased.complete)
  *   resolve()                     the handler resuming at
@@ -239,7 +239,7 @@ inline finish(t, res) {
 		:: HELD(t) && res == P_REJECTED ->
 			refunds++; books();
 			rp = RP_FAILED; st = S_COMPLETED; live = false; resp = RP_FAILED; got(RP_FAILED)
-		:: HELD(t) && res == P_ERROR ->  /* outcome unknown: release, 202 pending */
+		:: HELD(t) && res == P_ERROR ->  /* outcome unknown: free, 202 pending */
 			st = S_FAILED; live = false
 		:: else  /* fenced out: the phase rolls back */
 		fi
@@ -331,12 +331,12 @@ done:	skip
 }
 
 /*
- * The completer: lists an UNKNOWN payout whose hold was released or
+ * The completer: lists an UNKNOWN payout whose key was freed or
  * lapsed, takes it over only while it is still that record (fenced by the
  * token it was listed with, and UNKNOWN), and resolves it. It may be
  * killed mid-round (then another replica's completer goes on: the same
  * process, its hold left to lapse). It never holds a record that is not
- * unfinished: one it held with no recovery point would be released
+ * unfinished: one it held with no recovery point would be freed
  * without one, binding a key no request used since.
  */
 #ifdef BROKEN_COMPLETER_CLAIMS

@@ -68,7 +68,7 @@ func TestLogEvents(t *testing.T) {
 		}{
 			{"k1", "executed", 201},
 			{"k1", "replayed", 201},
-			{"k1", "mismatch", 422},
+			{"k1", "key_reused", 422},
 			{"k2", "invalid_body", 400},
 			{"k3", "failed", 502},
 		} {
@@ -99,7 +99,7 @@ func TestLogEvents(t *testing.T) {
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal(buf.Bytes(), &rec))
 		require.Equal(t, "ERROR", rec["level"])
-		require.Equal(t, "store_error", rec["outcome"])
+		require.Equal(t, "store_unavailable", rec["outcome"])
 		require.Contains(t, rec["error"], "look up key")
 		require.NotContains(t, buf.String(), secret)
 	})

@@ -202,7 +202,7 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		require.Equal(t, consumer.Ack, c.process(t, ctx, c.message(key, "pay 100")).Action)
 		d := c.process(t, ctx, c.message(key, "pay 200"))
 		require.Equal(t, consumer.DeadLetter, d.Action, "a key reused with another body")
-		require.Equal(t, idem.OutcomeMismatch, d.Result.Outcome)
+		require.Equal(t, idem.OutcomeKeyReused, d.Result.Outcome)
 		require.Equal(t, http.StatusUnprocessableEntity, d.Result.Response.StatusCode)
 		require.Equal(t, int32(1), c.runs.Load())
 	})
@@ -234,13 +234,13 @@ func RunConsumer(t *testing.T, newBusiness NewBusinessFunc) {
 		m := c.message(key, "pay 100")
 		d := c.process(t, ctx, m)
 		require.Equal(t, consumer.DeadLetter, d.Action, "no user")
-		require.Equal(t, idem.OutcomeNoScope, d.Result.Outcome)
+		require.Equal(t, idem.OutcomeScopeMissing, d.Result.Outcome)
 		require.Equal(t, http.StatusUnauthorized, d.Result.Response.StatusCode)
 
 		userDown.Store(true)
 		d = c.process(t, ctx, m)
 		require.Equal(t, consumer.Retry, d.Action, "the user store's failure is retried")
-		require.Equal(t, idem.OutcomeStoreError, d.Result.Outcome)
+		require.Equal(t, idem.OutcomeStoreUnavailable, d.Result.Outcome)
 		userDown.Store(false)
 
 		for _, user := range []string{"alice", "bob"} {

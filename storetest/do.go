@@ -65,13 +65,13 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		mw, work, runs, _ := newDoer(t, http.StatusCreated)
 		require.Equal(t, idem.OutcomeExecuted, mw.Do(ctx, call("order-1", "a"), work).Outcome)
 		r := mw.Do(ctx, call("order-1", "b"), work)
-		require.Equal(t, idem.OutcomeMismatch, r.Outcome)
+		require.Equal(t, idem.OutcomeKeyReused, r.Outcome)
 		require.Equal(t, http.StatusUnprocessableEntity, r.Response.StatusCode)
 		require.Equal(t, "application/problem+json", r.Response.Header.Get("Content-Type"))
 		require.Equal(t, int32(1), runs.Load())
 	})
 
-	t.Run("RetriableReplyIsReleased", func(t *testing.T) {
+	t.Run("RetriableReplyFreesTheKey", func(t *testing.T) {
 		t.Parallel()
 		mw, work, runs, _ := newDoer(t, http.StatusServiceUnavailable)
 		for range 2 {
@@ -87,7 +87,7 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		mw, work, runs, _ := newDoer(t, http.StatusCreated)
 		c := call("order-1", "a")
 		c.Scope = ""
-		require.Equal(t, idem.OutcomeNoScope, mw.Do(ctx, c, work).Outcome)
+		require.Equal(t, idem.OutcomeScopeMissing, mw.Do(ctx, c, work).Outcome)
 		bad := mw.Do(ctx, call("order-1\x00", "a"), work)
 		require.Equal(t, idem.OutcomeInvalidKey, bad.Outcome)
 		require.Equal(t, http.StatusBadRequest, bad.Response.StatusCode)
@@ -113,7 +113,7 @@ func RunDo(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 					return nil
 				case r.Outcome == idem.OutcomeInFlight:
 					continue // as a client honouring Retry-After would, at once
-				case r.Outcome == idem.OutcomeStoreError && r.Response.Header.Get("Retry-After") != "" && unavailable < 10:
+				case r.Outcome == idem.OutcomeStoreUnavailable && r.Response.Header.Get("Retry-After") != "" && unavailable < 10:
 					// A store that stayed busy past its bounded wait on a
 					// loaded machine (SQLite's write lock): 503 with
 					// Retry-After, which a client retries too.

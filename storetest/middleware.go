@@ -221,7 +221,7 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			r := s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, http.StatusCreated, r.status, "status %d is retriable", code)
 			require.Empty(t, r.header.Get("Idempotent-Replayed"))
-			require.Equal(t, "false", r.header.Get("X-Prior-Attempt-Lapsed"), "the first attempt released the key itself")
+			require.Equal(t, "false", r.header.Get("X-Prior-Attempt-Lapsed"), "the first attempt freed the key itself")
 			r = s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
 			require.Equal(t, int32(2), s.runs.Load())

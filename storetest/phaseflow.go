@@ -268,7 +268,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 			t.Error("another body must not run")
 			return idem.Response{StatusCode: http.StatusCreated}
 		})
-		require.Equal(t, idem.OutcomeMismatch, res.Outcome, "the pending payout still binds its key: %v", res.Err)
+		require.Equal(t, idem.OutcomeKeyReused, res.Outcome, "the pending payout still binds its key: %v", res.Err)
 
 		f.p.setSilent(false)
 		c, err := completer.New(f.mw, f.s, f.resume, completer.Config{})
@@ -377,7 +377,7 @@ func RunPhaseFlow(t *testing.T, newStore NewStoreFunc) {
 				var err error
 				pk, err = idem.ProviderKey(ctx, "bank")
 				require.NoError(t, err)
-				// Not final: the key is released for the next derivation.
+				// Not final: the key is freed for the next derivation.
 				return idem.Response{StatusCode: http.StatusServiceUnavailable}
 			})
 			require.Equal(t, idem.OutcomeFailed, res.Outcome, "%v", res.Err)

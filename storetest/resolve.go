@@ -58,7 +58,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		}
 	})
 
-	t.Run("ReleasedKeyRunsAgain", func(t *testing.T) {
+	t.Run("ReopenedKeyRunsAgain", func(t *testing.T) {
 		t.Parallel()
 		s := resolver(t)
 		c := completed(t, s, "alice", 409)
@@ -139,7 +139,7 @@ func RunResolve(t *testing.T, newStore NewStoreFunc) {
 		require.Equal(t, 409, rec.Response.StatusCode, "a stale token changed nothing")
 	})
 
-	t.Run("ReacquiredAfterRetentionIsNotReleased", func(t *testing.T) {
+	t.Run("ReacquiredAfterRetentionIsNotReopened", func(t *testing.T) {
 		t.Parallel()
 		s := resolver(t)
 		c := putRecord(t, s, "alice", store.StatusProcessing, long, time.Millisecond)

@@ -138,8 +138,8 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"keys", "forget"}, `keys: unknown subcommand "forget"`},
 		{[]string{"keys", "list", "--state", "completed"}, "--state must be unknown, in-flight or failed"},
 		{[]string{"keys", "show", "--key", "k"}, "--scope and --key are required"},
-		{[]string{"keys", "resolve", "--scope", "s", "--key", "k"}, "give either --release or --status"},
-		{[]string{"keys", "resolve", "--scope", "s", "--key", "k", "--release", "--status", "201"}, "give either --release or --status"},
+		{[]string{"keys", "resolve", "--scope", "s", "--key", "k"}, "give either --reopen or --status"},
+		{[]string{"keys", "resolve", "--scope", "s", "--key", "k", "--reopen", "--status", "201"}, "give either --reopen or --status"},
 		{[]string{"keys", "resolve", "--scope", "s", "--key", "k", "--status", "500"}, "want a final answer"},
 		{[]string{"keys", "sweep", "--batch-size", "0"}, "--batch-size must be positive"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
@@ -173,7 +173,9 @@ func TestHelp(t *testing.T) {
 		require.Empty(t, stderr, "%v", args)
 		require.Contains(t, stdout, "Usage")
 		require.NotRegexp(t, `(?m)^\s+-[a-z]`, stdout, "flags are spelt --name")
-		require.NotContains(t, stdout, "--listen", "a deprecated alias is not advertised")
+		for _, old := range []string{"--listen", "--release"} {
+			require.NotContains(t, stdout, old, "a deprecated alias is not advertised")
+		}
 	}
 	stdout, _, _ := gatewayCmd(t, "", "--help")
 	for _, c := range []string{"idem-gateway [serve]", "idem-gateway version", "idem-gateway help"} {

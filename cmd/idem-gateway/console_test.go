@@ -150,10 +150,13 @@ func TestConsoleAndCLIRefuseInvalidAnswers(t *testing.T) {
 			require.Contains(t, r.body, "Nothing changed")
 		})
 	}
-	t.Run("ConsoleReleaseReasonTooLong", func(t *testing.T) {
-		r := consoleDo(t, c, "POST", g.console+"key/release", cookie, strings.NewReader(g.form(t, cookie, url.Values{"reason": {long}}).Encode()))
-		require.Equal(t, http.StatusBadRequest, r.status, r.body)
-		require.Contains(t, r.body, "more than 500")
+	t.Run("ConsoleReopenReasonTooLong", func(t *testing.T) {
+		// key/release is key/reopen's deprecated path: the same action.
+		for _, path := range []string{"key/reopen", "key/release"} {
+			r := consoleDo(t, c, "POST", g.console+path, cookie, strings.NewReader(g.form(t, cookie, url.Values{"reason": {long}}).Encode()))
+			require.Equal(t, http.StatusBadRequest, r.status, r.body)
+			require.Contains(t, r.body, "more than 500", path)
+		}
 	})
 	t.Run("ConsoleFormTooLarge", func(t *testing.T) {
 		v := g.form(t, cookie, answer("201", "application/json", "", "INC-1"))
@@ -176,8 +179,8 @@ func TestConsoleAndCLIRefuseInvalidAnswers(t *testing.T) {
 		"ContentTypeInvalid": {[]string{"--status", "201", "--body-file", "-", "--content-type", "text/html; charset", "--reason", "INC-1"}, "not a media type"},
 		"LocationJavaScript": {[]string{"--status", "201", "--location", "JavaScript:alert(1)", "--reason", "INC-1"}, "not the scheme"},
 		"Status302":          {[]string{"--status", "302", "--reason", "INC-1"}, "want a final answer"},
-		"ReasonTooLong":      {[]string{"--release", "--reason", long}, "more than 500"},
-		"ReasonMissing":      {[]string{"--release"}, "a reason is required"},
+		"ReasonTooLong":      {[]string{"--reopen", "--reason", long}, "more than 500"},
+		"ReasonMissing":      {[]string{"--reopen"}, "a reason is required"},
 	} {
 		t.Run("CLI"+name, func(t *testing.T) {
 			stderr, code := resolve(`{"id":"o-1"}`, c.args...)
@@ -216,7 +219,7 @@ func TestConsoleSignInThrottled(t *testing.T) {
 	r = signInWith(t, other, g.console, consoleToken)
 	require.Equal(t, http.StatusSeeOther, r.status, "another address signs in: %s", r.body)
 	cookie := strings.Split(r.header.Get("Set-Cookie"), ";")[0]
-	r = consoleDo(t, other, "POST", g.console+"key/release", cookie, strings.NewReader(url.Values{"csrf": {"forged"}, "reason": {"x"}, "confirm": {"yes"}}.Encode()))
+	r = consoleDo(t, other, "POST", g.console+"key/reopen", cookie, strings.NewReader(url.Values{"csrf": {"forged"}, "reason": {"x"}, "confirm": {"yes"}}.Encode()))
 	require.Equal(t, http.StatusForbidden, r.status)
 
 	logs := ""
@@ -230,7 +233,7 @@ func TestConsoleSignInThrottled(t *testing.T) {
 	require.Equal(t, 5, strings.Count(logs, `msg="console: sign-in refused" remote=127.0.0.1:`), logs)
 	require.Equal(t, 2, strings.Count(logs, `msg="console: sign-in throttled" remote=127.0.0.1:`), logs)
 	require.Contains(t, logs, `msg="console: signed in" operator=carol remote=127.0.0.2:`)
-	require.Contains(t, logs, `msg="console: refused: bad CSRF token or origin" path=/key/release operator=carol remote=127.0.0.2:`)
+	require.Contains(t, logs, `msg="console: refused: bad CSRF token or origin" path=/key/reopen operator=carol remote=127.0.0.2:`)
 	require.NotContains(t, logs, consoleToken)
 	require.NotContains(t, logs, "wrong-token-guess")
 }

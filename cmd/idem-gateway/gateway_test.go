@@ -159,7 +159,7 @@ func TestGateway(t *testing.T) {
 		require.Equal(t, 201, bob.status, "another scope is another key space")
 		require.False(t, bob.replayed)
 	})
-	t.Run("FailureReleased", func(t *testing.T) {
+	t.Run("FailureFreesTheKey", func(t *testing.T) {
 		require.Equal(t, 500, post(t, gw, "/fail", "Bearer alice", "k-fail").status)
 		require.Equal(t, 500, post(t, gw, "/fail", "Bearer alice", "k-fail").status)
 	})
@@ -261,7 +261,7 @@ func gatewayCmd(t *testing.T, stdin string, args ...string) (stdout, stderr stri
 }
 
 // TestOperatorResolvesUnknownOutcomes: keys list finds the outcome-unknown
-// keys; keys resolve releases one, whose retry then runs, and answers
+// keys; keys resolve reopens one, whose retry then runs, and answers
 // another, whose retry gets that answer without running.
 func TestOperatorResolvesUnknownOutcomes(t *testing.T) {
 	t.Parallel()
@@ -316,7 +316,7 @@ func testOperatorResolves(t *testing.T, kdb keyDB) {
 	up := startUpstream(t)
 	db := kdb.new(t)
 	gw := startGateway(t, up, "--db", db)
-	for _, k := range []string{"k-release", "k-answer"} {
+	for _, k := range []string{"k-reopen", "k-answer"} {
 		require.Equal(t, 409, post(t, gw, "/die", "Bearer alice", k).status)
 	}
 	require.Equal(t, 201, post(t, gw, "/ok", "Bearer alice", "k-ok").status)
@@ -338,22 +338,23 @@ func testOperatorResolves(t *testing.T, kdb keyDB) {
 		require.NotContains(t, fmt.Sprint(m), "Bearer", "the scope is a hash, not the credential")
 	}
 
-	out, stderr, code = gatewayCmd(t, "", "keys", "show", "--db", db, "--scope", scope, "--key", "k-release")
+	out, stderr, code = gatewayCmd(t, "", "keys", "show", "--db", db, "--scope", scope, "--key", "k-reopen")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"response_code":409`)
 
-	_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-release", "--release",
+	out, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-reopen", "--reopen",
 		"--reason", "upstream log: no request under this key")
 	require.Equal(t, 0, code, stderr)
-	require.Equal(t, reply{201, `{"runs": 2}`, false}, post(t, gw, "/die", "Bearer alice", "k-release"), "released: the retry runs")
+	require.Contains(t, out, `"resolution":"reopened"`)
+	require.Equal(t, reply{201, `{"runs": 2}`, false}, post(t, gw, "/die", "Bearer alice", "k-reopen"), "reopened: the retry runs")
 
 	_, stderr, code = gatewayCmd(t, `{"runs": 1}`, "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-answer",
 		"--status", "201", "--body-file", "-", "--reason", "upstream log: order 1 created")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, reply{201, `{"runs": 1}`, true}, post(t, gw, "/die", "Bearer alice", "k-answer"), "answered: the retry gets it")
 
-	for _, k := range []string{"k-ok", "k-release", "k-answer", "k-unused"} {
-		_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", k, "--release", "--reason", "INC-7")
+	for _, k := range []string{"k-ok", "k-reopen", "k-answer", "k-unused"} {
+		_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", k, "--reopen", "--reason", "INC-7")
 		require.Equal(t, 1, code, "%s is not an unknown outcome: %s", k, stderr)
 	}
 	out, _, code = gatewayCmd(t, "", "keys", "list", "--db", db)
@@ -365,13 +366,13 @@ func testOperatorResolves(t *testing.T, kdb keyDB) {
 	entries, err := kdb.audit(t, db).ListAudit(t.Context(), store.KeyRef{}, 10)
 	require.NoError(t, err)
 	require.Len(t, entries, 2)
-	answered, released := entries[0], entries[1] // newest first
-	require.Equal(t, "resolve: released", released.Action)
-	require.Equal(t, "upstream log: no request under this key", released.Reason)
-	require.Equal(t, "k-release", released.Key)
-	require.Contains(t, released.Actor, "idem-gateway keys resolve, ")
-	require.Contains(t, released.Before, "COMPLETED (outcome unknown) ")
-	require.Contains(t, released.After, "FAILED ")
+	answered, reopened := entries[0], entries[1] // newest first
+	require.Equal(t, "resolve: reopened", reopened.Action)
+	require.Equal(t, "upstream log: no request under this key", reopened.Reason)
+	require.Equal(t, "k-reopen", reopened.Key)
+	require.Contains(t, reopened.Actor, "idem-gateway keys resolve, ")
+	require.Contains(t, reopened.Before, "COMPLETED (outcome unknown) ")
+	require.Contains(t, reopened.After, "FAILED ")
 	require.Equal(t, "resolve: answered", answered.Action)
 	require.Equal(t, "k-answer", answered.Key)
 	require.Contains(t, answered.After, "response=201 application/json (11 bytes)")
@@ -380,7 +381,7 @@ func testOperatorResolves(t *testing.T, kdb keyDB) {
 	for _, e := range up.log(t) {
 		counts[e.Path]++
 	}
-	require.Equal(t, map[string]int{"/ok": 1, "/die": 3}, counts, "k-answer ran once; k-release twice, once released")
+	require.Equal(t, map[string]int{"/ok": 1, "/die": 3}, counts, "k-answer ran once; k-reopen twice, once reopened")
 }
 
 // TestUpstreamActedAnswerLost: the upstream acted, but the gateway stored

@@ -27,7 +27,7 @@ Subcommands:
   list      list the keys in a state (--state unknown|in-flight|failed), one JSON object a line,
             with the key forwarded upstream and why an outcome is unknown; never a body
   show      print a key's state (--scope, --key); never a body
-  resolve   resolve an unknown outcome, with a --reason: --release (the next retry is sent afresh),
+  resolve   resolve an unknown outcome, with a --reason: --reopen (the next retry is sent afresh),
             or --status/--body-file/--location (the upstream's real answer, replayed to every retry)
   sweep     delete the records past their retention, once; print {"deleted":N}
 
@@ -51,6 +51,7 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 			if err := cli.ParseFlags(fs, args, stdout, "idem-gateway", synopsis); err != nil {
 				return err
 			}
+			cli.WarnDeprecated(fs, stderr, "idem-gateway")
 			if err := act.check(); err != nil {
 				return err
 			}
@@ -98,10 +99,11 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 					},
 				}
 			}),
-		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--release | --status CODE [--body-file FILE] [--location URL]) --reason TEXT [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
+		"resolve": sub("resolve", "idem-gateway keys resolve --scope SCOPE --key KEY (--reopen | --status CODE [--body-file FILE] [--location URL]) --reason TEXT [--db URL]\n\nResolves a key whose upstream outcome is unknown, once you know what the upstream did.",
 			func(fs *flag.FlagSet) action {
 				ref := keyFlags(fs)
-				release := fs.Bool("release", false, "release the key: its next retry is sent upstream afresh (the upstream did not act)")
+				reopen := fs.Bool("reopen", false, "reopen the key: its next retry is sent upstream afresh (the upstream did not act)")
+				cli.Alias(fs, "release", "reopen")
 				status := fs.Int("status", 0, "the status code the upstream answered, stored for every retry (2xx, or a final 4xx)")
 				bodyFile := fs.String("body-file", "", "the file holding the upstream's answer body; - for standard input; none: an empty body")
 				contentType := fs.String("content-type", "application/json", "the answer's Content-Type")
@@ -113,10 +115,10 @@ func keysCmd(ctx context.Context, args []string, stdout, stderr io.Writer, geten
 						if ref.Scope == "" || ref.Key == "" {
 							return cli.Usagef("keys resolve: --scope and --key are required")
 						}
-						if *release == (*status != 0) {
-							return cli.Usagef("keys resolve: give either --release or --status")
+						if *reopen == (*status != 0) {
+							return cli.Usagef("keys resolve: give either --reopen or --status")
 						}
-						if !*release {
+						if !*reopen {
 							resp, err := operatorAnswer(*status, *bodyFile, *contentType, *location)
 							if err != nil {
 								return err
@@ -425,7 +427,7 @@ func invalid(err error) string {
 	return strings.TrimPrefix(err.Error(), store.ErrInvalidAction.Error()+": ")
 }
 
-// resolution is an operator's decision on one key: release it (answer
+// resolution is an operator's decision on one key: reopen it (answer
 // nil), or store answer for it; reason goes to the audit log.
 type resolution struct {
 	ref    store.KeyRef
@@ -433,7 +435,7 @@ type resolution struct {
 	reason string
 }
 
-// keysResolve releases an outcome-unknown key or stores the answer for it,
+// keysResolve reopens an outcome-unknown key or stores the answer for it,
 // and appends the audit entry in the same transaction, as the console's
 // actions do. The write is fenced on the token the record was read with:
 // if a retry or another operator changed the record meanwhile, nothing
@@ -453,7 +455,7 @@ func keysResolve(ctx context.Context, r store.Store, res resolution, stdout io.W
 	if !outcomeUnknown(rec) {
 		return fmt.Errorf("keys resolve: key %q in scope %s is %s, not an unknown outcome: nothing changed", ref.Key, ref.Scope, rec.Status)
 	}
-	what := "released"
+	what := "reopened"
 	if res.answer != nil {
 		what = "answered"
 	}

@@ -149,8 +149,10 @@ func TestSweepKeepsUnknownOutcomes(t *testing.T) {
 			require.Equal(t, 409, retry.status, "a retry past retention gets the unknown outcome: %s", retry.body)
 			require.True(t, retry.replayed, "never sent upstream again")
 
+			// --release, reopen's deprecated name, still reopens, and warns.
 			_, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-unknown", "--release", "--reason", "INC-9")
 			require.Equal(t, 0, code, stderr)
+			require.Contains(t, stderr, "idem-gateway: --release is deprecated: use --reopen")
 			swept("k-unknown") // resolved: a record like any other
 		})
 	}

@@ -31,7 +31,7 @@ Usage:
   idem-gateway migrate [flags]        create or upgrade the key table
   idem-gateway keys list [flags]      list the keys whose upstream outcome is unknown
   idem-gateway keys show [flags]      print a key's state (--scope, --key); never a body
-  idem-gateway keys resolve [flags]   resolve an unknown outcome: --release, or --status the upstream's answer
+  idem-gateway keys resolve [flags]   resolve an unknown outcome: --reopen, or --status the upstream's answer
   idem-gateway keys sweep [flags]     delete the records past their retention, once
   idem-gateway version                print the version and the commit it was built from
   idem-gateway help                   show this help

@@ -458,7 +458,7 @@ type observers struct {
 func (g *gateway) logRequest(e idem.Event, unknown bool) {
 	level := slog.LevelInfo
 	switch e.Outcome {
-	case idem.OutcomeStoreError:
+	case idem.OutcomeStoreUnavailable:
 		level = slog.LevelError
 	case idem.OutcomeLeaseLost, idem.OutcomeAbandoned:
 		level = slog.LevelWarn

@@ -18,14 +18,14 @@ import (
 // keyState is what keys show prints: the record's state, never its
 // request or response body.
 type keyState struct {
-	UserID         string    `json:"user_id"`
+	Scope          string    `json:"scope"`
 	Key            string    `json:"key"`
 	Status         string    `json:"status"`
 	Attempts       int       `json:"attempts"`
 	Request        string    `json:"request"`
 	CreatedAt      time.Time `json:"created_at"`
-	LeaseExpiresAt time.Time `json:"lock_expires_at"`
-	LeaseLive      bool      `json:"lock_live"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	LeaseLive      bool      `json:"lease_live"`
 	ExpiresAt      time.Time `json:"expires_at"`
 	Expired        bool      `json:"expired"`
 	ResponseCode   int       `json:"response_code,omitempty"`
@@ -37,6 +37,11 @@ type keyState struct {
 	ProviderKeys  map[string]string `json:"provider_keys,omitempty"`
 	// Payout is the payout sent to the bank under provider_keys.bank.
 	Payout *payoutState `json:"payout,omitempty"`
+	// Deprecated: scope, lease_expires_at and lease_live under their
+	// names before the glossary's, printed one release more for scripts.
+	UserID        string    `json:"user_id"`
+	LockExpiresAt time.Time `json:"lock_expires_at"`
+	LockLive      bool      `json:"lock_live"`
 }
 
 // payoutState is a key's payout as keys show prints it: BankOutcomeCause
@@ -69,13 +74,13 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	defer b.close()
 	rec, err := b.store.Get(ctx, *scope, *key)
 	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("keys show: no record for key %q of user %s (never used, or swept after its retention)", *key, *scope)
+		return fmt.Errorf("keys show: no record for key %q in scope %s (never used, or swept after its retention)", *key, *scope)
 	}
 	if err != nil {
 		return fmt.Errorf("keys show: %w", err)
 	}
 	s := keyState{
-		UserID: rec.Scope, Key: rec.Key, Status: string(rec.Status), Attempts: rec.Attempts,
+		Scope: rec.Scope, Key: rec.Key, Status: string(rec.Status), Attempts: rec.Attempts,
 		Request:   rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
 		CreatedAt: rec.CreatedAt.UTC(), LeaseExpiresAt: rec.LeaseExpiresAt.UTC(), LeaseLive: rec.LeaseLive,
 		ExpiresAt: rec.ExpiresAt.UTC(), Expired: rec.Expired, RecoveryPoint: rec.RecoveryPoint,
@@ -100,6 +105,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 			s.Resource = r.ResourceType + "/" + r.ResourceID
 		}
 	}
+	s.UserID, s.LockExpiresAt, s.LockLive = s.Scope, s.LeaseExpiresAt, s.LeaseLive
 	return printJSON(stdout, s)
 }
 

@@ -140,7 +140,7 @@ func TestSpans(t *testing.T) {
 				outcome  idem.Outcome
 				replayed bool
 				status   int64
-			}{{idem.OutcomeExecuted, false, 201}, {idem.OutcomeReplayed, true, 201}, {idem.OutcomeMismatch, false, 422}} {
+			}{{idem.OutcomeExecuted, false, 201}, {idem.OutcomeReplayed, true, 201}, {idem.OutcomeKeyReused, false, 422}} {
 				a := attrs(reqs[i])
 				require.Equal(t, string(want.outcome), a["idem.outcome"].AsString())
 				require.Equal(t, want.replayed, a["idem.replayed"].AsBool())
@@ -190,7 +190,7 @@ func TestStoreErrorIsASpanError(t *testing.T) {
 	require.NoError(t, err)
 	res := mw.Do(context.Background(), idem.Call{Scope: "alice", Key: "k1", Fingerprint: store.Fingerprint{Version: 1, Method: "Pay", Path: "Pay", Hash: make([]byte, 32)}},
 		func(context.Context) idem.Response { return idem.Response{StatusCode: 200} })
-	require.Equal(t, idem.OutcomeStoreError, res.Outcome)
+	require.Equal(t, idem.OutcomeStoreUnavailable, res.Outcome)
 	var sawStoreError bool
 	for _, s := range spans.Ended() {
 		if s.Name() == "idem.request" {

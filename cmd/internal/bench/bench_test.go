@@ -62,11 +62,11 @@ func TestRun(t *testing.T) {
 		}
 	}
 	doors(t, rep)
-	for _, v := range []string{"fresh-atomic", "replay-atomic", "storm-atomic", "fresh-leased", "replay-leased", "storm-leased",
-		"fresh-atomic (no cache)", "replay-atomic (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling",
+	for _, v := range []string{"fresh-atomic-deferred", "replay-atomic-deferred", "storm-atomic-deferred", "fresh-leased", "replay-leased", "storm-leased",
+		"fresh-atomic-deferred (no cache)", "replay-atomic-deferred (no cache)", "fresh-leased (no cache)", "replay-leased (no cache)", "bare", "ceiling",
 		"gateway-fresh go", "gateway-replay go", "upstream go", "gateway-fresh node", "gateway-replay node", "upstream node",
-		"trivial bare", "trivial fresh-atomic", "trivial replay-atomic", "trivial replay-atomic (no cache)",
-		"trivial fresh-claim-first", "trivial replay-claim-first", "trivial replay-claim-first (no cache)",
+		"trivial bare", "trivial fresh-atomic-deferred", "trivial replay-atomic-deferred", "trivial replay-atomic-deferred (no cache)",
+		"trivial fresh-atomic", "trivial replay-atomic", "trivial replay-atomic (no cache)",
 		"trivial fresh-leased", "trivial replay-leased", "trivial replay-leased (no cache)",
 		"deposit-fresh", "deposit-replay", "grpc deposit-fresh", "grpc deposit-replay",
 		"queue deposit-fresh", "queue deposit-duplicate", "payout-fresh", "payout-replay"} {

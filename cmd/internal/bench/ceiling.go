@@ -17,9 +17,9 @@ import (
 // the cheapest way: one pipelined round trip, one commit. It authenticates
 // the API key, writes the transaction, moves both balances (their CHECK
 // refuses an overdraft), appends both ledger entries and records the key
-// COMPLETED with the stored response in one insert, as paymentsd's atomic
-// mode with its deferred claim does, with none of the reads and checks a
-// general handler makes.
+// COMPLETED with the stored response in one insert, as paymentsd's
+// atomic-deferred mode does, with none of the reads and checks a general
+// handler makes.
 const (
 	ceilingAuth        = `SELECT user_id FROM api_keys WHERE key_hash = $1`
 	ceilingTransaction = `

@@ -86,7 +86,7 @@ func (r *runner) citus(ctx context.Context) (*Report, error) {
 // bare, their names ending in suffix; cl is db's Citus cluster, or nil.
 func (r *runner) citusVariants(ctx context.Context, db *database, suffix string, cl *cluster) ([]*variant, error) {
 	var vs []*variant
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		s, err := r.startPaymentsd(ctx, "paymentsd-"+mode+strings.TrimSpace(suffix), mode, db)
 		if err != nil {
 			return nil, err
@@ -218,7 +218,7 @@ func (rep *Report) citusRatios() {
 			rep.ratio(pg+": Citus / one PostgreSQL", r.Variant, pg, "", 0)
 		}
 	}
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		rep.ratio("fresh/bare, "+mode+", one PostgreSQL", "fresh-"+mode, "bare", "", 0)
 		rep.ratio("fresh/bare, "+mode+", Citus", "fresh-"+mode+citusSuffix, "bare"+citusSuffix, "", 0)
 	}

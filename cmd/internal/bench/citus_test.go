@@ -22,13 +22,13 @@ func TestWorkerSamples(t *testing.T) {
 	}, ws)
 
 	rep := &Report{Citus: 2, Rows: []Row{
-		{Variant: "fresh-atomic (citus)", Workers: ws},
-		{Variant: "replay-atomic (citus)", Workers: []WorkerSample{{CommitsPerReq: 0.01, StmtsPerReq: 0.02, CPU: 0.001}, {CommitsPerReq: 0.01, CPU: 0.001}}},
+		{Variant: "fresh-atomic-deferred (citus)", Workers: ws},
+		{Variant: "replay-atomic-deferred (citus)", Workers: []WorkerSample{{CommitsPerReq: 0.01, StmtsPerReq: 0.02, CPU: 0.001}, {CommitsPerReq: 0.01, CPU: 0.001}}},
 	}}
 	var b strings.Builder
 	rep.citusMarkdown(&b)
 	md := b.String()
-	require.Contains(t, md, "| fresh-atomic (citus) | 1 | 0.75 | 3.00 | 2.00 | 75 % | 500 |")
-	require.Contains(t, md, "| fresh-atomic (citus) | 2 | 0.25 | – | 1.00 | 25 % | 1000 |")
-	require.Contains(t, md, "| replay-atomic (citus) | 1 | 0.01 | 0.02 | 0.00 | 50 % | – |")
+	require.Contains(t, md, "| fresh-atomic-deferred (citus) | 1 | 0.75 | 3.00 | 2.00 | 75 % | 500 |")
+	require.Contains(t, md, "| fresh-atomic-deferred (citus) | 2 | 0.25 | – | 1.00 | 25 % | 1000 |")
+	require.Contains(t, md, "| replay-atomic-deferred (citus) | 1 | 0.01 | 0.02 | 0.00 | 50 % | – |")
 }

@@ -55,7 +55,7 @@ func (r *runner) doorVariants(ctx context.Context, db *database) ([]*variant, er
 	if err != nil {
 		return nil, err
 	}
-	srv, err := r.startPaymentsd(ctx, "paymentsd-doors", "atomic", db, "--bank-url", bank.base, "--bank-key-secret-file", secret,
+	srv, err := r.startPaymentsd(ctx, "paymentsd-doors", "atomic-deferred", db, "--bank-url", bank.base, "--bank-key-secret-file", secret,
 		"--nats-url", broker.nats, "--queue-workers", strconv.Itoa(r.cfg.QueueWorkers), "--grpc-addr", grpcAddr)
 	if err != nil {
 		return nil, err
@@ -66,9 +66,9 @@ func (r *runner) doorVariants(ctx context.Context, db *database) ([]*variant, er
 		name, replay string
 		v            variant
 	}{
-		{"deposit", "replay", variant{op: opDeposit, mode: "atomic"}},
-		{"grpc deposit", "replay", variant{op: opDeposit, door: doorGRPC, mode: "atomic"}},
-		{"queue deposit", "duplicate", variant{op: opDeposit, door: doorQueue, mode: "atomic", peer: broker}},
+		{"deposit", "replay", variant{op: opDeposit, mode: "atomic-deferred"}},
+		{"grpc deposit", "replay", variant{op: opDeposit, door: doorGRPC, mode: "atomic-deferred"}},
+		{"queue deposit", "duplicate", variant{op: opDeposit, door: doorQueue, mode: "atomic-deferred", peer: broker}},
 		// Payouts hold their keys leased whatever the mode.
 		{"payout", "replay", variant{op: opPayout, mode: "leased", peer: bank}},
 	} {

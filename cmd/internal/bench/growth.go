@@ -133,7 +133,7 @@ func (r *runner) growth(ctx context.Context) (*Report, error) {
 
 	srv := map[string]*server{}
 	for _, table := range []string{"empty", "10M"} {
-		for _, mode := range []string{"atomic", "leased"} {
+		for _, mode := range paymentsdModes {
 			// The replay cache off: the growth run measures the key
 			// table's look-ups, which a cache would skip.
 			s, err := r.startPaymentsd(ctx, "paymentsd-"+mode+"-"+table, mode, dbs[table], "--replay-cache-mb", "0")
@@ -147,7 +147,7 @@ func (r *runner) growth(ctx context.Context) (*Report, error) {
 	// tables; and, in the big one, any of its keys.
 	seeds := map[string][]request{}
 	for _, table := range []string{"empty", "10M"} {
-		if seeds[table], err = seed(ctx, &variant{srv: srv["atomic@"+table], db: dbs[table]}, r.wl, cfg.ReplayKeys, cfg.Concurrency); err != nil {
+		if seeds[table], err = seed(ctx, &variant{srv: srv["atomic-deferred@"+table], db: dbs[table]}, r.wl, cfg.ReplayKeys, cfg.Concurrency); err != nil {
 			return nil, err
 		}
 	}
@@ -156,13 +156,13 @@ func (r *runner) growth(ctx context.Context) (*Report, error) {
 	}
 	anyKey := func(rnd *rand.Rand) request { return preloadedRequest(big, rnd.IntN(cfg.GrowthRows)) }
 	var vs []*variant
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		for _, table := range []string{"empty", "10M"} {
 			vs = append(vs, &variant{name: "fresh-" + mode + "@" + table, kind: kindFresh, mode: mode,
 				srv: srv[mode+"@"+table], db: dbs[table]})
 		}
 	}
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		vs = append(vs,
 			&variant{name: "replay-" + mode + "@empty", kind: kindReplay, mode: mode, srv: srv[mode+"@empty"], db: dbs["empty"], replay: recent("empty")},
 			&variant{name: "replay-" + mode + "@10M", kind: kindReplay, mode: mode, srv: srv[mode+"@10M"], db: big, replay: recent("10M")},

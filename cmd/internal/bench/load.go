@@ -27,7 +27,7 @@ const (
 	kindReplay              // a key already completed, picked at random
 	kindStorm               // each key sent by StormClients clients at once
 	kindBare                // fresh requests to the handlers without idempotency
-	kindCeiling             // the SQL of a fresh atomic request, through pgx, no HTTP
+	kindCeiling             // the SQL of a fresh atomic-deferred request, through pgx, no HTTP
 )
 
 // op is what a request asks for.
@@ -55,7 +55,7 @@ type variant struct {
 	kind   kind
 	op     op
 	door   door
-	mode   string        // atomic or leased, for fresh, replay and storm
+	mode   string        // an idem.Mode name, for fresh, replay and storm
 	srv    *server       // nil for the ceiling
 	peer   *server       // the bank or the broker the server works with; its CPU is counted
 	db     *database     // where its data lives

@@ -117,7 +117,7 @@ func (r *runner) memoryLoad(ctx context.Context, l memoryLoad, bd build, db *dat
 		}
 		extra = []string{"--grpc-addr", addr}
 	}
-	s, err := r.startPaymentsdBin(ctx, bd.paymentsd, "paymentsd-memory", "atomic", db, extra...)
+	s, err := r.startPaymentsdBin(ctx, bd.paymentsd, "paymentsd-memory", "atomic-deferred", db, extra...)
 	if err != nil {
 		return measured{}, err
 	}

@@ -172,21 +172,21 @@ func (rep *Report) ratio(name, a, b, target string, least float64) {
 }
 
 func (rep *Report) mainRatios() {
-	rep.ratio("fresh/bare, atomic", "fresh-atomic", "bare", "≥ 0.85", 0.85)
+	rep.ratio("fresh/bare, atomic-deferred", "fresh-atomic-deferred", "bare", "≥ 0.85", 0.85)
 	rep.ratio("fresh/bare, leased", "fresh-leased", "bare", "", 0)
 	// Leased is the way every payout and every call to a provider holds
 	// its key: on the same handler it costs a second durable commit.
-	rep.ratio("fresh, leased/atomic", "fresh-leased", "fresh-atomic", "≥ 0.85", 0.85)
-	rep.ratio("fresh/ceiling, atomic", "fresh-atomic", "ceiling", "≥ 0.75", 0.75)
+	rep.ratio("fresh, leased/atomic-deferred", "fresh-leased", "fresh-atomic-deferred", "≥ 0.85", 0.85)
+	rep.ratio("fresh/ceiling, atomic-deferred", "fresh-atomic-deferred", "ceiling", "≥ 0.75", 0.75)
 	rep.ratio("fresh/ceiling, leased", "fresh-leased", "ceiling", "", 0)
 	// No idempotency at all reaches only this share of the ceiling: the
 	// HTTP service and its general handler cost it, and fresh/ceiling can
 	// never exceed it.
 	rep.ratio("bare/ceiling (a bound on fresh/ceiling)", "bare", "ceiling", "", 0)
-	rep.ratio("replay/fresh, atomic", "replay-atomic", "fresh-atomic", "≥ 3", 3)
+	rep.ratio("replay/fresh, atomic-deferred", "replay-atomic-deferred", "fresh-atomic-deferred", "≥ 3", 3)
 	rep.ratio("replay/fresh, leased", "replay-leased", "fresh-leased", "≥ 3", 3)
-	rep.ratio("fresh/bare, atomic, no replay cache", "fresh-atomic (no cache)", "bare", "", 0)
-	rep.ratio("replay/fresh, atomic, no replay cache", "replay-atomic (no cache)", "fresh-atomic (no cache)", "", 0)
+	rep.ratio("fresh/bare, atomic-deferred, no replay cache", "fresh-atomic-deferred (no cache)", "bare", "", 0)
+	rep.ratio("replay/fresh, atomic-deferred, no replay cache", "replay-atomic-deferred (no cache)", "fresh-atomic-deferred (no cache)", "", 0)
 	rep.ratio("replay/fresh, leased, no replay cache", "replay-leased (no cache)", "fresh-leased (no cache)", "", 0)
 	rep.gatewayRatios()
 	rep.doorRatios()
@@ -206,7 +206,7 @@ func (rep *Report) baselineRatios() {
 }
 
 func (rep *Report) growthRatios() {
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		rep.ratio("fresh-"+mode+": 10M rows / empty", "fresh-"+mode+"@10M", "fresh-"+mode+"@empty", "≥ 0.90", 0.90)
 		rep.ratio("replay-"+mode+" (recent keys): 10M rows / empty", "replay-"+mode+"@10M", "replay-"+mode+"@empty", "≥ 0.90", 0.90)
 		rep.ratio("replay-any-"+mode+" (any of 10M keys) / replay on the empty table", "replay-any-"+mode+"@10M", "replay-"+mode+"@empty", "", 0)

@@ -172,14 +172,9 @@ func (r *runner) startIdem(ctx context.Context, name, mode string, db *database)
 	return r.startPaymentsd(ctx, name, mode, db)
 }
 
-// paymentsdMode is the --idempotency-mode of a run's mode: "atomic" runs
-// are paymentsd's default, the claim deferred to the completion.
-func paymentsdMode(mode string) string {
-	if mode == "atomic" {
-		return "atomic-deferred"
-	}
-	return mode
-}
+// paymentsdModes are the idem.Mode names paymentsd is measured in: its
+// default, atomic with the claim deferred to the completion, and leased.
+var paymentsdModes = []string{"atomic-deferred", "leased"}
 
 // startPaymentsd starts the paymentsd binary in mode on db, with extra
 // serve flags. Its /metrics tells its round trips to PostgreSQL.
@@ -197,7 +192,7 @@ func (r *runner) startPaymentsdBin(ctx context.Context, bin, name, mode string, 
 		// Logging at warn: one line per request would cost paymentsd CPU
 		// that the bare server does not spend.
 		return append([]string{bin, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
-			"--idempotency-mode", paymentsdMode(mode), "--log-level", "warn"}, extra...)
+			"--idempotency-mode", mode, "--log-level", "warn"}, extra...)
 	})
 	if err != nil {
 		return nil, err
@@ -278,13 +273,13 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 	r.pgss = enablePgss(ctx, db.pool)
 	r.cpu = newCPUMeter(ctx, db.pool)
 	srv := map[string]*server{}
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		if srv[mode], err = r.startIdem(ctx, "paymentsd-"+mode, mode, db); err != nil {
 			return nil, err
 		}
 	}
 	// The same paymentsd without its replay cache, so the table shows both.
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		if srv[mode+"-nocache"], err = r.startPaymentsd(ctx, "paymentsd-"+mode+"-nocache", mode, db, "--replay-cache-mb", "0"); err != nil {
 			return nil, err
 		}
@@ -301,13 +296,13 @@ func (r *runner) main(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	cfg.Logf("seeding %d completed keys", cfg.ReplayKeys)
-	seeds, err := seed(ctx, &variant{srv: srv["atomic"], db: db}, r.wl, cfg.ReplayKeys, cfg.Concurrency)
+	seeds, err := seed(ctx, &variant{srv: srv["atomic-deferred"], db: db}, r.wl, cfg.ReplayKeys, cfg.Concurrency)
 	if err != nil {
 		return nil, err
 	}
 	pick := func(rnd *mrand.Rand) request { return seeds[rnd.IntN(len(seeds))] }
 	var vs []*variant
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		vs = append(vs,
 			&variant{name: "fresh-" + mode, kind: kindFresh, mode: mode, srv: srv[mode], db: db},
 			&variant{name: "replay-" + mode, kind: kindReplay, mode: mode, srv: srv[mode], db: db, replay: pick},
@@ -405,21 +400,20 @@ func pairBaselines(vs []*variant) []*variant {
 // and replay variants.
 func (r *runner) baselineVariants(ctx context.Context, db *database) ([]*variant, error) {
 	var vs []*variant
-	for _, mode := range []string{"atomic", "leased"} {
+	for _, mode := range paymentsdModes {
 		metrics, err := freeAddr()
 		if err != nil {
 			return nil, err
 		}
 		s, err := startServer(ctx, "baseline-"+mode, r.work, r.cfg.ServerProcs, nil, func(addr string) []string {
-			argv := []string{r.cfg.Baseline, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
-				"--idempotency-mode", mode, "--log-level", "warn"}
-			if mode == "atomic" {
-				// The claim deferred, as this build's atomic runs have it:
-				// every build since the deferred claim knows --defer-claim,
-				// and a later one takes "atomic" to mean claiming first.
-				argv = append(argv, "--defer-claim=true")
+			flagMode, extra := mode, []string(nil)
+			if mode == "atomic-deferred" {
+				// Every build since the deferred claim knows atomic with
+				// --defer-claim; an older one may not know atomic-deferred.
+				flagMode, extra = "atomic", []string{"--defer-claim=true"}
 			}
-			return argv
+			return append([]string{r.cfg.Baseline, "serve", "--addr", addr, "--metrics-addr", metrics, "--db", db.url,
+				"--idempotency-mode", flagMode, "--log-level", "warn"}, extra...)
 		})
 		if err != nil {
 			return nil, err

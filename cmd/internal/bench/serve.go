@@ -42,11 +42,11 @@ func (passThrough) Config() idem.Config                    { return idem.Config{
 // Serve is the benchmark's own server, run by cmd/bench's hidden "serve"
 // command in a process of its own:
 //
-//	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic|leased [-pprof 127.0.0.1:PORT]
+//	bench serve -db URL -addr 127.0.0.1:PORT -wiring bare|atomic-deferred|atomic|leased [-pprof 127.0.0.1:PORT]
 //	bench serve -wiring nats -addr 127.0.0.1:PORT -nats 127.0.0.1:PORT -store DIR
 //
 // bare is the payments API's handlers and PostgreSQL ledger without
-// idempotency; atomic and leased are paymentsd's own wiring of them behind
+// idempotency; the idem.Mode names are paymentsd's own wiring of them behind
 // the idem middleware on pgstore (what cmd/paymentsd's serve builds, less
 // logging), for profiling with -pprof; nats is a NATS server with
 // JetStream (nats-server's Go module) listening on -nats, its messages in
@@ -56,7 +56,7 @@ func Serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	db := fs.String("db", "", "PostgreSQL URL")
 	addr := fs.String("addr", "127.0.0.1:0", "listen address")
-	wiring := fs.String("wiring", "bare", "bare, atomic, leased or nats")
+	wiring := fs.String("wiring", "bare", "bare, an idem.Mode (atomic-deferred, atomic, leased), or nats")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address too")
 	natsAddr := fs.String("nats", "", "the nats wiring's client address")
 	storeDir := fs.String("store", "", "the nats wiring's JetStream directory")
@@ -120,8 +120,8 @@ func newServerPool(ctx context.Context, db string) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// paymentsHandler is the payments API on pool, wired bare, atomic or
-// leased.
+// paymentsHandler is the payments API on pool, wired bare or in the
+// idem.Mode named wiring.
 func paymentsHandler(pool *pgxpool.Pool, wiring string, stderr io.Writer) (http.Handler, error) {
 	svc, err := payments.New(pgledger.New(pool), payments.Config{})
 	if err != nil {
@@ -129,7 +129,7 @@ func paymentsHandler(pool *pgxpool.Pool, wiring string, stderr io.Writer) (http.
 	}
 	var mw api.Idempotency = passThrough{}
 	if wiring != "bare" {
-		mode, err := idem.ParseMode(paymentsdMode(wiring))
+		mode, err := idem.ParseMode(wiring)
 		if err != nil {
 			return nil, err
 		}

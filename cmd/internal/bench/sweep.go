@@ -9,8 +9,8 @@ import (
 // table does to paymentsd's latency while it serves load.
 //
 // It preloads the key table with SweepRows COMPLETED records, SweepExpired
-// of them past retention, starts paymentsd in atomic mode with its own
-// sweeper off (--sweep-interval 0), and sends an open-loop load of
+// of them past retention, starts paymentsd in atomic-deferred mode with its
+// own sweeper off (--sweep-interval 0), and sends an open-loop load of
 // SweepRate requests a second, half fresh and half replays of live
 // preloaded keys. After Warmup and a baseline of SweepBaseline it runs
 // `paymentsd keys sweep` (the same binary, default batch size and pause)
@@ -39,7 +39,7 @@ func (r *runner) sweep(ctx context.Context) (*Report, error) {
 	cfg.Logf("preloaded in %v; the key table and its indexes take %s", took.Round(time.Second), size)
 	// The replay cache off, so that every replay reads the key table the
 	// sweep deletes from.
-	srv, err := r.startPaymentsd(ctx, "paymentsd-atomic", "atomic", db, "--sweep-interval", "0", "--replay-cache-mb", "0")
+	srv, err := r.startPaymentsd(ctx, "paymentsd-atomic-deferred", "atomic-deferred", db, "--sweep-interval", "0", "--replay-cache-mb", "0")
 	if err != nil {
 		return nil, err
 	}

@@ -70,7 +70,7 @@ func (r SweepRatio) verdict() string {
 // the preload that took took and left a key table of size.
 func sweepSettings(cfg Config, took time.Duration, size string) string {
 	return fmt.Sprintf(
-		"paymentsd in atomic mode with its sweeper off (--sweep-interval 0); an open-loop load of %d requests a second "+
+		"paymentsd in atomic-deferred mode with its sweeper off (--sweep-interval 0); an open-loop load of %d requests a second "+
 			"(each sent when due, its latency counted from then), half fresh POST /v1/transactions with new keys, half "+
 			"replays of live preloaded keys (keep-alive HTTP/1.1, up to %d connections), over %d users; %v of warm-up, "+
 			"%v of baseline, then `paymentsd keys sweep` (batch %d, pause %v) in %v windows alternating with %v windows "+

@@ -291,7 +291,7 @@ func (m *modeRun) exerciseGateway(ctx context.Context) (*Verdict, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.logf("checking %d keys; %d unknown outcomes resolved (%d answered, %d released)", len(ops), len(res.of), res.answered, len(res.of)-res.answered)
+	m.logf("checking %d keys; %d unknown outcomes resolved (%d answered, %d reopened)", len(ops), len(res.of), res.answered, len(res.of)-res.answered)
 	v := &Verdict{Gateway: &GatewayVerdict{}}
 	checkGateway(v, ops, st, final, res, after)
 	if n := m.stats.DBFaultErrors.Load(); n > 0 {
@@ -342,14 +342,14 @@ func forwardedKey(scope, key string) string {
 // resolutions are what the operator did with the unknown outcomes.
 type resolutions struct {
 	listed   []userKey          // keys list --state unknown, by scope
-	of       map[userKey][]byte // by scope and key: the answer recorded, nil when released
+	of       map[userKey][]byte // by scope and key: the answer recorded, nil when reopened
 	answered int
 }
 
 // resolveUnknown lists the unknown outcomes with `idem-gateway keys list`,
 // asks the upstream whether it acted on each forwarded key, and resolves
 // each with `idem-gateway keys resolve`: the upstream's answer when it
-// acted, a release when it did not.
+// acted, a reopening when it did not.
 func (m *modeRun) resolveUnknown(ctx context.Context, db string, plain *upstreamProc, st *gatewayState) (*resolutions, error) {
 	out, err := m.command(ctx, m.Gateway, "keys", "list", "--db", db, "--state", "unknown", "--limit", "1000000")
 	if err != nil {
@@ -370,7 +370,7 @@ func (m *modeRun) resolveUnknown(ctx context.Context, db string, plain *upstream
 		args := []string{"keys", "resolve", "--db", db, "--scope", k.user, "--key", k.key, "--reason", "the upstream's GET /effects"}
 		switch {
 		case errors.Is(err, errNoEffect):
-			args = append(args, "--release")
+			args = append(args, "--reopen")
 			res.of[k] = nil
 		case err != nil:
 			return nil, err

@@ -21,7 +21,7 @@ type GatewayVerdict struct {
 	Executions         int // effects the upstreams recorded
 	UpstreamFaults     int // faults the upstreams injected
 	Unknown            int // keys whose callers were answered outcome-unknown
-	Answered, Released int // how the operator resolved them
+	Answered, Reopened int // how the operator resolved them
 	Twice              int // must be 0: a forwarded key with more than one effect upstream
 	Resent             int // must be 0: a key the non-dedup upstream received again after an attempt that may have acted
 	NotFinal           int // must be 0: a key neither final nor outcome-unknown after the quiet period
@@ -194,7 +194,7 @@ func effectOf(st *gatewayState, op *Op, body []byte) error {
 // attempt that may have acted: any attempt but one it refused (5xx,
 // nothing done) before the next arrived. During the traffic (during) no
 // key may arrive twice so; after the operator's resolve (later) only a
-// released key may arrive, once.
+// reopened key may arrive, once.
 func checkResent(v *Verdict, during, later []upstreamArrival, byForwarded map[userKey]*Op, res *resolutions) {
 	g := v.Gateway
 	byKey := map[string][]upstreamArrival{}
@@ -223,13 +223,13 @@ func checkResent(v *Verdict, during, later []upstreamArrival, byForwarded map[us
 	for _, a := range later {
 		seen[a.Key]++
 		op := byForwarded[userKey{"plain", a.Key}]
-		released := false
+		reopened := false
 		if op != nil {
 			body, ok := res.of[userKey{gatewayScope(op.User), op.Key}]
-			released = ok && body == nil
+			reopened = ok && body == nil
 		}
-		if !released || seen[a.Key] > 1 {
-			v.fail(&g.Resent, "key %s (%s) reached the non-dedup upstream after the operator's resolve (released: %v, time %d): %+v", a.Key, ref(byForwarded, a.Key), released, seen[a.Key], a)
+		if !reopened || seen[a.Key] > 1 {
+			v.fail(&g.Resent, "key %s (%s) reached the non-dedup upstream after the operator's resolve (reopened: %v, time %d): %+v", a.Key, ref(byForwarded, a.Key), reopened, seen[a.Key], a)
 		}
 	}
 }
@@ -244,10 +244,10 @@ func ref(byForwarded map[userKey]*Op, key string) string {
 // checkResolved checks the operator's view against the callers' (the
 // keys listed unknown are those answered so) and the retries after each
 // resolve: an answered key replays the recorded answer, byte for byte, on
-// every replica; a released one runs once more, then replays that.
+// every replica; a reopened one runs once more, then replays that.
 func checkResolved(v *Verdict, ops []*Op, told map[userKey]bool, final *gatewayState, res *resolutions, after map[userKey]*Op) {
 	g := v.Gateway
-	g.Unknown, g.Answered, g.Released = len(told), res.answered, len(res.of)-res.answered
+	g.Unknown, g.Answered, g.Reopened = len(told), res.answered, len(res.of)-res.answered
 	for _, k := range res.listed {
 		if !told[k] {
 			v.fail(&g.Unresolved, "keys list shows %s in scope %s unknown; its callers were not told so", k.key, k.user)
@@ -282,7 +282,7 @@ func checkResolved(v *Verdict, ops []*Op, told map[userKey]bool, final *gatewayS
 			case recorded != nil && (!bytes.Equal(a.Body, recorded) || !a.Replayed):
 				v.fail(&g.Unresolved, "user %s key %s: the operator recorded %q; a retry got %q (replayed %v)", op.User.ID, op.Key, recorded, a.Body, a.Replayed)
 			case recorded == nil && a.Replayed != (i > 0):
-				v.fail(&g.Unresolved, "user %s key %s: released, retry %d answered with replayed %v", op.User.ID, op.Key, i+1, a.Replayed)
+				v.fail(&g.Unresolved, "user %s key %s: reopened, retry %d answered with replayed %v", op.User.ID, op.Key, i+1, a.Replayed)
 			default:
 				continue
 			}
@@ -290,7 +290,7 @@ func checkResolved(v *Verdict, ops []*Op, told map[userKey]bool, final *gatewayS
 		}
 		if recorded == nil && first.Status == http.StatusCreated {
 			if err := effectOf(final, op, first.Body); err != nil {
-				v.fail(&g.Unresolved, "user %s key %s, released and run again: %v", op.User.ID, op.Key, err)
+				v.fail(&g.Unresolved, "user %s key %s, reopened and run again: %v", op.User.ID, op.Key, err)
 			}
 		}
 		if rec := final.records[k]; rec.code == nil || int(*rec.code) != first.Status || !bytes.Equal(rec.body, first.Body) {
@@ -316,7 +316,7 @@ func gatewayRows(row func(string, func(*Result) string)) {
 	row("gateway: requests (a key and its body), dedup / plain upstream", g(func(v *GatewayVerdict) string { return fmt.Sprintf("%d / %d", v.Dedup, v.Plain) }))
 	row("  effects upstream / upstream faults injected", g(func(v *GatewayVerdict) string { return fmt.Sprintf("%d / %d", v.Executions, v.UpstreamFaults) }))
 	row("  answered outcome-unknown", n(func(v *GatewayVerdict) int { return v.Unknown }))
-	row("  resolved by keys resolve: answered / released", g(func(v *GatewayVerdict) string { return fmt.Sprintf("%d / %d", v.Answered, v.Released) }))
+	row("  resolved by keys resolve: answered / reopened", g(func(v *GatewayVerdict) string { return fmt.Sprintf("%d / %d", v.Answered, v.Reopened) }))
 	row("gateway: executed twice upstream (must be 0)", n(func(v *GatewayVerdict) int { return v.Twice }))
 	row("gateway: re-sent after an unknown outcome (must be 0)", n(func(v *GatewayVerdict) int { return v.Resent }))
 	row("gateway: neither final nor outcome-unknown (must be 0)", n(func(v *GatewayVerdict) int { return v.NotFinal }))

@@ -29,7 +29,7 @@ var unknownAnswer = Attempt{Status: 409, Body: []byte(`{"type":"https://github.c
 // gwTrace is a healthy gateway run: alice's dedup request answered 201
 // after a 502; bob's plain request answered outcome-unknown after the
 // upstream acted (slow answer), resolved with that answer and replayed;
-// carol's plain request unknown without an effect (hung), released, run
+// carol's plain request unknown without an effect (hung), reopened, run
 // again after the resolve.
 type gwTrace struct {
 	ops           []*Op
@@ -101,7 +101,7 @@ func TestVerifyGatewayHealthy(t *testing.T) {
 	require.Equal(t, 3, g.Executions)
 	require.Equal(t, 2, g.Unknown)
 	require.Equal(t, 1, g.Answered)
-	require.Equal(t, 1, g.Released)
+	require.Equal(t, 1, g.Reopened)
 }
 
 func TestVerifyGatewayCatches(t *testing.T) {
@@ -130,7 +130,7 @@ func TestVerifyGatewayCatches(t *testing.T) {
 		{"ResentAfterAnsweredResolve", func(tr *gwTrace) {
 			tr.final.arrivals = append(tr.final.arrivals, upstreamArrival{Key: fwd(tr, 1), Arrived: 11, Finished: 12, Outcome: "executed"})
 		}, func(g *GatewayVerdict) int { return g.Resent }},
-		{"ReleasedSentTwice", func(tr *gwTrace) {
+		{"ReopenedSentTwice", func(tr *gwTrace) {
 			tr.final.arrivals = append(tr.final.arrivals, upstreamArrival{Key: fwd(tr, 2), Arrived: 11, Finished: 12, Outcome: "executed"})
 		}, func(g *GatewayVerdict) int { return g.Resent }},
 		{"NoFinalAnswer", func(tr *gwTrace) {
@@ -172,7 +172,7 @@ func TestVerifyGatewayCatches(t *testing.T) {
 				again.Attempts[i].Body = append([]byte(" "), again.Attempts[i].Body...)
 			}
 		}, func(g *GatewayVerdict) int { return g.Unresolved }},
-		{"ReleasedRetryNotRun", func(tr *gwTrace) {
+		{"ReopenedRetryNotRun", func(tr *gwTrace) {
 			again := tr.after[userKey{"carol", "op-1"}]
 			again.Attempts[0].Replayed = true
 		}, func(g *GatewayVerdict) int { return g.Unresolved }},

@@ -85,7 +85,7 @@ SELECT 'user-' || (i % $3), 'k-' || i, 'POST', '/v1/payouts', sha256(i::text::by
 // fillAudit writes $1 operator actions on keys of the table.
 const fillAudit = `
 INSERT INTO idempotency_keys_audit (actor, action, reason, scope, idempotency_key, before, after)
-SELECT 'ann', 'release: released the key', 'INC-' || i, 'user-' || (i * 97 % $2), 'k-' || (i * 97), 'COMPLETED', 'FAILED'
+SELECT 'ann', 'reopen: reopened the key', 'INC-' || i, 'user-' || (i * 97 % $2), 'k-' || (i * 97), 'COMPLETED', 'FAILED'
   FROM generate_series(1, $1::bigint) AS i`
 
 func main() {

@@ -6,9 +6,9 @@
 //
 //	trivial -db URL -listen WIRING=ADDR[,WIRING=ADDR...] [-pprof ADDR]
 //
-// A wiring is bare (no idempotency), atomic (the claim deferred to the
-// completion), claim-first (atomic, claiming before the handler) or leased,
-// each with paymentsd's replay cache of 64 MiB; the same with a -nocache
+// A wiring is bare (no idempotency) or an idem.Mode's name: atomic-deferred
+// (the claim deferred to the completion), atomic (claiming before the
+// handler) or leased, each with paymentsd's replay cache of 64 MiB; the same with a -nocache
 // suffix has none. Every wiring listens on an address of its own, since a
 // key's fingerprint holds the path, and answers GET /healthz. The scope of
 // a key is the X-User-ID header: no authentication look-up, so the handler
@@ -63,7 +63,7 @@ func main() {
 
 func run() error {
 	db := flag.String("db", "", "PostgreSQL URL")
-	listen := flag.String("listen", "", "comma-separated WIRING=ADDR: bare, atomic, claim-first or leased, optionally with -nocache")
+	listen := flag.String("listen", "", "comma-separated WIRING=ADDR: bare, atomic-deferred, atomic or leased, optionally with -nocache")
 	pprofAddr := flag.String("pprof", "", "serve net/http/pprof on this address too")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -148,9 +148,9 @@ func handler(pool *pgxpool.Pool, wiring string) (http.Handler, error) {
 		c.ReplayCacheBytes = -1 // no cache
 	}
 	switch name {
-	case "atomic":
+	case "atomic-deferred":
 		c.Mode = idem.ModeAtomicDeferred
-	case "claim-first":
+	case "atomic":
 		c.Mode = idem.ModeAtomic
 	case "leased":
 		c.Mode = idem.ModeLeased
