@@ -47,7 +47,7 @@ func (m *Middleware) answer(q *request, rec *store.Record) (result, bool) {
 	case rec.Expired:
 		return result{}, false
 	case !m.sameRequest(q, rec.Fingerprint):
-		return result{outcome: OutcomeMismatch, first: rec.Fingerprint}, true
+		return result{outcome: OutcomeKeyReused, first: rec.Fingerprint}, true
 	case rec.Status == store.StatusCompleted:
 		return result{outcome: OutcomeReplayed, replayed: rec.Response}, true
 	case live:

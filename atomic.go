@@ -56,7 +56,7 @@ func (h atomic) completeAfresh(ctx context.Context, q *request, resp store.Respo
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	if res, ok := m.claim(ctx, tx, q); !ok {
-		if res.outcome == OutcomeStoreError {
+		if res.outcome == OutcomeStoreUnavailable {
 			return res.err
 		}
 		// Another request took the key in between; its answer stands and

@@ -154,7 +154,7 @@ func readBody(r io.Reader, declared, max int64) ([]byte, error) {
 // its key is well-formed.
 func (m *Middleware) identify(q *request, scope string, keyValues []string) (key string, res result, ok bool) {
 	if scope == "" {
-		return "", rejected(OutcomeNoScope, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to."), false
+		return "", rejected(OutcomeScopeMissing, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to."), false
 	}
 	q.event.Scope = scope
 	key, err := ParseKey(keyValues)

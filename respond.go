@@ -54,10 +54,10 @@ func (m *Middleware) problemOf(res result) (ProblemType, int, string) {
 		return ProblemInFlight, http.StatusConflict, "A request with this " + m.cfg.Header + " is in progress; retry after a moment."
 	case OutcomeLeaseLost:
 		return ProblemLeaseLost, http.StatusConflict, "This attempt lost its hold on the " + m.cfg.Header + " and was rolled back; retry after a moment."
-	case OutcomeMismatch:
+	case OutcomeKeyReused:
 		return ProblemKeyReused, http.StatusUnprocessableEntity,
 			"This " + m.cfg.Header + " was already used for a different request (" + res.first.Method + " " + res.first.Path + " with another body). Use a new key for a new request."
-	case OutcomeStoreError:
+	case OutcomeStoreUnavailable:
 		return ProblemStoreUnavailable, http.StatusServiceUnavailable, "The idempotency store is unavailable; retry with the same key."
 	}
 	return res.problem, res.status, res.detail
