@@ -93,7 +93,7 @@ func (m *Middleware) execute(q *request) result {
 }
 
 // admit checks what an HTTP request brings before the store is asked
-// anything: its user, its key, its body.
+// anything: its scope, its key, its body.
 func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string) (result, bool) {
 	key, res, ok := m.identify(q, m.cfg.ScopeFunc(q.r), keyValues)
 	if !ok {
@@ -149,7 +149,7 @@ func readBody(r io.Reader, declared, max int64) ([]byte, error) {
 	}
 }
 
-// identify checks a request's user and key, from any door. Authentication
+// identify checks a request's scope and key, from any door. Authentication
 // comes first: an unauthenticated request learns nothing, not even whether
 // its key is well-formed.
 func (m *Middleware) identify(q *request, scope string, keyValues []string) (key string, res result, ok bool) {
