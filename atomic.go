@@ -16,53 +16,47 @@ import (
 // the handler only wrote to the database, so nothing happened anywhere.
 //
 // model/key.pml (MODE_ATOMIC) models this; keep them in step.
-type atomic struct {
-	m  *Middleware
-	tx store.Tx
-}
+type atomic struct{ m *Middleware }
 
-func (h *atomic) hold(ctx context.Context, q *request) (context.Context, result, taking) {
+func (h atomic) hold(ctx context.Context, q *request) (context.Context, result) {
 	m := h.m
 	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
 	if err != nil {
 		// A store may wait for the key here rather than in the claim: a
 		// bounded wait is still 409.
-		return nil, notClaimed(fmt.Errorf("begin: %w", err)), notTaken
+		return nil, notClaimed(fmt.Errorf("begin: %w", err))
 	}
-	res, t := m.claim(ctx, tx, q)
-	if t == notTaken {
+	if res, ok := m.claim(ctx, tx, q); !ok {
 		dctx, cancel := m.detached(ctx)
 		defer cancel()
 		_ = tx.Rollback(dctx)
-		return nil, res, notTaken
+		return nil, res
 	}
-	h.tx = tx
-	return tx.Context(ctx), result{}, t
+	q.tx, q.claimDeferred = tx, false
+	return tx.Context(ctx), result{}
 }
 
-func (h *atomic) stop(*request) error { return nil }
-
-func (h *atomic) complete(ctx context.Context, q *request, resp store.Response) (keyFound, error) {
-	completed, err := completeAndCommit(ctx, h.tx, q.claim.Attempt(), resp)
+func (h atomic) complete(ctx context.Context, q *request, resp store.Response) error {
+	completed, err := completeAndCommit(ctx, q.tx, q.claim.Attempt(), resp)
 	if completed || !errors.Is(err, store.ErrTxAborted) || resp.StatusCode < 400 {
-		return keyAsHeld, err
+		return err
 	}
 	// A business error aborted the transaction, taking the claim with it;
 	// the 4xx is final all the same.
-	return keyAsHeld, h.completeAfresh(ctx, q, resp)
+	return h.completeAfresh(ctx, q, resp)
 }
 
 // completeAfresh stores a final response in a new transaction that takes
 // the key again, after the handler's transaction aborted.
-func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Response) error {
+func (h atomic) completeAfresh(ctx context.Context, q *request, resp store.Response) error {
 	m := h.m
 	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if res, t := m.claim(ctx, tx, q); t == notTaken {
-		if res.outcome == OutcomeStoreError {
+	if res, ok := m.claim(ctx, tx, q); !ok {
+		if res.outcome == OutcomeStoreUnavailable {
 			return res.err
 		}
 		// Another request took the key in between; its answer stands and
@@ -76,7 +70,7 @@ func (h *atomic) completeAfresh(ctx context.Context, q *request, resp store.Resp
 }
 
 // free rolls back: the claim goes with the handler's writes.
-func (h *atomic) free(ctx context.Context, _ *request) (keyFound, error) {
-	_ = h.tx.Rollback(ctx)
-	return keyAsHeld, nil
+func (atomic) free(ctx context.Context, q *request) error {
+	_ = q.tx.Rollback(ctx)
+	return nil
 }

@@ -289,10 +289,10 @@ func TestReplayCacheBytesIsWhatItCosts(t *testing.T) {
 	}
 }
 
-// rememberedRequest is the i-th request of a user, completed with a
-// response of body bytes and headers headers, as the capture and
-// storedResponse leave them.
-func rememberedRequest(m *Middleware, i, body, headers int, now time.Time) (*request, store.Response) {
+// rememberedRequest is the claim of the i-th request of a user, begun at
+// now and completed with a response of body bytes and headers headers, as
+// the capture and storedResponse leave them.
+func rememberedRequest(m *Middleware, i, body, headers int, now time.Time) (store.Claim, time.Time, store.Response) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/payments", strings.NewReader(`{"amount":100}`))
 	fp, err := NewFingerprint(r, []byte(`{"amount":100}`))
 	if err != nil {
@@ -309,7 +309,7 @@ func rememberedRequest(m *Middleware, i, body, headers int, now time.Time) (*req
 	}
 	c.WriteHeader(http.StatusCreated)
 	_, _ = c.Write(bytes.Repeat([]byte("b"), body))
-	return q, m.storedResponse(c)
+	return q.claim, q.start, m.storedResponse(c)
 }
 
 // TestCacheMissReadsFirstWhenClaimLocksStore: on a store whose claim takes

@@ -220,18 +220,13 @@ type Config struct {
 	ProblemFunc func(Problem) Response
 }
 
-// RouteOptions are the limits one route may set otherwise than its
-// Middleware's Config (Middleware.With). Each zero field keeps the
-// Middleware's value; each field means what the Config field of the same
-// name means.
-type RouteOptions struct {
-	TTL              time.Duration
-	LeaseDuration    time.Duration
-	MaxLeaseLife     time.Duration
-	WaitTimeout      time.Duration
-	MaxRequestBytes  int64
-	MaxResponseBytes int64
-}
+// RouteOptions was the limits one route sets otherwise (Middleware.With),
+// six fields of Config under the same names.
+//
+// Deprecated: Middleware.With takes a Config, whose zero fields keep the
+// middleware's values; RouteOptions is that Config, and goes in the next
+// release.
+type RouteOptions = Config
 
 // Defaults of Config.
 const (

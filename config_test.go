@@ -100,6 +100,37 @@ func TestConfig(t *testing.T) {
 		require.ErrorContains(t, err, "unknown mode 7")
 	})
 
+	t.Run("WithSetsWhatTheRouteSetsAndKeepsTheRest", func(t *testing.T) {
+		t.Parallel()
+		mw, err := idem.New(st, idem.Config{TTL: time.Hour, Header: "X-Key"})
+		require.NoError(t, err)
+		route, err := mw.With(idem.Config{MaxRequestBytes: 16, ExternalEffects: true})
+		require.NoError(t, err)
+		c := route.Config()
+		require.Equal(t, int64(16), c.MaxRequestBytes)
+		require.True(t, c.ExternalEffects)
+		require.Equal(t, time.Hour, c.TTL, "a zero field keeps the middleware's")
+		require.Equal(t, "X-Key", c.Header)
+		require.Equal(t, int64(1<<20), mw.Config().MaxRequestBytes, "the middleware is left as it was")
+		_, err = mw.With(idem.Config{LeaseDuration: time.Hour})
+		require.ErrorContains(t, err, "MaxLeaseLife 5m0s is shorter than LeaseDuration 1h0m0s")
+	})
+
+	t.Run("WithRefusesWhatIsTheMiddlewares", func(t *testing.T) {
+		t.Parallel()
+		mw, err := idem.New(st, idem.Config{})
+		require.NoError(t, err)
+		for name, route := range map[string]idem.Config{
+			"Mode":                {Mode: idem.ModeAtomic},
+			"ReplayCacheBytes":    {ReplayCacheBytes: -1},
+			"ReplayCacheableFunc": {ReplayCacheableFunc: func(store.Response) bool { return false }},
+			"TraceFunc":           {TraceFunc: func(ctx context.Context, _ idem.Op) (context.Context, func(error)) { return ctx, func(error) {} }},
+		} {
+			_, err := mw.With(route)
+			require.ErrorContains(t, err, "a route cannot set "+name+":")
+		}
+	})
+
 	t.Run("ModeTheStoreCannotServeIsRefused", func(t *testing.T) {
 		t.Parallel()
 		s := claimFirstStore{memstore.New()}

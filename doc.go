@@ -35,14 +35,17 @@
 // Each step is one file; read them in this order.
 //
 //  1. middleware.go: [Middleware.Require] and [Middleware.Optional] are
-//     the entry from net/http; do.go's [Middleware.Do], from other doors.
+//     the entry from net/http, and serve the one place that writes an
+//     HTTP response; do.go's [Middleware.Do] is the entry from other
+//     doors.
 //  2. request.go: admit checks the scope ([WithScope]), the key
 //     ([ParseKey]) and the body (within [Config.MaxRequestBytes],
 //     fingerprinted by [NewFingerprint]); anything malformed is a 4xx and
-//     nothing is stored. lookUp answers a retry of a finished request from
-//     the replay cache ([Config.ReplayCacheBytes]) or one read: replay,
-//     409 in flight, 422 reused. Then execute runs the loop: hold, run,
-//     settle.
+//     nothing is stored. execute answers a retry of a finished request
+//     from the replay cache ([Config.ReplayCacheBytes]) or one read
+//     (replay, 409 in flight, 422 reused), else runs the loop: hold, run,
+//     settle. Each step returns what the next one takes: the holder to
+//     hold the key with, or the answer.
 //  3. hold.go: the holder interface (hold, complete, free) and claim,
 //     the one atomic INSERT … ON CONFLICT DO NOTHING, or the conditional
 //     UPDATE that re-acquires a FAILED, lease-expired or expired record.
@@ -50,12 +53,13 @@
 //  4. leased.go (with lease.go, the renewals), atomic.go, deferred.go: the
 //     three holders.
 //  5. run.go: the handler runs with its response captured, and returns an
-//     ending: final, retriable, panicked, client gone, hold ended.
-//  6. settle.go: the one place an ending becomes the key's new state. A
-//     final response (2xx, 3xx, 4xx but 408 and 429) is completed in the
+//     ending: final, retriable, panicked, client gone, hold ended. settle
+//     is the one place an ending becomes the key's new state. A final
+//     response (2xx, 3xx, 4xx but 408 and 429) is completed in the
 //     handler's transaction and committed before the client sees a byte;
 //     anything else rolls back and frees the key for a retry.
-//  7. respond.go: the only file that writes a response.
+//  6. respond.go: what a result sends, and what a record stores of a
+//     response.
 //
 // Errors the middleware answers itself are RFC 9457 problem responses
 // ([ProblemType]), listed in docs/problems.md. The store contract is

@@ -117,25 +117,26 @@ func ExampleConfig_problemFunc() {
 }
 
 // One route keeps its keys an hour and takes bodies up to 16 bytes; the
-// options are checked when the route is built.
+// rest is the middleware's, and the route's Config is checked when the
+// route is built.
 func ExampleMiddleware_With() {
 	mw, err := idem.New(memstore.New(), idem.Config{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	quick, err := mw.With(idem.RouteOptions{TTL: time.Hour, MaxRequestBytes: 16})
+	quick, err := mw.With(idem.Config{TTL: time.Hour, MaxRequestBytes: 16})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(quick.Config().TTL, mw.Config().TTL)
 	post(quick.Require(http.HandlerFunc(created)), "k1", `{"amount":1000000000}`)
 
-	_, err = mw.With(idem.RouteOptions{LeaseDuration: time.Hour})
+	_, err = mw.With(idem.Config{LeaseDuration: time.Hour})
 	fmt.Println(err)
 	// Output:
 	// 1h0m0s 48h0m0s
 	// 413 {"type":"https://github.com/idem-dev/idem/blob/main/docs/problems.md#body-too-large","title":"Request body too large","status":413,"detail":"The request body exceeds 16 bytes."} replayed: false
-	// idem: route options: idem: MaxLeaseLife 5m0s is shorter than LeaseDuration 1h0m0s
+	// idem: route config: idem: MaxLeaseLife 5m0s is shorter than LeaseDuration 1h0m0s
 }
 
 // One log line per request that carries a key, beside a metric of one's

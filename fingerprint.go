@@ -22,26 +22,29 @@ const FingerprintVersion = 1
 // fingerprinters holds every algorithm version still needed to compare old
 // records. A new version is added here, never replacing an old one. Each
 // is given r's target, r.URL.RequestURI(), computed once per request.
-var fingerprinters = map[int]func(r *http.Request, uri string, body []byte) ([]byte, error){
+var fingerprinters = map[int]func(method, contentType, uri string, body []byte) ([]byte, error){
 	1: fingerprintV1,
 }
 
 // NewFingerprint fingerprints a request with the current algorithm. It
 // fails when a JSON body cannot be canonicalised.
 func NewFingerprint(r *http.Request, body []byte) (store.Fingerprint, error) {
-	return fingerprintWith(FingerprintVersion, r, r.URL.RequestURI(), body)
+	return fingerprintWith(FingerprintVersion, r.Method, r.Header.Get("Content-Type"), r.URL.RequestURI(), body)
 }
 
-func fingerprintWith(version int, r *http.Request, uri string, body []byte) (store.Fingerprint, error) {
+// fingerprintWith fingerprints what an algorithm version hashes of a
+// request: its method, its Content-Type (whether the body is JSON), its
+// target and its body.
+func fingerprintWith(version int, method, contentType, uri string, body []byte) (store.Fingerprint, error) {
 	fn, ok := fingerprinters[version]
 	if !ok {
 		return store.Fingerprint{}, fmt.Errorf("idem: unknown fingerprint version %d", version)
 	}
-	h, err := fn(r, uri, body)
+	h, err := fn(method, contentType, uri, body)
 	if err != nil {
 		return store.Fingerprint{}, err
 	}
-	return store.Fingerprint{Version: version, Method: r.Method, Path: uri, Hash: h}, nil
+	return store.Fingerprint{Version: version, Method: method, Path: uri, Hash: h}, nil
 }
 
 // fingerprint fingerprints an HTTP request, whose target is uri, with an
@@ -53,7 +56,7 @@ func (m *Middleware) fingerprint(version int, r *http.Request, uri string, body 
 			return store.Fingerprint{}, err
 		}
 	}
-	return fingerprintWith(version, r, uri, body)
+	return fingerprintWith(version, r.Method, r.Header.Get("Content-Type"), uri, body)
 }
 
 // errEmptyJSON is a body declared JSON that holds nothing: not a JSON text
@@ -64,9 +67,9 @@ var errEmptyJSON = errors.New("the body is empty")
 // method, the path with its query, the body's kind, and the body (its RFC
 // 8785 canonical form when the request says it is JSON, else its bytes).
 // Length prefixes make the encoding unambiguous.
-func fingerprintV1(r *http.Request, uri string, body []byte) ([]byte, error) {
+func fingerprintV1(method, contentType, uri string, body []byte) ([]byte, error) {
 	kind := "raw"
-	if isJSON(r.Header.Get("Content-Type")) {
+	if isJSON(contentType) {
 		if len(body) == 0 {
 			return nil, errEmptyJSON
 		}
@@ -81,10 +84,10 @@ func fingerprintV1(r *http.Request, uri string, body []byte) ([]byte, error) {
 	const tag = "idem-fingerprint-v1"
 	var small [512]byte
 	buf := small[:0]
-	if n := 5*8 + len(tag) + len(r.Method) + len(uri) + len(kind) + len(body); n > len(small) {
+	if n := 5*8 + len(tag) + len(method) + len(uri) + len(kind) + len(body); n > len(small) {
 		buf = make([]byte, 0, n)
 	}
-	for _, field := range [...]string{tag, r.Method, uri, kind} {
+	for _, field := range [...]string{tag, method, uri, kind} {
 		buf = binary.BigEndian.AppendUint64(buf, uint64(len(field)))
 		buf = append(buf, field...)
 	}

@@ -14,58 +14,34 @@ import (
 // A holder is one way of holding a key while the handler runs: leased
 // (leased.go), atomic with the claim first (atomic.go), or atomic with the
 // claim deferred to the completion (deferred.go). Each takes the key, then
-// either completes it with a final response or frees it.
+// either completes it with a final response or frees it. A holder keeps
+// nothing of its own: what one request's hold needs (its transaction, its
+// lease) lives on the request.
 type holder interface {
-	// hold takes q's key and returns the context the handler runs with,
-	// and how the key was taken. When q does not get the key (notTaken),
-	// it returns the answer instead (replay, 409, 422, 503).
-	hold(ctx context.Context, q *request) (hctx context.Context, res result, t taking)
-	// stop ends what hold started beside the handler (a lease's renewals)
-	// and returns why the handler's hold ended early, if it did.
-	stop(q *request) (cause error)
+	// hold takes q's key and returns the context the handler runs with.
+	// When q does not get the key, hctx is nil and res is the answer
+	// instead (replay, 409, 422, 503).
+	hold(ctx context.Context, q *request) (hctx context.Context, res result)
 	// complete stores resp as the key's final answer, with the handler's
-	// writes, and commits. Only a deferred claim finds anything but
-	// keyAsHeld.
-	complete(ctx context.Context, q *request, resp store.Response) (keyFound, error)
-	// free rolls the handler's writes back and frees the key for a
-	// retry. Only a deferred claim finds anything but keyAsHeld.
-	free(ctx context.Context, q *request) (keyFound, error)
+	// writes, and commits. A deferred claim that finds the key recorded by
+	// another request returns store.ErrKeyExists.
+	complete(ctx context.Context, q *request, resp store.Response) error
+	// free rolls the handler's writes back and frees the key for a retry.
+	free(ctx context.Context, q *request) error
 }
 
-// taking is how a hold's claim went.
-type taking int
-
-const (
-	notTaken        taking = iota // another request has the key, or the claim failed: the result answers
-	takenAfresh                   // inserted, re-acquired from an attempt that ended, or deferred to the completion
-	takenFromLapsed               // re-acquired from an attempt whose lease ran out (PriorAttemptLapsed)
-)
-
-// keyFound is what completing or freeing an attempt found out about its
-// key, beyond the error.
-type keyFound int
-
-const (
-	keyAsHeld    keyFound = iota // the attempt held the key: its completion or freeing, or its error, stands
-	keyRecorded                  // a deferred claim found the key recorded by another request: the record answers, or is re-acquired claiming first
-	keyUnchecked                 // the attempt ended before its deferred claim ran: another request may have recorded the key, and a recorded answer beats this one
-)
-
-// holder returns how a request holds its key: claimFirst takes it before
-// the handler runs even with ModeAtomicDeferred, because a record of it
-// exists and must be re-acquired (a deferred claim would only find it at
-// the end).
-func (m *Middleware) holder(q *request, claimFirst bool) holder {
+// holder returns how the middleware's requests hold their keys:
+// claimFirst takes the key before the handler runs even with
+// ModeAtomicDeferred, because a record of it exists and must be
+// re-acquired (a deferred claim would only find it at the end).
+func (m *Middleware) holder(claimFirst bool) holder {
 	switch {
 	case m.cfg.Mode == ModeLeased:
-		q.held.leased = leased{m: m}
-		return &q.held.leased
+		return leased{m}
 	case m.cfg.Mode == ModeAtomicDeferred && !claimFirst:
-		q.held.deferred = deferred{atomic: atomic{m: m}}
-		return &q.held.deferred
+		return deferred{atomic{m}}
 	}
-	q.held.atomic = atomic{m: m}
-	return &q.held.atomic
+	return atomic{m}
 }
 
 // maxClaimRounds bounds the insert/re-acquire loop. Each round loses only to
@@ -77,10 +53,10 @@ const maxClaimRounds = 4
 // transaction (atomic mode). The atomic insert is the only arbiter of who
 // executes; a record that exists is re-acquired by a conditional update
 // that exactly one contender wins. When q does not get the key, claim
-// returns the answer.
+// returns the answer and false.
 //
 // model/key.pml models this loop in every mode; keep them in step.
-func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (result, taking) {
+func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (result, bool) {
 	if q.resumes != "" {
 		return m.resumeClaim(ctx, q)
 	}
@@ -88,47 +64,46 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (resul
 		q.claim.Token = newToken()
 		rec, inserted, err := k.Insert(ctx, q.claim)
 		if err != nil {
-			return notClaimed(err), notTaken
+			return notClaimed(err), false
 		}
 		if inserted {
-			return result{}, takenAfresh
+			return result{}, true
 		}
 		if rec == nil {
 			continue // swept between the insert and the read
 		}
 		if res, answered := m.answerFrom(q, rec); answered {
-			return res, notTaken
+			return res, false
 		}
 		won, err := k.Reacquire(ctx, q.claim, rec.Token)
 		if err != nil {
-			return notClaimed(err), notTaken
+			return notClaimed(err), false
 		}
 		if won {
 			q.event.Reacquired = true
-			if rec.Status == store.StatusProcessing {
-				return result{}, takenFromLapsed // re-acquirable PROCESSING: its lease ran out
-			}
-			return result{}, takenAfresh
+			// A re-acquirable PROCESSING record's lease ran out.
+			q.lapsed = rec.Status == store.StatusProcessing
+			return result{}, true
 		}
 	}
-	return inFlight(), notTaken
+	return inFlight(), false
 }
 
 // resumeClaim takes over the unfinished record q resumes, in one statement
 // fenced by the token it was listed with: model/payout.pml's Completer
 // never holds a record that is not unfinished, so it never leaves one
 // without its recovery point, nor binds a key a request has not used since.
-func (m *Middleware) resumeClaim(ctx context.Context, q *request) (result, taking) {
+func (m *Middleware) resumeClaim(ctx context.Context, q *request) (result, bool) {
 	q.claim.Token = newToken()
 	won, err := m.store.ResumeUnfinished(ctx, q.claim, q.resumes)
 	switch {
 	case err != nil:
-		return notClaimed(err), notTaken
+		return notClaimed(err), false
 	case !won:
-		return inFlight(), notTaken
+		return inFlight(), false
 	}
 	q.event.Reacquired = true
-	return result{}, takenAfresh
+	return result{}, true
 }
 
 // notClaimed answers a claim that failed: a bounded wait for the request

@@ -43,8 +43,13 @@ func (m *Middleware) keepLease(a store.Attempt, claimedAt time.Time, lost contex
 }
 
 // stop ends the renewals, waits for the one running, if any, and returns
-// their count; it may be called more than once.
-func (l *lease) stop() int {
+// their count and why the hold ended early, if it did (store.ErrNotHeld,
+// ErrLeaseExpired, ErrLeaseMaxLife); it may be called more than once, and
+// on a nil lease (a hold without one).
+func (l *lease) stop() (renewals int, cause error) {
+	if l == nil {
+		return 0, nil
+	}
 	l.mu.Lock()
 	l.stopped = true
 	l.timer.Stop()
@@ -53,7 +58,7 @@ func (l *lease) stop() int {
 	}
 	l.mu.Unlock()
 	l.running.Wait()
-	return l.renewals
+	return l.renewals, l.cause
 }
 
 // lease is one claim's renewals (keepLease).
@@ -65,6 +70,7 @@ type lease struct {
 	maxLife  time.Time
 	next     time.Time // the next renewal is due then
 	renewals int       // written by fire, read after running.Wait
+	cause    error     // why the hold ended (end); as renewals
 
 	mu      sync.Mutex
 	timer   *time.Timer
@@ -110,12 +116,18 @@ func (l *lease) fire() {
 	}
 }
 
+// end ends the hold: it cancels the handler's context with cause.
+func (l *lease) end(cause error) {
+	l.cause = cause
+	l.lost(cause)
+}
+
 // ended renews the lease when it is due and reports whether the hold has
-// ended (lost has been called).
+// ended (end has been called).
 func (l *lease) ended() bool {
 	now := time.Now()
 	if !now.Before(l.maxLife) {
-		l.lost(ErrLeaseMaxLife)
+		l.end(ErrLeaseMaxLife)
 		return true
 	}
 	if now.Before(l.next) {
@@ -127,7 +139,7 @@ func (l *lease) ended() bool {
 		l.next = l.next.Add(period)
 	}
 	if !now.Before(l.deadline) {
-		l.lost(ErrLeaseExpired)
+		l.end(ErrLeaseExpired)
 		return true
 	}
 	rctx, rcancel := context.WithDeadline(l.ctx, l.deadline)
@@ -138,13 +150,13 @@ func (l *lease) ended() bool {
 		l.renewals++
 		l.deadline = now.Add(l.m.cfg.LeaseDuration)
 	case errors.Is(err, store.ErrNotHeld):
-		l.lost(store.ErrNotHeld)
+		l.end(store.ErrNotHeld)
 		return true
 	}
 	// Other errors: the store is unreachable for now; the next renewal
 	// tries again while the lease lasts.
 	if !time.Now().Before(l.deadline) {
-		l.lost(ErrLeaseExpired)
+		l.end(ErrLeaseExpired)
 		return true
 	}
 	return false

@@ -22,62 +22,47 @@ import (
 // past its maximum life, cancels the handler.
 //
 // model/key.pml (MODE_LEASED) models this; keep them in step.
-type leased struct {
-	m     *Middleware
-	tx    store.Tx
-	hctx  context.Context
-	lease *lease // its renewals
-}
+type leased struct{ m *Middleware }
 
-func (h *leased) hold(ctx context.Context, q *request) (context.Context, result, taking) {
+func (h leased) hold(ctx context.Context, q *request) (context.Context, result) {
 	m := h.m
 	claimedAt := time.Now()
-	res, t := m.claim(ctx, m.store, q)
-	if t == notTaken {
-		return nil, res, notTaken
+	if res, ok := m.claim(ctx, m.store, q); !ok {
+		return nil, res
 	}
 	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	h.lease = m.keepLease(q.claim.Attempt(), claimedAt, cancel)
+	q.lease = m.keepLease(q.claim.Attempt(), claimedAt, cancel)
 	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
 	if err != nil {
-		h.lease.stop()
+		q.lease.stop()
 		cancel(nil)
 		dctx, dcancel := m.detached(ctx)
 		defer dcancel()
-		return nil, storeFailed(errors.Join(fmt.Errorf("begin: %w", err), h.fail(dctx, q))), notTaken
+		return nil, storeFailed(errors.Join(fmt.Errorf("begin: %w", err), h.freeKey(dctx, q)))
 	}
-	h.tx, h.hctx = tx, hctx
-	return tx.Context(hctx), result{}, t
+	q.tx = tx
+	return tx.Context(hctx), result{}
 }
 
-func (h *leased) stop(q *request) error {
-	q.event.Renewals = h.lease.stop()
-	cause := context.Cause(h.hctx)
-	if errors.Is(cause, store.ErrNotHeld) || errors.Is(cause, ErrLeaseExpired) || errors.Is(cause, ErrLeaseMaxLife) {
-		return cause
-	}
-	return nil
-}
-
-func (h *leased) complete(ctx context.Context, q *request, resp store.Response) (keyFound, error) {
-	completed, err := completeAndCommit(ctx, h.tx, q.claim.Attempt(), resp)
+func (h leased) complete(ctx context.Context, q *request, resp store.Response) error {
+	completed, err := completeAndCommit(ctx, q.tx, q.claim.Attempt(), resp)
 	if completed || !errors.Is(err, store.ErrTxAborted) || resp.StatusCode < 400 {
-		return keyAsHeld, err
+		return err
 	}
 	// A business error aborted the transaction (a unique violation, say):
 	// its writes are gone, but the 4xx is final. The claim committed on its
 	// own, so the fenced completion can run alone.
-	return keyAsHeld, h.m.store.Complete(ctx, q.claim.Attempt(), resp)
+	return h.m.store.Complete(ctx, q.claim.Attempt(), resp)
 }
 
-func (h *leased) free(ctx context.Context, q *request) (keyFound, error) {
-	_ = h.tx.Rollback(ctx)
-	return keyAsHeld, h.fail(ctx, q)
+func (h leased) free(ctx context.Context, q *request) error {
+	_ = q.tx.Rollback(ctx)
+	return h.freeKey(ctx, q)
 }
 
-// fail marks the record FAILED so a retry may take the key at once. An
+// freeKey marks the record FAILED so a retry may take the key at once. An
 // attempt that no longer holds the key has nothing to free.
-func (h *leased) fail(ctx context.Context, q *request) error {
+func (h leased) freeKey(ctx context.Context, q *request) error {
 	if err := h.m.store.Fail(ctx, q.claim.Attempt()); err != nil && !errors.Is(err, store.ErrNotHeld) {
 		return fmt.Errorf("free key: %w", err)
 	}

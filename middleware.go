@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
 
@@ -70,41 +72,47 @@ func (m *Middleware) WithMode(mode Mode) (*Middleware, error) {
 	return &c, nil
 }
 
-// With returns a copy of m with some limits set otherwise, for one route:
-// a shorter TTL for a route whose retries come within minutes, a larger
-// MaxRequestBytes for an upload. Whether the route requires a key is the
-// choice of Require or Optional; its mode is WithMode's. The options are
-// checked as New checks a Config: an invalid one fails here, never on a
-// request.
-func (m *Middleware) With(o RouteOptions) (*Middleware, error) {
+// With returns a copy of m configured otherwise for one route: each field
+// route sets replaces the middleware's, and each zero field keeps it. A
+// shorter TTL for a route whose retries come within minutes, a larger
+// MaxRequestBytes for an upload:
+//
+//	upload, err := mw.With(idem.Config{MaxRequestBytes: 16 << 20})
+//
+// The result is checked as New checks a Config: an invalid one fails here,
+// never on a request. What the middleware holds for every route cannot be
+// set here, and fails: the mode (WithMode), the replay cache
+// (ReplayCacheBytes, ReplayCacheableFunc) and the traced store
+// (TraceFunc). Whether the route requires a key is the choice of Require
+// or Optional.
+func (m *Middleware) With(route Config) (*Middleware, error) {
 	c := m.cfg
-	for _, d := range []struct {
-		dst *time.Duration
-		v   time.Duration
-	}{
-		{&c.TTL, o.TTL}, {&c.LeaseDuration, o.LeaseDuration}, {&c.MaxLeaseLife, o.MaxLeaseLife}, {&c.WaitTimeout, o.WaitTimeout},
-	} {
-		if d.v != 0 {
-			*d.dst = d.v
+	dst, src := reflect.ValueOf(&c).Elem(), reflect.ValueOf(route)
+	for i := range src.NumField() {
+		if src.Field(i).IsZero() {
+			continue
 		}
-	}
-	for _, n := range []struct {
-		dst *int64
-		v   int64
-	}{
-		{&c.MaxRequestBytes, o.MaxRequestBytes}, {&c.MaxResponseBytes, o.MaxResponseBytes},
-	} {
-		if n.v != 0 {
-			*n.dst = n.v
+		name := src.Type().Field(i).Name
+		if why, ok := middlewareWide[name]; ok {
+			return nil, fmt.Errorf("idem: With: a route cannot set %s: %s", name, why)
 		}
+		dst.Field(i).Set(src.Field(i))
 	}
 	c, err := c.withDefaults()
 	if err != nil {
-		return nil, fmt.Errorf("idem: route options: %w", err)
+		return nil, fmt.Errorf("idem: route config: %w", err)
 	}
 	r := *m
 	r.cfg = c
 	return &r, nil
+}
+
+// middlewareWide are the Config fields With refuses, each with why.
+var middlewareWide = map[string]string{
+	"Mode":                "WithMode sets a route's mode",
+	"ReplayCacheBytes":    "the replay cache is the middleware's",
+	"ReplayCacheableFunc": "the replay cache is the middleware's",
+	"TraceFunc":           "New traces the middleware's store",
 }
 
 // Require wraps a handler whose requests must carry a key: a request
@@ -119,6 +127,9 @@ func (m *Middleware) Optional(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, next, false) })
 }
 
+// serve is the HTTP door: it admits a keyed request, executes it, and
+// sends the result, recording it on the request's Event. It is the one
+// place where the middleware writes an HTTP response.
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, required bool) {
 	values := r.Header.Values(m.cfg.Header)
 	if len(values) == 0 && !required {
@@ -126,15 +137,33 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	q := m.begin(r.Context())
-	q.r = r
+	q.r, q.next = r, next
 	q.event = Event{Mode: m.cfg.Mode, Method: r.Method, Path: r.URL.Path, Route: routeOf(r.Method, r.Pattern)}
 	defer m.observe(q)
-	if res, ok := m.admit(w, q, values); !ok {
-		m.respond(w, q, res)
-		return
+	res, admitted := m.admit(w, q, values)
+	if admitted {
+		res = m.execute(q)
 	}
-	q.next = next
-	m.respond(w, q, m.execute(q))
+	q.event.Outcome, q.event.Err = res.outcome, res.err
+	resp, ok, replayed, _ := m.response(res)
+	if !ok {
+		return // abandoned: the client has gone, or the handler panicked
+	}
+	q.event.StatusCode = resp.StatusCode
+	h := w.Header()
+	if c := res.captured; c != nil && !c.overflow {
+		// The handler's own headers: storedResponse copied what it keeps.
+		maps.Copy(h, resp.Header)
+	} else {
+		for k, v := range resp.Header {
+			h[k] = append([]string(nil), v...) // it may be cached: never share its slices
+		}
+	}
+	if replayed {
+		h.Set("Idempotent-Replayed", "true")
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write(resp.Body)
 }
 
 // serveNext runs an HTTP request's handler with ctx, writing to w.

@@ -79,26 +79,6 @@ type recovery struct {
 // there is recorded by that phase, whose transaction holds the record.
 type inPhaseKey struct{}
 
-// handlerContext returns the context the handler runs with: hctx carrying
-// the held attempt, with its key, whether a lapsed attempt held the key
-// before, and in leased mode on a store with recovery points its
-// recovery-point state, which run reads back (nil otherwise).
-func (m *Middleware) handlerContext(hctx context.Context, q *request, lapsed bool) (context.Context, *recovery) {
-	a, p := &q.first.attempt, &q.first.recovery
-	if q.runs > 1 {
-		a, p = new(heldAttempt), nil
-	}
-	*a = heldAttempt{key: q.claim.Key, lapsed: lapsed}
-	if m.caps.RecoveryPoints && m.cfg.Mode == ModeLeased {
-		if p == nil {
-			p = new(recovery)
-		}
-		*p = recovery{m: m, a: q.claim.Attempt()}
-		a.rec = p
-	}
-	return context.WithValue(hctx, attemptKey{}, a), a.rec
-}
-
 // isPending reports whether the handler asked, through Pending, for its
 // answer not to be stored.
 func (p *recovery) isPending() bool {

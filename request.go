@@ -39,16 +39,18 @@ type request struct {
 	// kept here for the same reason.
 	stored store.Response
 	runs   int // the handler's runs begun
-	// held is how the request holds its key, in one of its modes
-	// (Middleware.holder): kept here, so that holding costs no allocation.
-	held struct {
-		leased   leased
-		atomic   atomic
-		deferred deferred
-	}
-	claim store.Claim
-	start time.Time
-	event Event
+	// What the request's hold (holder) keeps: the transaction the handler
+	// writes in; in leased mode the lease's renewals; claimDeferred: the
+	// transaction defers the claim to the completion (false: the claim
+	// was taken first); lapsed: the claim took the key over from an
+	// attempt whose lease ran out.
+	tx            store.Tx
+	lease         *lease
+	claimDeferred bool
+	lapsed        bool
+	claim         store.Claim
+	start         time.Time
+	event         Event
 	// end is Config.StartFunc's, called with the Event at the end.
 	end func(Event)
 	// resumes is Call.Resumes: the token of the unfinished record this
@@ -56,49 +58,42 @@ type request struct {
 	resumes string
 }
 
-// found is what reading a key's record before the claim decided.
-type found int
-
-const (
-	foundAnswer    found = iota // the record, or the store's failure, answers the request
-	foundNothing                // no record, or a replay cache miss: claim the key as the mode does
-	foundReacquire              // a record to take over: claim the key before the handler runs
-)
-
 // execute is the request path once the request is admitted, top to
 // bottom: answer it from its key's record when one decides, else hold the
-// key, run the handler and settle its outcome. A deferred claim that finds
-// the key recorded at the end goes round once more, claiming first.
+// key, run the handler and settle its ending. Each step hands the next the
+// holder to run with, or the answer: a deferred claim that finds the key
+// recorded at the end hands back a holder that claims first, and the
+// handler runs once more.
 func (m *Middleware) execute(q *request) result {
 	ctx := q.ctx
-	res, f := m.lookUp(ctx, q)
-	for f != foundAnswer {
-		h := m.holder(q, f == foundReacquire)
-		hctx, hres, t := h.hold(ctx, q)
-		if t == notTaken {
-			return hres
-		}
-		var next then
-		res, next = m.settle(ctx, q, h, m.run(hctx, q, h, t == takenFromLapsed))
-		switch next {
-		case thenAnswer:
-			return res
-		case thenRecordFirst:
-			if rec, f := m.fromStore(ctx, q); f == foundAnswer {
-				return rec
-			}
-			return res
-		case thenRecordOrRerun:
-			if res, f = m.fromStore(ctx, q); f != foundAnswer {
-				f = foundReacquire
+	res, h := result{}, m.holder(false)
+	// A retry of a finished request is answered before anything is
+	// claimed: from the replay cache, which holds only COMPLETED records
+	// (a miss is answered by the claim); or, without one or on a store
+	// whose claim takes its write lock, with a single read that writes
+	// nothing.
+	if m.cache != nil {
+		if rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now()); rec != nil {
+			if res, answered := m.answer(q, rec); answered {
+				return res
 			}
 		}
+	}
+	if m.cache == nil || m.caps.ClaimLocksStore {
+		res, h = m.fromStore(ctx, q, false)
+	}
+	for h != nil {
+		hctx, refused := h.hold(ctx, q)
+		if hctx == nil {
+			return refused
+		}
+		res, h = m.settle(ctx, q, h, m.run(hctx, q, h))
 	}
 	return res
 }
 
 // admit checks what an HTTP request brings before the store is asked
-// anything: its user, its key, its body.
+// anything: its scope, its key, its body.
 func (m *Middleware) admit(w http.ResponseWriter, q *request, keyValues []string) (result, bool) {
 	key, res, ok := m.identify(q, m.cfg.ScopeFunc(q.r), keyValues)
 	if !ok {
@@ -154,12 +149,12 @@ func readBody(r io.Reader, declared, max int64) ([]byte, error) {
 	}
 }
 
-// identify checks a request's user and key, from any door. Authentication
+// identify checks a request's scope and key, from any door. Authentication
 // comes first: an unauthenticated request learns nothing, not even whether
 // its key is well-formed.
 func (m *Middleware) identify(q *request, scope string, keyValues []string) (key string, res result, ok bool) {
 	if scope == "" {
-		return "", rejected(OutcomeNoScope, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to."), false
+		return "", rejected(OutcomeScopeMissing, ProblemScopeMissing, http.StatusUnauthorized, "The request has no authenticated user to scope its key to."), false
 	}
 	q.event.Scope = scope
 	key, err := ParseKey(keyValues)
@@ -180,37 +175,20 @@ func (m *Middleware) newClaim(scope, key string, fp store.Fingerprint) store.Cla
 	return store.Claim{Scope: scope, Key: key, Fingerprint: fp, Lease: m.cfg.LeaseDuration, TTL: m.cfg.TTL}
 }
 
-// lookUp answers a retry of a finished request before anything is claimed:
-// from the replay cache, which holds only COMPLETED records; or, without
-// one or on a store whose claim takes its write lock, with a single read
-// that writes nothing. A record that does not decide the answer must be
-// re-acquired, so the key is then claimed first.
-func (m *Middleware) lookUp(ctx context.Context, q *request) (result, found) {
-	if m.cache != nil {
-		if rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now()); rec != nil {
-			if res, answered := m.answer(q, rec); answered {
-				return res, foundAnswer
-			}
-		}
-		if !m.caps.ClaimLocksStore {
-			return result{}, foundNothing // a miss is answered by the claim
-		}
-	}
-	return m.fromStore(ctx, q)
-}
-
 // fromStore reads the key's record and answers from it when it decides
-// the answer (replay, 409, 422); a store failure is answered 503.
-func (m *Middleware) fromStore(ctx context.Context, q *request) (result, found) {
+// the answer (replay, 409, 422); a store failure is answered 503. Else it
+// returns the holder to claim the key with: first, before the handler
+// runs, when a record is to be re-acquired or claimFirst says so.
+func (m *Middleware) fromStore(ctx context.Context, q *request, claimFirst bool) (result, holder) {
 	rec, err := m.store.Get(ctx, q.claim.Scope, q.claim.Key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return result{}, foundNothing
+		return result{}, m.holder(claimFirst)
 	case err != nil:
-		return storeFailed(fmt.Errorf("look up key: %w", err)), foundAnswer
+		return storeFailed(fmt.Errorf("look up key: %w", err)), nil
 	}
 	if res, answered := m.answerFrom(q, rec); answered {
-		return res, foundAnswer
+		return res, nil
 	}
-	return result{}, foundReacquire
+	return result{}, m.holder(true)
 }

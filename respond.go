@@ -3,37 +3,14 @@ package idem
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
+	"net/url"
+	"path"
 	"strconv"
+	"strings"
 
 	"github.com/idem-dev/idem/store"
 )
-
-// respond sends a result to an HTTP client and records it on the request's
-// Event. It is the one place where the middleware writes a response.
-func (m *Middleware) respond(w http.ResponseWriter, q *request, res result) {
-	q.event.Outcome, q.event.Err = res.outcome, res.err
-	resp, ok, replayed, _ := m.response(res)
-	if !ok {
-		return // abandoned: the client has gone, or the handler panicked
-	}
-	q.event.StatusCode = resp.StatusCode
-	h := w.Header()
-	if c := res.captured; c != nil && !c.overflow {
-		// The handler's own headers: storedResponse copied what it keeps.
-		maps.Copy(h, resp.Header)
-	} else {
-		for k, v := range resp.Header {
-			h[k] = append([]string(nil), v...) // it may be cached: never share its slices
-		}
-	}
-	if replayed {
-		h.Set("Idempotent-Replayed", "true")
-	}
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(resp.Body)
-}
 
 // response is what a result sends: the handler's response as it wrote it
 // (every header: the first caller may get a cookie a retry never will),
@@ -77,10 +54,10 @@ func (m *Middleware) problemOf(res result) (ProblemType, int, string) {
 		return ProblemInFlight, http.StatusConflict, "A request with this " + m.cfg.Header + " is in progress; retry after a moment."
 	case OutcomeLeaseLost:
 		return ProblemLeaseLost, http.StatusConflict, "This attempt lost its hold on the " + m.cfg.Header + " and was rolled back; retry after a moment."
-	case OutcomeMismatch:
+	case OutcomeKeyReused:
 		return ProblemKeyReused, http.StatusUnprocessableEntity,
 			"This " + m.cfg.Header + " was already used for a different request (" + res.first.Method + " " + res.first.Path + " with another body). Use a new key for a new request."
-	case OutcomeStoreError:
+	case OutcomeStoreUnavailable:
 		return ProblemStoreUnavailable, http.StatusServiceUnavailable, "The idempotency store is unavailable; retry with the same key."
 	}
 	return res.problem, res.status, res.detail
@@ -117,4 +94,97 @@ func (m *Middleware) problemResponse(t ProblemType, status int, detail string) *
 func (m *Middleware) retryAfterSeconds() int {
 	s := int((m.cfg.RetryAfter + 999_999_999) / 1_000_000_000)
 	return max(s, 1)
+}
+
+// storedResponse is what the record keeps of a captured response: its
+// status, allow-listed headers and body; or, when the body was over the
+// limit, a problem response saying so, which says what the handler's
+// status said: a 2xx or 3xx took effect (500: the answer is lost), a 4xx
+// refused the request (its status is kept: still final, nothing happened).
+func (m *Middleware) storedResponse(c *capture) store.Response {
+	if c.overflow {
+		status, detail := http.StatusInternalServerError,
+			fmt.Sprintf("The request took effect, but its response exceeded %d bytes and was not stored. Look the result up instead of retrying.", m.cfg.MaxResponseBytes)
+		if code := c.statusCode(); code >= 400 {
+			status, detail = code, fmt.Sprintf("The request was refused with status %d and took no effect, but the refusal exceeded %d bytes and was not stored. Change the request rather than retrying it.",
+				code, m.cfg.MaxResponseBytes)
+		}
+		r := m.problemResponse(ProblemResponseTooLarge, status, detail)
+		return store.Response{StatusCode: r.StatusCode, Header: r.Header, Body: r.Body}
+	}
+	resp := store.Response{StatusCode: c.statusCode(), Header: http.Header{}, Body: c.body.Bytes()}
+	// The values kept are copied into one array, each header's slice
+	// capped at its own values so that an append never reaches the next.
+	var values []string
+	keep := func(name string, v []string) {
+		if values == nil {
+			values = make([]string, 0, m.replayedValues(c.header))
+		}
+		start := len(values)
+		values = append(values, v...)
+		resp.Header[name] = values[start:len(values):len(values)]
+	}
+	for _, h := range m.cfg.ReplayHeaders {
+		if h == ReplayAllHeaders {
+			for name, v := range c.header {
+				if !neverReplayed[name] && !notReplayedByAll[name] {
+					keep(name, v)
+				}
+			}
+			break
+		}
+		if v := c.header.Values(h); len(v) > 0 {
+			keep(h, v)
+		}
+	}
+	resp.ResourceType, resp.ResourceID = ResourceOf(c.header.Get("Location"))
+	return resp
+}
+
+// replayedValues counts the values of h that storedResponse keeps, at
+// most: every value when ReplayHeaders replays them all.
+func (m *Middleware) replayedValues(h http.Header) int {
+	n := 0
+	for _, name := range m.cfg.ReplayHeaders {
+		if name == ReplayAllHeaders {
+			n = 0
+			for _, v := range h {
+				n += len(v)
+			}
+			return n
+		}
+		n += len(h.Values(name))
+	}
+	return n
+}
+
+// ResourceOf names the resource a Location header points at, as a record
+// keeps it (store.Response's ResourceType and ResourceID): its last two
+// path segments, as in /v1/transactions/{id}.
+func ResourceOf(location string) (typ, id string) {
+	p := location
+	if !plainPath(location) {
+		u, err := url.Parse(location)
+		if err != nil || u.Path == "" {
+			return "", ""
+		}
+		p = u.Path
+	}
+	dir, id := path.Split(strings.TrimSuffix(p, "/"))
+	return path.Base(dir), id
+}
+
+// plainPath reports whether location is a path that url.Parse would
+// return as it is: rooted, not a network path (//host), and of visible
+// ASCII with nothing to unescape, no query and no fragment.
+func plainPath(location string) bool {
+	if !strings.HasPrefix(location, "/") || strings.HasPrefix(location, "//") {
+		return false
+	}
+	for i := 0; i < len(location); i++ {
+		if c := location[i]; c <= ' ' || c >= 0x7f || c == '%' || c == '?' || c == '#' {
+			return false
+		}
+	}
+	return true
 }

@@ -5,7 +5,8 @@ import (
 )
 
 // result is what a request gets, decided before anything is written: the
-// request path returns one, and respond (respond.go) sends it.
+// request path returns one, and the door sends it (Middleware.serve, Do)
+// as response (respond.go) renders it.
 type result struct {
 	outcome Outcome
 	// captured is the handler's response (OutcomeExecuted, OutcomeFailed),
@@ -14,7 +15,7 @@ type result struct {
 	stored   *store.Response
 	// replayed is the stored response a retry gets (OutcomeReplayed).
 	replayed *store.Response
-	// first is the fingerprint the key was first used with (OutcomeMismatch).
+	// first is the fingerprint the key was first used with (OutcomeKeyReused).
 	first store.Fingerprint
 	// problem answers a request the middleware refused itself.
 	problem ProblemType
@@ -29,7 +30,7 @@ func rejected(o Outcome, t ProblemType, status int, detail string) result {
 }
 
 func storeFailed(err error) result {
-	return result{outcome: OutcomeStoreError, err: err}
+	return result{outcome: OutcomeStoreUnavailable, err: err}
 }
 
 func inFlight() result { return result{outcome: OutcomeInFlight} }

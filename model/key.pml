@@ -16,10 +16,10 @@
  *                  handler, one insert at the commit records the key
  *                  COMPLETED (pgstore insertCompletedOrAbort), a lost claim
  *                  reads the record and replays or claims first
- *                  (deferred.go: deferred.complete's errKeyRecorded; the
- *                  loop of Middleware.execute in request.go).
+ *                  (deferred.go: deferred.complete's store.ErrKeyExists;
+ *                  run.go: settle hands execute a holder that claims first).
  *
- * The Go side: hold.go (Middleware.claim), run.go, settle.go, and the
+ * The Go side: hold.go (Middleware.claim), run.go (run, settle), and the
  * files above. Each names this model; keep them in step.
  *
  *   LIVENESS       adds the LTL properties (run with pan -a -f).
@@ -158,7 +158,7 @@ end:	do
 
 #ifdef MODE_LEASED
 /*
- * One leased-mode request (leased.hold, then run.go and settle.go: the
+ * One leased-mode request (leased.hold, then run.go's run and settle: the
  * handler's outcome, then leased.complete or leased.free); its token
  * is me.
  */
@@ -168,7 +168,7 @@ proctype Request(byte me) {
 	byte renewals = 0;
 	bool stopped = false;
 
-	/* Middleware.claim (hold.go): Keys.Insert, else judge, then Keys.Reacquire. */
+	/* Middleware.claim (hold.go): Keys.Insert, else answer, then Keys.Reacquire. */
 claim:
 	if
 	:: rounds == MAXROUNDS -> goto done  /* busy: 409 */
@@ -195,12 +195,12 @@ claim:
 		fi
 	}
 #endif
-	atomic {  /* Keys.Insert's second statement reads the row; judge */
+	atomic {  /* Keys.Insert's second statement reads the row; answer */
 		if
 		:: st == S_NONE -> goto claim                             /* swept in between */
-		:: st == S_COMPLETED && !expired -> got(resp); goto done  /* verdictReplay */
-		:: st == S_PROCESSING && live -> goto done                /* verdictInFlight: 409 */
-		:: else -> prev = tok                                     /* verdictReacquire */
+		:: st == S_COMPLETED && !expired -> got(resp); goto done  /* answer: replay */
+		:: st == S_PROCESSING && live -> goto done                /* answer: 409 in flight */
+		:: else -> prev = tok                                     /* not answered: re-acquire */
 		fi
 	}
 	atomic {  /* Keys.Reacquire: a compare-and-swap on the previous token */
@@ -302,7 +302,7 @@ proctype Request(byte me) {
 #endif
 
 #ifdef MODE_DEFERRED
-	atomic {  /* Middleware.lookUp (request.go): Store.Get, then judge */
+	atomic {  /* Middleware.execute (request.go): fromStore's Store.Get, then answer */
 		if
 		:: st == S_NONE -> skip
 		:: st == S_COMPLETED && !expired -> got(resp); goto done
@@ -313,7 +313,7 @@ proctype Request(byte me) {
 	/* The handler runs in the transaction, the claim held back. */
 	if
 	:: goto done  /* killed, or the client left: rolled back, nothing was claimed */
-	:: atomic {   /* retriable: deferred.free is errKeyUnknown, settle says thenRecordFirst: execute reads the record, a recorded answer wins */
+	:: atomic {   /* retriable: the deferred claim never ran, settle reads the record (fromStore), a recorded answer wins */
 		skip;
 		if
 		:: st == S_COMPLETED && !expired -> got(resp)
@@ -351,7 +351,7 @@ proctype Request(byte me) {
 	:: rowlock != 0 -> goto done  /* ErrWaitTimeout: 409 */
 	od;
 #endif
-	atomic {  /* errKeyRecorded, thenRecordOrRerun: rolled back; execute reads the record (fromStore) */
+	atomic {  /* store.ErrKeyExists: rolled back; settle reads the record (fromStore), or claims first */
 		if
 		:: st == S_COMPLETED && !expired -> got(resp); goto done
 		:: st == S_PROCESSING && live -> goto done
@@ -383,7 +383,7 @@ claimfirst:
 	:: rowlock != 0 -> goto done  /* ErrWaitTimeout: 409 */
 	od;
 #endif
-	atomic {  /* the committed row, read by a new statement; judge */
+	atomic {  /* the committed row, read by a new statement; answer */
 		if
 		:: st == S_NONE -> goto claimfirst
 		:: st == S_COMPLETED && !expired -> got(resp); goto done

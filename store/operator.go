@@ -52,8 +52,10 @@ type KeyCount struct {
 type KeyCounts struct {
 	Processing, Completed, Failed KeyCount
 	Unfinished                    map[string]int64
-	// OldestProcessing and OldestUnfinished are the claim times of the
-	// oldest such records, zero for none.
+	// OldestProcessing is the creation time (CreatedAt) of the oldest
+	// PROCESSING record, which the search by status and age serves;
+	// OldestUnfinished the claim time (ClaimedAt) of the unfinished record
+	// held longest ago. Zero for none.
 	OldestProcessing, OldestUnfinished time.Time
 	// Now is the store's clock when it counted.
 	Now time.Time

@@ -495,6 +495,32 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		require.NotNil(t, firstBody)
 	})
 
+	if deferred {
+		t.Run("RecordedAnswerBeatsARetriableFailure", func(t *testing.T) {
+			t.Parallel()
+			key := newKey()
+			var s *server
+			s = newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
+				if n > 1 {
+					created(w, r, n)
+					return
+				}
+				// The first run's claim waits for its completion, so a
+				// duplicate records the key meanwhile; then it fails.
+				dup, err := s.send(ctx, call{keys: []string{key}, body: `{}`})
+				require.NoError(t, err)
+				require.Equal(t, http.StatusCreated, dup.status)
+				w.WriteHeader(http.StatusServiceUnavailable)
+			})
+			first := s.do(t, call{keys: []string{key}, body: `{}`})
+			require.Equal(t, http.StatusCreated, first.status, "the recorded answer, not the 503")
+			require.Equal(t, "true", first.header.Get("Idempotent-Replayed"))
+			require.Equal(t, "/v1/payments/p2", first.header.Get("Location"))
+			require.Equal(t, int32(2), s.runs.Load())
+			require.Equal(t, int32(1), s.executed.Load())
+		})
+	}
+
 	if mode != idem.ModeLeased {
 		t.Run("DuplicateWaitsAndReplays", func(t *testing.T) {
 			t.Parallel()
