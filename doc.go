@@ -45,7 +45,8 @@
 //     from the replay cache ([Config.ReplayCacheBytes]) or one read
 //     (replay, 409 in flight, 422 reused), else runs the loop: hold, run,
 //     settle. Each step returns what the next one takes: the holder to
-//     hold the key with, or the answer.
+//     hold the key with, or the answer. In an atomic mode a duplicate of a
+//     request the process is executing waits for it first (running.go).
 //  3. hold.go: the holder interface (hold, complete, free) and claim,
 //     the one atomic INSERT … ON CONFLICT DO NOTHING, or the conditional
 //     UPDATE that re-acquires a FAILED, lease-expired or expired record.

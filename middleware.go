@@ -22,6 +22,9 @@ type Middleware struct {
 	caps  store.Capabilities // the store's, read once in New
 	cfg   Config
 	cache *replayCache // nil with a negative Config.ReplayCacheBytes
+	// running is shared by the copies With and WithMode return: a key
+	// is one key whichever route it comes by.
+	running *running
 }
 
 // New returns a Middleware backed by s (pgstore.New, sqlitestore.New). It
@@ -42,7 +45,8 @@ func New(s store.Store, cfg Config) (*Middleware, error) {
 	if c.TraceFunc != nil {
 		s = traced(s, c.TraceFunc)
 	}
-	return &Middleware{store: s, caps: caps, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL), c.ReplayCacheableFunc)}, nil
+	return &Middleware{store: s, caps: caps, cfg: c, cache: newReplayCache(c.ReplayCacheBytes, cacheMargin(c.TTL), c.ReplayCacheableFunc),
+		running: newRunning()}, nil
 }
 
 // checkMode refuses a mode the store's capabilities cannot serve, rather

@@ -63,23 +63,60 @@ type request struct {
 // key, run the handler and settle its ending. Each step hands the next the
 // holder to run with, or the answer: a deferred claim that finds the key
 // recorded at the end hands back a holder that claims first, and the
-// handler runs once more.
+// handler runs once more. In an atomic mode a duplicate of a request this
+// process is executing waits for it first (running.go).
 func (m *Middleware) execute(q *request) result {
-	ctx := q.ctx
-	res, h := result{}, m.holder(false)
 	// A retry of a finished request is answered before anything is
 	// claimed: from the replay cache, which holds only COMPLETED records
 	// (a miss is answered by the claim); or, without one or on a store
 	// whose claim takes its write lock, with a single read that writes
 	// nothing.
-	if m.cache != nil {
-		if rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now()); rec != nil {
-			if res, answered := m.answer(q, rec); answered {
-				return res
-			}
-		}
+	if res, ok := m.cached(q); ok {
+		return res
 	}
-	if m.cache == nil || m.caps.ClaimLocksStore {
+	if !m.cfg.Mode.atomic() {
+		return m.proceed(q, false)
+	}
+	k := scopedKey{q.claim.Scope, q.claim.Key}
+	switch m.running.enter(q.ctx, k, m.cfg.WaitTimeout) {
+	case entered:
+		return m.proceedFirst(q, k)
+	case answered:
+		// The key is recorded: a response the cache does not keep is
+		// read, never found at a deferred claim after the handler ran.
+		if res, ok := m.cached(q); ok {
+			return res
+		}
+		return m.proceed(q, true)
+	}
+	return m.proceed(q, false)
+}
+
+// cached answers q from the replay cache when its key is there.
+func (m *Middleware) cached(q *request) (result, bool) {
+	if m.cache == nil {
+		return result{}, false
+	}
+	rec := m.cache.get(q.claim.Scope, q.claim.Key, time.Now())
+	if rec == nil {
+		return result{}, false
+	}
+	return m.answer(q, rec)
+}
+
+// proceedFirst is proceed for the request that executes k in this
+// process: its duplicates wait until it ends, panics included.
+func (m *Middleware) proceedFirst(q *request, k scopedKey) (res result) {
+	defer func() { m.running.leave(k, res.answersDuplicates()) }()
+	return m.proceed(q, false)
+}
+
+// proceed is the store's path: one read when there is no cache to have
+// missed (or readFirst says so), then the loop of hold, run, settle.
+func (m *Middleware) proceed(q *request, readFirst bool) result {
+	ctx := q.ctx
+	res, h := result{}, m.holder(false)
+	if readFirst || m.cache == nil || m.caps.ClaimLocksStore {
 		res, h = m.fromStore(ctx, q, false)
 	}
 	for h != nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,8 +42,9 @@ func lapsedThenCreated(w http.ResponseWriter, r *http.Request, n int) {
 func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 	mode := cfg.Mode
 	// deferred: the claim may wait for the completion, so a handler holds
-	// nothing while it runs, and a concurrent duplicate's handler may run to
-	// be discarded. Executions (committed runs) stay one per key.
+	// nothing while it runs, and a concurrent duplicate's handler in
+	// another process may run to be discarded (in this one it waits for
+	// the first). Executions (committed runs) stay one per key.
 	ctx := context.Background()
 	skipUnservedMode(t, newStore, cfg)
 	deferred := mode == idem.ModeAtomicDeferred
@@ -475,9 +477,8 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			return err
 		})
 		require.Equal(t, int32(1), s.executed.Load(), "exactly one of %d executes", Racers)
-		if !deferred {
-			require.Equal(t, int32(1), s.runs.Load(), "no duplicate's handler runs")
-		}
+		// deferred too: a duplicate in one process waits for the first.
+		require.Equal(t, int32(1), s.runs.Load(), "no duplicate's handler runs")
 		var firstBody []byte
 		for _, r := range replies {
 			switch r.status {
@@ -537,15 +538,87 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			require.Equal(t, http.StatusCreated, dup.status, "the transaction is the lock: the duplicate waits and replays")
 			require.Equal(t, first.body, dup.body)
 			require.Equal(t, int32(1), s.executed.Load())
-			if deferred {
-				// Neither held the key while it ran: the first completion
-				// wins, the other replays it.
-				require.NotEqual(t, first.header.Get("Idempotent-Replayed"), dup.header.Get("Idempotent-Replayed"))
-				return
-			}
+			// deferred too: in one process the duplicate waits for the
+			// first rather than racing it to the completion.
 			require.Equal(t, "true", dup.header.Get("Idempotent-Replayed"))
 		})
+
+		// A response the replay cache does not keep is read from the store
+		// by each duplicate, never met at a deferred claim.
+		variants := map[string]func(store.Response) bool{"": nil}
+		if cfg.ReplayCacheBytes > 0 {
+			variants["AnswerNotCached"] = func(store.Response) bool { return false }
+		}
+		for name, cacheable := range variants {
+			t.Run("DuplicatesInOneProcessWaitForTheFirst"+name, func(t *testing.T) {
+				t.Parallel()
+				c := cfg
+				c.ReplayCacheableFunc = cacheable
+				duplicatesWaitForTheFirst(t, newStore, c)
+			})
+		}
 	}
+}
+
+// duplicatesWaitForTheFirst sends duplicates of a request while the
+// first's handler is held, and lets the handler go once all of them have
+// started: none may run beside it, not even deferred ones, and each
+// answers from the first's record.
+func duplicatesWaitForTheFirst(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
+	const dups = 8
+	ctx := context.Background()
+	var started atomic.Int32
+	cfg.StartFunc = func(ctx context.Context) (context.Context, func(idem.Event)) {
+		started.Add(1)
+		return ctx, nil
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	s := newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			close(entered)
+		}
+		<-release
+		created(w, r, n)
+	})
+	key := newKey()
+	firstDone := make(chan reply, 1)
+	go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{"amount":100}`}) }()
+	<-entered
+	type sent struct {
+		reply
+		err error
+	}
+	replies := make(chan sent, dups+1)
+	for i := range dups + 1 {
+		body := `{"amount":100}`
+		if i == dups {
+			body = `{"amount":101}`
+		}
+		go func() {
+			r, err := s.send(ctx, call{keys: []string{key}, body: body})
+			replies <- sent{r, err}
+		}()
+	}
+	waitUntil(t, func() bool { return started.Load() == dups+2 })
+	close(release)
+	first := <-firstDone
+	require.Equal(t, http.StatusCreated, first.status)
+	reused := 0
+	for range dups + 1 {
+		r := <-replies
+		require.NoError(t, r.err)
+		if r.status == http.StatusUnprocessableEntity {
+			require.Equal(t, "key-reused", problemType(t, r.reply))
+			reused++
+			continue
+		}
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+		require.Equal(t, first.body, r.body, "every duplicate gets the first's bytes")
+	}
+	require.Equal(t, 1, reused, "the duplicate with another body is 422")
+	require.Equal(t, int32(1), s.runs.Load(), "no duplicate's handler runs")
+	require.Equal(t, int32(1), s.executed.Load())
 }
 
 // crashedClaim leaves a PROCESSING record as a process that died after its

@@ -1,0 +1,113 @@
+package idem
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// running is the keys this process is executing in an atomic mode, so
+// that a duplicate that arrives meanwhile waits for the first to end
+// rather than running its handler beside it: in ModeAtomicDeferred the
+// duplicate's run would only be rolled back, and in ModeAtomic its claim
+// would hold a transaction and a connection waiting on the first's row.
+// It is an optimisation, never the arbiter: every request still goes
+// down the store's path, whose claim decides, and a duplicate in another
+// process meets only that claim.
+//
+// A key being executed costs one map entry, removed when its request
+// ends; a waiter costs a channel, shared by all the waiters of a key,
+// and a timer while it waits. No goroutine is started.
+type running struct {
+	mu   sync.Mutex
+	keys map[scopedKey]*runEnd // nil until a duplicate waits for the key
+}
+
+type scopedKey struct{ scope, key string }
+
+// runEnd is how the execution of a key ended, for the duplicates that
+// wait for it: done is closed then, after answered is set.
+type runEnd struct {
+	done chan struct{}
+	// answered: the key's record answers every duplicate (a replay, or
+	// 422 for another request), so none of them runs the handler.
+	answered bool
+}
+
+// entry says what enter did: the request executes the key (entered),
+// the first's execution answered it (answered), or it waited as long as
+// it may (given up).
+type entry int
+
+const (
+	entered entry = iota
+	answered
+	givenUp
+)
+
+func newRunning() *running { return &running{keys: map[scopedKey]*runEnd{}} }
+
+// enter registers k as executing, or, while another request executes it,
+// waits for that one to end, for at most wait and while ctx lasts. When
+// the first ended without an answer for the key (a retriable failure, a
+// panic, a client gone), one of its waiters enters in its place and the
+// others wait for that one, within the same bound.
+func (r *running) enter(ctx context.Context, k scopedKey, wait time.Duration) entry {
+	var timer *time.Timer
+	for {
+		r.mu.Lock()
+		end, busy := r.keys[k]
+		if !busy {
+			r.keys[k] = nil
+			r.mu.Unlock()
+			if timer != nil {
+				timer.Stop()
+			}
+			return entered
+		}
+		if end == nil {
+			end = &runEnd{done: make(chan struct{})}
+			r.keys[k] = end
+		}
+		r.mu.Unlock()
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		}
+		select {
+		case <-end.done:
+			if end.answered {
+				timer.Stop()
+				return answered
+			}
+		case <-timer.C:
+			return givenUp
+		case <-ctx.Done():
+			timer.Stop()
+			return givenUp
+		}
+	}
+}
+
+// leave ends the execution of k that enter registered, waking its
+// waiters.
+func (r *running) leave(k scopedKey, answered bool) {
+	r.mu.Lock()
+	end := r.keys[k]
+	delete(r.keys, k)
+	r.mu.Unlock()
+	if end != nil {
+		end.answered = answered
+		close(end.done)
+	}
+}
+
+// answersDuplicates reports whether a request's result leaves a record
+// that answers its duplicates: it executed, or was answered from the
+// record itself.
+func (res result) answersDuplicates() bool {
+	switch res.outcome {
+	case OutcomeExecuted, OutcomeReplayed, OutcomeKeyReused:
+		return true
+	}
+	return false
+}

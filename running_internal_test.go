@@ -1,0 +1,67 @@
+package idem
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/idem-dev/idem/internal/require"
+)
+
+// waitForWaiter returns once a duplicate waits for k.
+func waitForWaiter(r *running, k scopedKey) {
+	for {
+		r.mu.Lock()
+		end := r.keys[k]
+		r.mu.Unlock()
+		if end != nil {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// enterAsync runs enter on its own goroutine and returns what it says.
+func enterAsync(r *running, ctx context.Context, k scopedKey, wait time.Duration) <-chan entry {
+	got := make(chan entry, 1)
+	go func() { got <- r.enter(ctx, k, wait) }()
+	return got
+}
+
+func TestRunningDuplicateWaitsForTheFirst(t *testing.T) {
+	t.Parallel()
+	ctx, long := context.Background(), time.Minute
+	r, k := newRunning(), scopedKey{"alice", "k1"}
+	require.Equal(t, entered, r.enter(ctx, k, long))
+	require.Equal(t, entered, r.enter(ctx, scopedKey{"bob", "k1"}, long), "keys are scoped")
+	r.leave(scopedKey{"bob", "k1"}, true)
+
+	// The first fails retriably: its waiter executes in its place, and
+	// the next duplicate waits for that one, which answers it.
+	second := enterAsync(r, ctx, k, long)
+	waitForWaiter(r, k)
+	r.leave(k, false)
+	require.Equal(t, entered, <-second)
+	third := enterAsync(r, ctx, k, long)
+	waitForWaiter(r, k)
+	r.leave(k, true)
+	require.Equal(t, answered, <-third)
+	require.Empty(t, r.keys, "an ended execution leaves nothing behind")
+}
+
+func TestRunningWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, k := newRunning(), scopedKey{"alice", "k1"}
+	require.Equal(t, entered, r.enter(ctx, k, time.Minute))
+	// Past its bound a duplicate goes down the store's path, as does one
+	// whose client has left.
+	require.Equal(t, givenUp, r.enter(ctx, k, time.Millisecond))
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Equal(t, givenUp, r.enter(gone, k, time.Minute))
+	r.leave(k, true)
+	require.Empty(t, r.keys)
+	require.Equal(t, entered, r.enter(ctx, k, time.Minute), "a key that ended may be executed again")
+}
