@@ -88,6 +88,10 @@ func (m *Middleware) execute(q *request) result {
 			return res
 		}
 		return m.proceed(q, true)
+	case waitedOut:
+		// The first still holds the key after WaitTimeout: the answer the
+		// store's own bounded wait would give, without waiting twice.
+		return inFlight()
 	}
 	return m.proceed(q, false)
 }

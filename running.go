@@ -35,13 +35,15 @@ type runEnd struct {
 }
 
 // entry says what enter did: the request executes the key (entered),
-// the first's execution answered it (answered), or it waited as long as
-// it may (given up).
+// the first's execution answered it (answered), the first still runs
+// after the longest wait allowed (waitedOut), or the request's context
+// ended (givenUp).
 type entry int
 
 const (
 	entered entry = iota
 	answered
+	waitedOut
 	givenUp
 )
 
@@ -80,7 +82,7 @@ func (r *running) enter(ctx context.Context, k scopedKey, wait time.Duration) en
 				return answered
 			}
 		case <-timer.C:
-			return givenUp
+			return waitedOut
 		case <-ctx.Done():
 			timer.Stop()
 			return givenUp

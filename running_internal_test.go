@@ -57,7 +57,7 @@ func TestRunningWaitIsBounded(t *testing.T) {
 	require.Equal(t, entered, r.enter(ctx, k, time.Minute))
 	// Past its bound a duplicate goes down the store's path, as does one
 	// whose client has left.
-	require.Equal(t, givenUp, r.enter(ctx, k, time.Millisecond))
+	require.Equal(t, waitedOut, r.enter(ctx, k, time.Millisecond))
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	require.Equal(t, givenUp, r.enter(gone, k, time.Minute))

@@ -300,6 +300,9 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 	t.Run("InFlightIs409WithRetryAfter", func(t *testing.T) {
 		t.Parallel()
 		release := make(chan struct{})
+		// A failed check must not leave the first handler blocked.
+		let := sync.OnceFunc(func() { close(release) })
+		defer let()
 		c := cfg
 		c.WaitTimeout = 300 * time.Millisecond
 		s := newServer(t, newStore(t), c, func(w http.ResponseWriter, r *http.Request, n int) {
@@ -310,27 +313,35 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		firstDone := make(chan reply, 1)
 		go func() { firstDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
 		waitUntil(t, func() bool { return s.runs.Load() == 1 })
+		// In the same process a duplicate waits for the first, at most
+		// WaitTimeout, and is then told to come back.
+		r := s.do(t, call{keys: []string{key}, body: `{}`})
+		require.Equal(t, http.StatusConflict, r.status)
+		require.Equal(t, "in-flight", problemType(t, r))
+		require.Equal(t, "1", r.header.Get("Retry-After"))
+		require.Equal(t, int32(1), s.runs.Load())
 		if deferred {
-			// The claim waits for the completion, so the first handler
-			// holds nothing yet: the duplicate runs too, and their
-			// completions decide. One executes, the other replays.
+			// In another process (a middleware of its own on the same
+			// store) the claim waits for the completion, so the first
+			// handler holds nothing yet: the duplicate runs too, and
+			// their completions decide. One executes, the other replays.
+			other := newServer(t, s.store, c, func(w http.ResponseWriter, r *http.Request, n int) {
+				<-release
+				created(w, r, n)
+			})
 			dupDone := make(chan reply, 1)
-			go func() { dupDone <- s.do(t, call{keys: []string{key}, body: `{}`}) }()
-			waitUntil(t, func() bool { return s.runs.Load() == 2 })
-			close(release)
+			go func() { dupDone <- other.do(t, call{keys: []string{key}, body: `{}`}) }()
+			waitUntil(t, func() bool { return other.runs.Load() == 1 })
+			let()
 			a, b := <-firstDone, <-dupDone
 			require.Equal(t, http.StatusCreated, a.status)
 			require.Equal(t, http.StatusCreated, b.status)
 			require.Equal(t, a.body, b.body)
 			require.NotEqual(t, a.header.Get("Idempotent-Replayed"), b.header.Get("Idempotent-Replayed"), "one executed, one replayed")
-			require.Equal(t, int32(1), s.executed.Load())
+			require.Equal(t, int32(1), s.executed.Load()+other.executed.Load())
 			return
 		}
-		r := s.do(t, call{keys: []string{key}, body: `{}`})
-		require.Equal(t, http.StatusConflict, r.status)
-		require.Equal(t, "in-flight", problemType(t, r))
-		require.Equal(t, "1", r.header.Get("Retry-After"))
-		close(release)
+		let()
 		first := <-firstDone
 		require.Equal(t, http.StatusCreated, first.status)
 		again := s.do(t, call{keys: []string{key}, body: `{}`})
@@ -500,15 +511,14 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 		t.Run("RecordedAnswerBeatsARetriableFailure", func(t *testing.T) {
 			t.Parallel()
 			key := newKey()
-			var s *server
-			s = newServer(t, newStore(t), cfg, func(w http.ResponseWriter, r *http.Request, n int) {
-				if n > 1 {
-					created(w, r, n)
-					return
-				}
+			st := newStore(t)
+			// Another process (a middleware of its own on the same store):
+			// in this one a duplicate would wait for the first.
+			other := newServer(t, st, cfg, created)
+			s := newServer(t, st, cfg, func(w http.ResponseWriter, r *http.Request, n int) {
 				// The first run's claim waits for its completion, so a
 				// duplicate records the key meanwhile; then it fails.
-				dup, err := s.send(ctx, call{keys: []string{key}, body: `{}`})
+				dup, err := other.send(ctx, call{keys: []string{key}, body: `{}`})
 				require.NoError(t, err)
 				require.Equal(t, http.StatusCreated, dup.status)
 				w.WriteHeader(http.StatusServiceUnavailable)
@@ -516,9 +526,11 @@ func RunMiddleware(t *testing.T, newStore NewStoreFunc, cfg idem.Config) {
 			first := s.do(t, call{keys: []string{key}, body: `{}`})
 			require.Equal(t, http.StatusCreated, first.status, "the recorded answer, not the 503")
 			require.Equal(t, "true", first.header.Get("Idempotent-Replayed"))
-			require.Equal(t, "/v1/payments/p2", first.header.Get("Location"))
-			require.Equal(t, int32(2), s.runs.Load())
-			require.Equal(t, int32(1), s.executed.Load())
+			require.Equal(t, "/v1/payments/p1", first.header.Get("Location"))
+			require.Equal(t, int32(1), s.runs.Load())
+			require.Equal(t, int32(1), other.runs.Load())
+			require.Equal(t, int32(0), s.executed.Load())
+			require.Equal(t, int32(1), other.executed.Load())
 		})
 	}
 
