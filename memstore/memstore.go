@@ -281,9 +281,10 @@ func (r *record) expired(now time.Time) bool {
 	return !r.ExpiresAt.After(now) && r.finished() && !store.AwaitsOperator(r.Status, r.Response)
 }
 
-// hold makes the record c's attempt's, from now.
+// hold makes the record c's attempt's, from now: PROCESSING, so not
+// completed.
 func (r *record) hold(c store.Claim, now time.Time) {
-	r.Status = store.StatusProcessing
+	r.Status, r.CompletedAt = store.StatusProcessing, time.Time{}
 	r.ExpiresAt = later(r.ExpiresAt, now.Add(c.TTL))
 	r.Token, r.ClaimedAt, r.LeaseExpiresAt = c.Token, now, now.Add(c.Lease)
 }

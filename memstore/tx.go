@@ -275,7 +275,7 @@ func (t *Tx) Complete(ctx context.Context, a store.Attempt, resp store.Response)
 		return t.claimCompleted(ctx, *c, resp)
 	}
 	return t.fenced(ctx, "complete", a, store.StatusProcessing, func(r *record, now time.Time) {
-		r.Status, r.LeaseExpiresAt, r.Response = store.StatusCompleted, now, copyResponse(resp)
+		r.Status, r.LeaseExpiresAt, r.Response, r.CompletedAt = store.StatusCompleted, now, copyResponse(resp), now
 	})
 }
 
@@ -332,7 +332,7 @@ func (t *Tx) Advance(ctx context.Context, a store.Attempt, point string, keys ma
 // response (store.Capabilities.Resolve; store.AuditTx).
 func (t *Tx) Release(ctx context.Context, a store.Attempt) error {
 	return t.fenced(ctx, "release", a, store.StatusCompleted, func(r *record, _ time.Time) {
-		r.Status, r.Response = store.StatusFailed, nil
+		r.Status, r.Response, r.CompletedAt = store.StatusFailed, nil, time.Time{}
 	})
 }
 
@@ -341,7 +341,7 @@ func (t *Tx) Release(ctx context.Context, a store.Attempt) error {
 // (store.Capabilities.Resolve; store.AuditTx).
 func (t *Tx) ReplaceResponse(ctx context.Context, a store.Attempt, resp store.Response) error {
 	return t.fenced(ctx, "replace response", a, store.StatusCompleted, func(r *record, now time.Time) {
-		r.Response = copyResponse(resp)
+		r.Response, r.CompletedAt = copyResponse(resp), now
 		if again := now.Add(r.ExpiresAt.Sub(r.ClaimedAt)); again.After(r.ExpiresAt) {
 			r.ExpiresAt = again
 		}
@@ -405,7 +405,7 @@ func (t *Tx) claimCompleted(ctx context.Context, c store.Claim, resp store.Respo
 		r := &record{Record: store.Record{
 			Scope: c.Scope, Key: c.Key, Fingerprint: copyFingerprint(c.Fingerprint), Status: store.StatusCompleted,
 			Attempts: 1, Token: c.Token, ClaimedAt: now, LeaseExpiresAt: now, Response: copyResponse(resp),
-			CreatedAt: now, ExpiresAt: now.Add(c.TTL),
+			CreatedAt: now, ExpiresAt: now.Add(c.TTL), CompletedAt: now,
 		}}
 		return r, nil
 	})

@@ -32,8 +32,8 @@ func TestConformance(t *testing.T) {
 func TestMigrateAfterCrashBetweenDDLAndVersion(t *testing.T) {
 	db, opts := mysqltest.Store(t)
 	ctx := context.Background()
-	altering := []int{2, 3, 4, 7, 8}
-	q := "DELETE FROM " + sqlstore.MigrationsTable(opts.Table) + " WHERE version IN (2, 3, 4, 7, 8)"
+	altering := []int{2, 3, 4, 7, 8, 10}
+	q := "DELETE FROM " + sqlstore.MigrationsTable(opts.Table) + " WHERE version IN (2, 3, 4, 7, 8, 10)"
 	_, err := db.ExecContext(ctx, q)
 	require.NoError(t, err)
 	applied, err := mysqlstore.Migrate(ctx, db, opts)

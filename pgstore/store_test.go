@@ -58,7 +58,7 @@ func TestMigrate(t *testing.T) {
 	pool := pgtest.Pool(t, 4)
 	applied, err := pgstore.Migrate(ctx, pool)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, applied)
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9}, applied)
 	applied, err = pgstore.Migrate(ctx, pool)
 	require.NoError(t, err)
 	require.Empty(t, applied, "a current schema is left alone")

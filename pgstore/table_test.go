@@ -21,7 +21,7 @@ func TestConformanceOtherTable(t *testing.T) {
 		for _, table := range []string{"request_keys", "idempotency_keys"} {
 			applied, err := pgstore.MigrateTable(ctx, pool, table)
 			require.NoError(t, err)
-			require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8}, applied, table)
+			require.Equal(t, []int{1, 2, 3, 4, 5, 6, 7, 8, 9}, applied, table)
 		}
 		s, err := pgstore.NewWithConfig(pool, pgstore.Config{Table: "request_keys"})
 		require.NoError(t, err)

@@ -74,7 +74,7 @@ var recordColumns = `request_method, request_path, request_hash, fingerprint_ver
        lease_expires_at > :now,
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= :now AND ` + finished + ` AND ` + notAwaitingOperator + `,
-       coalesce(recovery_point, '')`
+       coalesce(recovery_point, ''), completed_at`
 
 var selectRecord = `
 SELECT ` + recordColumns + `
@@ -107,7 +107,7 @@ UPDATE idempotency_keys
        expires_at = MAX(expires_at, :now + :ttl),
        fencing_token = :token, claimed_at = :now, lease_expires_at = :now + :lock_for,
        response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
+       resource_type = NULL, resource_id = NULL, completed_at = NULL
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :prev_token
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= :now)
@@ -115,7 +115,7 @@ UPDATE idempotency_keys
 
 const complete = `
 UPDATE idempotency_keys
-   SET status = 'COMPLETED', lease_expires_at = :now,
+   SET status = 'COMPLETED', lease_expires_at = :now, completed_at = :now,
        response_code = :code, response_headers = :headers, response_body = :body,
        resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, '')
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'PROCESSING'`
@@ -181,13 +181,13 @@ const release = `
 UPDATE idempotency_keys
    SET status = 'FAILED',
        response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
+       resource_type = NULL, resource_id = NULL, completed_at = NULL
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
 
 const replaceResponse = `
 UPDATE idempotency_keys
    SET response_code = :code, response_headers = :headers, response_body = :body,
-       resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, ''),
+       resource_type = nullif(:resource_type, ''), resource_id = nullif(:resource_id, ''), completed_at = :now,
        expires_at = MAX(expires_at, :now + (expires_at - claimed_at))
  WHERE scope = :scope AND idempotency_key = :key AND fencing_token = :token AND status = 'COMPLETED'`
 

@@ -26,7 +26,7 @@ func mysqlStatements(table string) engine.Statements {
        lease_expires_at > ` + now + `,
        response_code, response_headers, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= ` + now + ` AND ` + finished + ` AND ` + notAwaitingOperator + `,
-       COALESCE(recovery_point, '')`
+       COALESCE(recovery_point, ''), completed_at`
 	record := `
 SELECT ` + columns + `
   FROM idempotency_keys
@@ -44,10 +44,10 @@ ON DUPLICATE KEY UPDATE scope = scope`
 	const insertCompleted = `
 INSERT INTO idempotency_keys
        (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at, completed_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES (?, ?, ?, ?, ?, ?,
-        'COMPLETED', 1, ?, ` + now + `, ` + now + `, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND,
+        'COMPLETED', 1, ?, ` + now + `, ` + now + `, ` + now + `, ` + now + ` + INTERVAL ? MICROSECOND, ` + now + `,
         ?, ?, ?, NULLIF(?, ''), NULLIF(?, ''))`
 	// MySQL assigns left to right, each assignment seeing the ones before:
 	// attempts and created_at read expires_at, the recovery point and the
@@ -63,14 +63,14 @@ UPDATE idempotency_keys
        status = 'PROCESSING',
        fencing_token = ?, claimed_at = ` + now + `, lease_expires_at = ` + now + ` + INTERVAL ? MICROSECOND,
        response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
+       resource_type = NULL, resource_id = NULL, completed_at = NULL
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ?
    AND (status = 'FAILED'
         OR (status = 'PROCESSING' AND lease_expires_at <= ` + now + `)
         OR (status = 'COMPLETED' AND expires_at <= ` + now + ` AND ` + notAwaitingOperator + `))`
 	const complete = `
 UPDATE idempotency_keys
-   SET status = 'COMPLETED', lease_expires_at = ` + now + `,
+   SET status = 'COMPLETED', lease_expires_at = ` + now + `, completed_at = ` + now + `,
        response_code = ?, response_headers = ?, response_body = ?,
        resource_type = NULLIF(?, ''), resource_id = NULLIF(?, '')
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'PROCESSING'`
@@ -139,13 +139,13 @@ SELECT scope, idempotency_key FROM idempotency_keys
 UPDATE idempotency_keys
    SET status = 'FAILED',
        response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
+       resource_type = NULL, resource_id = NULL, completed_at = NULL
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'COMPLETED'`
 	const replaceResponse = `
 UPDATE idempotency_keys
    SET expires_at = GREATEST(expires_at, ` + now + ` + INTERVAL TIMESTAMPDIFF(MICROSECOND, claimed_at, expires_at) MICROSECOND),
        response_code = ?, response_headers = ?, response_body = ?,
-       resource_type = NULLIF(?, ''), resource_id = NULLIF(?, '')
+       resource_type = NULLIF(?, ''), resource_id = NULLIF(?, ''), completed_at = ` + now + `
  WHERE scope = ? AND idempotency_key = ? AND fencing_token = ? AND status = 'COMPLETED'`
 	const holdsCompleted = `
 SELECT COUNT(*) FROM idempotency_keys

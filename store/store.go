@@ -106,6 +106,11 @@ type Record struct {
 	// RecoveryPoint is the last recovery point committed (Keys.Advance), ""
 	// for none. An unfinished record (a point, not COMPLETED) is never Expired.
 	RecoveryPoint string
+	// CompletedAt is when the record's final response was stored (Complete,
+	// a deferred claim's insert, an operator's ReplaceResponse), by the
+	// store's clock; zero while PROCESSING or FAILED, after an operator's
+	// Release, and on a record completed before the store kept it.
+	CompletedAt time.Time
 }
 
 // Keys are the operations on the key table. A Store runs each in its own

@@ -56,6 +56,7 @@ func RunContract(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	t.Run("Resolve", func(t *testing.T) { t.Parallel(); RunResolve(t, newStore) })
 	t.Run("Operator", func(t *testing.T) { t.Parallel(); RunOperator(t, newStore) })
+	t.Run("CompletedAt", func(t *testing.T) { t.Parallel(); RunCompletedAt(t, newStore) })
 	t.Run("Phase", func(t *testing.T) { t.Parallel(); RunAdvancer(t, newStore) })
 	t.Run("Unsupported", func(t *testing.T) { t.Parallel(); RunUnsupported(t, newStore) })
 }

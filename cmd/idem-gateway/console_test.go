@@ -292,7 +292,7 @@ func TestUnknownOutcomeForOperators(t *testing.T) {
 
 	page := consoleDo(t, c, "GET", m[1]+"key?"+url.Values{"scope": {scope}, "key": {"k-timeout"}}.Encode(), cookie, nil)
 	require.Equal(t, http.StatusOK, page.status)
-	for _, s := range []string{"Forwarded key", forwarded("k-timeout"), "python", "timeout: the upstream sent no answer", runbook} {
+	for _, s := range []string{"Forwarded key", forwarded("k-timeout"), "python", "timeout: the upstream sent no answer", runbook, `id="completed-at">Stored 20`} {
 		require.Contains(t, page.body, s)
 	}
 	require.NotContains(t, page.body, "Recovery point", "the gateway keeps none")

@@ -341,11 +341,15 @@ func testOperatorResolves(t *testing.T, kdb keyDB) {
 	out, stderr, code = gatewayCmd(t, "", "keys", "show", "--db", db, "--scope", scope, "--key", "k-reopen")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"response_code":409`)
+	require.Contains(t, out, `"completed_at":`)
 
 	out, stderr, code = gatewayCmd(t, "", "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-reopen", "--reopen",
 		"--reason", "upstream log: no request under this key")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, out, `"resolution":"reopened"`)
+	out, stderr, code = gatewayCmd(t, "", "keys", "show", "--db", db, "--scope", scope, "--key", "k-reopen")
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, out, `"completed_at"`, "reopened: no longer completed")
 	require.Equal(t, reply{201, `{"runs": 2}`, false}, post(t, gw, "/die", "Bearer alice", "k-reopen"), "reopened: the retry runs")
 
 	_, stderr, code = gatewayCmd(t, `{"runs": 1}`, "keys", "resolve", "--db", db, "--scope", scope, "--key", "k-answer",

@@ -270,6 +270,7 @@ type keyState struct {
 	ClaimedAt      time.Time `json:"claimed_at"`
 	LeaseLive      bool      `json:"lease_live"`
 	ExpiresAt      time.Time `json:"expires_at"`
+	CompletedAt    time.Time `json:"completed_at,omitzero"` // absent until the response is stored
 	ResponseCode   int       `json:"response_code,omitempty"`
 	// ForwardedKey is the Idempotency-Key the gateway sent upstream
 	// (derivedKey): what to search the upstream's logs for.
@@ -287,6 +288,7 @@ func stateOf(rec *store.Record, ups []*upstream) keyState {
 		Scope: rec.Scope, Key: rec.Key, Status: string(rec.Status), OutcomeUnknown: outcomeUnknown(rec),
 		Attempts: rec.Attempts, Request: rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
 		CreatedAt: rec.CreatedAt.UTC(), ClaimedAt: rec.ClaimedAt.UTC(), LeaseLive: rec.LeaseLive, ExpiresAt: rec.ExpiresAt.UTC(),
+		CompletedAt: rec.CompletedAt.UTC(),
 	}
 	if rec.Response != nil {
 		s.ResponseCode = rec.Response.StatusCode

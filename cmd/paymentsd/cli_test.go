@@ -90,15 +90,15 @@ func TestMigrate(t *testing.T) {
 			db := newDB(t, store)
 			out, errOut, code := runCLI(t, env(), "migrate", "--db", db)
 			require.Zero(t, code, errOut)
-			keys, wallet := "[1 2 3 4 6 7]", "[1 2 3 4 6 7]"
+			keys, wallet := "[1 2 3 4 6 7 9]", "[1 2 3 4 6 7]"
 			switch store {
 			case "mysql":
-				keys = "[1 2 3 4 7 8 9]" // no 5 (partitions) nor 6: 8 and 9 are its operator's indexes and audit log
-				wallet = "[1 6 7]"       // its first: the schema the others reach at their fourth
+				keys = "[1 2 3 4 7 8 9 10]" // no 5 (partitions) nor 6: 8 and 9 are its operator's indexes and audit log, 10 completed_at
+				wallet = "[1 6 7]"          // its first: the schema the others reach at their fourth
 			case "postgres":
 				// 5: partitions, the user as text; 8: the key's index across
-				// scopes dropped
-				keys, wallet = "[1 2 3 4 5 6 7 8]", "[1 2 3 4 5 6 7]"
+				// scopes dropped; 9: completed_at
+				keys, wallet = "[1 2 3 4 5 6 7 8 9]", "[1 2 3 4 5 6 7]"
 			}
 			applied := "applied migrations: idempotency keys " + keys + ", wallet " + wallet
 			if store == "postgres" && (pgtest.Partitions(t) > 0 || pgtest.Citus()) {

@@ -28,6 +28,7 @@ type keyState struct {
 	LeaseLive      bool      `json:"lease_live"`
 	ExpiresAt      time.Time `json:"expires_at"`
 	Expired        bool      `json:"expired"`
+	CompletedAt    time.Time `json:"completed_at,omitzero"` // absent until the response is stored
 	ResponseCode   int       `json:"response_code,omitempty"`
 	Resource       string    `json:"resource,omitempty"`
 	// RecoveryPoint and ProviderKeys say where an unfinished operation
@@ -60,7 +61,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	scope := fs.String("scope", "", "the scope the key belongs to: the user's id (required)")
 	cli.Alias(fs, "user-id", "scope")
 	key := fs.String("key", "", "the Idempotency-Key, unquoted (required)")
-	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --scope USER_ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, stored status code) as JSON,\nwith an unfinished operation's recovery point, the keys sent downstream (provider_keys.bank: the bank's key)\nand the payout sent under it (payout.bank_outcome_cause: why its bank outcome is unknown).\nIt never prints a request or response body."); err != nil {
+	if err := cli.ParseFlags(fs, args, stdout, "paymentsd", "paymentsd keys show --scope USER_ID --key KEY [--db URL]\n\nPrints an idempotency record's state (status, attempts, lock, expiry, completion time, stored status code) as JSON,\nwith an unfinished operation's recovery point, the keys sent downstream (provider_keys.bank: the bank's key)\nand the payout sent under it (payout.bank_outcome_cause: why its bank outcome is unknown).\nIt never prints a request or response body."); err != nil {
 		return err
 	}
 	cli.WarnDeprecated(fs, stderr, "paymentsd")
@@ -84,6 +85,7 @@ func keysShow(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Request:   rec.Fingerprint.Method + " " + rec.Fingerprint.Path,
 		CreatedAt: rec.CreatedAt.UTC(), LeaseExpiresAt: rec.LeaseExpiresAt.UTC(), LeaseLive: rec.LeaseLive,
 		ExpiresAt: rec.ExpiresAt.UTC(), Expired: rec.Expired, RecoveryPoint: rec.RecoveryPoint,
+		CompletedAt: rec.CompletedAt.UTC(),
 	}
 	if b.store.Capabilities().Search {
 		if s.ProviderKeys, err = b.store.ProviderKeys(ctx, rec.Scope, rec.Key); err != nil {

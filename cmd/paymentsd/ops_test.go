@@ -57,6 +57,11 @@ func TestKeysShow(t *testing.T) {
 		require.Equal(t, v["scope"], v["user_id"])
 		require.Equal(t, v["lease_live"], v["lock_live"])
 		require.Equal(t, false, v["expired"])
+		created, err := time.Parse(time.RFC3339Nano, v["created_at"].(string))
+		require.NoError(t, err)
+		completed, err := time.Parse(time.RFC3339Nano, v["completed_at"].(string))
+		require.NoError(t, err)
+		require.False(t, completed.Before(created), "completed at %v, before its creation at %v", completed, created)
 		require.Contains(t, v["resource"], "deposits/")
 		require.NotContains(t, v, "response_body", "never a body")
 
@@ -175,6 +180,7 @@ func TestKeysShowPendingPayout(t *testing.T) {
 			v, errOut, code := keysShow(t, s, u, key)
 			require.Zero(t, code, errOut)
 			require.Equal(t, "outcome-unknown", v["recovery_point"])
+			require.NotContains(t, v, "completed_at", "not completed")
 			bankKey := sqlValue[string](t, s, `SELECT bank_key FROM payouts`)
 			require.Equal(t, map[string]any{"bank": bankKey}, v["provider_keys"])
 			payoutID := r.json(t)["id"]
@@ -187,6 +193,7 @@ func TestKeysShowPendingPayout(t *testing.T) {
 			v, errOut, code = keysShow(t, s, u, key)
 			require.Zero(t, code, errOut)
 			require.Equal(t, map[string]any{"id": payoutID, "status": "paid"}, v["payout"], "paid: no cause")
+			require.Contains(t, v, "completed_at", "completed by the retry")
 		})
 	}
 }

@@ -100,7 +100,8 @@ func (e *Engine) scanRecord(r Row, rec *store.Record, more ...any) error {
 	err := r.Scan(append([]any{&rec.Fingerprint.Method, &rec.Fingerprint.Path, &rec.Fingerprint.Hash, &rec.Fingerprint.Version,
 		&rec.Status, &rec.Attempts, &rec.Token, e.timeDest(&rec.ClaimedAt), e.timeDest(&rec.LeaseExpiresAt), &rec.LeaseLive,
 		&code, &headers, &body, &resourceT, &resourceI,
-		e.timeDest(&rec.CreatedAt), e.timeDest(&rec.ExpiresAt), &rec.Expired, &rec.RecoveryPoint}, more...)...)
+		e.timeDest(&rec.CreatedAt), e.timeDest(&rec.ExpiresAt), &rec.Expired, &rec.RecoveryPoint,
+		nullTime{dbTime{&rec.CompletedAt}}}, more...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
@@ -283,6 +284,18 @@ func (d dbTime) Scan(src any) error {
 		return d.parse(v)
 	}
 	return fmt.Errorf("cannot scan %T into a time", src)
+}
+
+// nullTime is dbTime for a nullable column, whatever the driver: NULL
+// scans as the zero time.
+type nullTime struct{ dbTime }
+
+func (n nullTime) Scan(src any) error {
+	if src == nil {
+		*n.t = time.Time{}
+		return nil
+	}
+	return n.dbTime.Scan(src)
 }
 
 func (d dbTime) parse(s string) error {

@@ -21,10 +21,10 @@ ON CONFLICT (scope, idempotency_key) DO NOTHING`
 const InsertCompleted = `
 INSERT INTO idempotency_keys
        (scope, idempotency_key, request_method, request_path, request_hash, fingerprint_version,
-        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at,
+        status, attempts, fencing_token, claimed_at, lease_expires_at, created_at, expires_at, completed_at,
         response_code, response_headers, response_body, resource_type, resource_id)
 VALUES ($1, $2, $3, $4, $5, $6,
-        'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond',
+        'COMPLETED', 1, $7, now(), now(), now(), now() + $8 * interval '1 microsecond', now(),
         $9, $10::text::jsonb, $11, nullif($12, ''), nullif($13, ''))`
 
 // Reacquire takes over a re-acquirable row that prevToken still holds. The
@@ -50,7 +50,7 @@ UPDATE idempotency_keys
        expires_at = GREATEST(expires_at, now() + $9 * interval '1 microsecond'),
        fencing_token = $7, claimed_at = now(), lease_expires_at = now() + $8 * interval '1 microsecond',
        response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
+       resource_type = NULL, resource_id = NULL, completed_at = NULL
   FROM (SELECT now() AS now) AS clock
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $10
    AND (status = 'FAILED'
@@ -60,7 +60,7 @@ UPDATE idempotency_keys
 // Complete is pgstore's and sqlstore's PostgreSQL statement.
 const Complete = `
 UPDATE idempotency_keys
-   SET status = 'COMPLETED', lease_expires_at = now(),
+   SET status = 'COMPLETED', lease_expires_at = now(), completed_at = now(),
        response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
        resource_type = nullif($7, ''), resource_id = nullif($8, '')
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'PROCESSING'`
@@ -131,7 +131,7 @@ const Release = `
 UPDATE idempotency_keys
    SET status = 'FAILED',
        response_code = NULL, response_headers = NULL, response_body = NULL,
-       resource_type = NULL, resource_id = NULL
+       resource_type = NULL, resource_id = NULL, completed_at = NULL
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`
 
 // ReplaceResponse replaces the response of the COMPLETED record the token
@@ -142,7 +142,7 @@ UPDATE idempotency_keys
 const ReplaceResponse = `
 UPDATE idempotency_keys
    SET response_code = $4, response_headers = $5::text::jsonb, response_body = $6,
-       resource_type = nullif($7, ''), resource_id = nullif($8, ''),
+       resource_type = nullif($7, ''), resource_id = nullif($8, ''), completed_at = now(),
        expires_at = GREATEST(expires_at, ((now() AT TIME ZONE 'UTC')
                     + ((expires_at AT TIME ZONE 'UTC') - (claimed_at AT TIME ZONE 'UTC'))) AT TIME ZONE 'UTC')
  WHERE scope = $1 AND idempotency_key = $2 AND fencing_token = $3 AND status = 'COMPLETED'`

@@ -53,7 +53,7 @@ var recordColumns = `request_method, request_path, request_hash, fingerprint_ver
        lease_expires_at > now(),
        response_code, response_headers::text, response_body, resource_type, resource_id,
        created_at, expires_at, expires_at <= now() AND ` + keytable.Finished + ` AND ` + NotAwaitingOperator + `,
-       coalesce(recovery_point, '')`
+       coalesce(recovery_point, ''), completed_at`
 
 var selectRecord = `
 SELECT ` + recordColumns + `

@@ -1,0 +1,15 @@
+-- When the record's final response was stored, by the database's clock:
+-- set by the fenced completion, the deferred claim's insert (born
+-- COMPLETED) and an operator's replaced response; NULL while PROCESSING or
+-- FAILED, and again after an operator's release. The statements that set
+-- it already run: it adds an assignment to each, and no index (the
+-- completion writes no more index entries than before).
+--
+-- A nullable column without a default is a catalog change: PostgreSQL
+-- rewrites no row (an existing row reads NULL from its missing attribute)
+-- and holds the ACCESS EXCLUSIVE lock only for that, as long on 10 million
+-- rows as on none. Records completed before it keep NULL: no backfill, which
+-- would write every row. On a partitioned table (005) the column added to
+-- the parent reaches every partition, and on a Citus-distributed one
+-- (paymentsd migrate --citus) every shard.
+ALTER TABLE idempotency_keys ADD COLUMN completed_at timestamptz;

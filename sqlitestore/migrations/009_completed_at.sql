@@ -1,0 +1,11 @@
+-- When the record's final response was stored, in microseconds since the
+-- Unix epoch as every time of the table: set by the fenced completion and
+-- an operator's replaced response; NULL while PROCESSING or FAILED, and
+-- again after an operator's release. No index: the completion writes no
+-- more index entries than before.
+--
+-- ADD COLUMN of a nullable column without a default, a CHECK or a foreign
+-- key only rewrites the table's text in the schema: no row is read or
+-- written (an existing row reads NULL from its missing column), however
+-- large the table. Records completed before it keep NULL.
+ALTER TABLE idempotency_keys ADD COLUMN completed_at INTEGER;

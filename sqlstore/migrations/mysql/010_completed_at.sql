@@ -1,0 +1,15 @@
+-- When the record's final response was stored, DATETIME(6) in UTC from
+-- UTC_TIMESTAMP(6) as every time of the table: set by the fenced
+-- completion, the deferred claim's insert (born COMPLETED) and an
+-- operator's replaced response; NULL while PROCESSING or FAILED, and again
+-- after an operator's release. No index: the completion writes no more
+-- index entries than before.
+--
+-- A nullable column without a default, added last, is an instant change
+-- (ALGORITHM=INSTANT: MySQL 8.0.12, MariaDB 10.3): the table's metadata
+-- changes, no row is rebuilt, however large the table; the server chooses
+-- it without being asked, and would fall back to a copy of the table only
+-- where InnoDB cannot (a ROW_FORMAT=COMPRESSED table, say). Records
+-- completed before it keep NULL.
+-- made when: SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'idempotency_keys' AND column_name = 'completed_at'
+ALTER TABLE idempotency_keys ADD COLUMN completed_at DATETIME(6) NULL;
