@@ -89,11 +89,13 @@ func (m *Middleware) execute(q *request) result {
 		}
 		return m.proceed(q, true)
 	case waitedOut:
-		// The first still holds the key after WaitTimeout: the answer the
-		// store's own bounded wait would give, without waiting twice.
+		// The first still holds the key after WaitTimeout, or was told
+		// another process does: the answer the store's own bounded wait
+		// would give, without waiting twice.
 		return inFlight()
 	}
-	return m.proceed(q, false)
+	// givenUp: the client left while it waited; nothing was claimed.
+	return result{outcome: OutcomeAbandoned, err: fmt.Errorf("client gone while a duplicate ran: %w", context.Cause(q.ctx))}
 }
 
 // cached answers q from the replay cache when its key is there.
@@ -111,7 +113,7 @@ func (m *Middleware) cached(q *request) (result, bool) {
 // proceedFirst is proceed for the request that executes k in this
 // process: its duplicates wait until it ends, panics included.
 func (m *Middleware) proceedFirst(q *request, k scopedKey) (res result) {
-	defer func() { m.running.leave(k, res.answersDuplicates()) }()
+	defer func() { m.running.leave(k, res.endFor()) }()
 	return m.proceed(q, false)
 }
 

@@ -26,18 +26,31 @@ type running struct {
 type scopedKey struct{ scope, key string }
 
 // runEnd is how the execution of a key ended, for the duplicates that
-// wait for it: done is closed then, after answered is set.
+// wait for it: done is closed then, after how is set.
 type runEnd struct {
 	done chan struct{}
-	// answered: the key's record answers every duplicate (a replay, or
-	// 422 for another request), so none of them runs the handler.
-	answered bool
+	how  ended
 }
+
+// ended is what the end of a key's execution tells its waiters.
+type ended int
+
+const (
+	// endedOpen: nothing answers for the key (a retriable failure, a
+	// panic, a client gone); one waiter executes it in its place.
+	endedOpen ended = iota
+	// endedAnswered: the key's record answers every duplicate (a replay,
+	// or 422 for another request), so none of them runs the handler.
+	endedAnswered
+	// endedBusy: the first was itself told the key is in flight (another
+	// process holds it, past WaitTimeout): so is every waiter, at once.
+	endedBusy
+)
 
 // entry says what enter did: the request executes the key (entered),
 // the first's execution answered it (answered), the first still runs
-// after the longest wait allowed (waitedOut), or the request's context
-// ended (givenUp).
+// after the longest wait allowed or was itself told the key is in
+// flight (waitedOut), or the request's context ended (givenUp).
 type entry int
 
 const (
@@ -77,9 +90,13 @@ func (r *running) enter(ctx context.Context, k scopedKey, wait time.Duration) en
 		}
 		select {
 		case <-end.done:
-			if end.answered {
+			switch end.how {
+			case endedAnswered:
 				timer.Stop()
 				return answered
+			case endedBusy:
+				timer.Stop()
+				return waitedOut
 			}
 		case <-timer.C:
 			return waitedOut
@@ -92,24 +109,27 @@ func (r *running) enter(ctx context.Context, k scopedKey, wait time.Duration) en
 
 // leave ends the execution of k that enter registered, waking its
 // waiters.
-func (r *running) leave(k scopedKey, answered bool) {
+func (r *running) leave(k scopedKey, how ended) {
 	r.mu.Lock()
 	end := r.keys[k]
 	delete(r.keys, k)
 	r.mu.Unlock()
 	if end != nil {
-		end.answered = answered
+		end.how = how
 		close(end.done)
 	}
 }
 
-// answersDuplicates reports whether a request's result leaves a record
-// that answers its duplicates: it executed, or was answered from the
-// record itself.
-func (res result) answersDuplicates() bool {
+// endFor is what a request's result tells the duplicates waiting for it:
+// it executed, or was answered from the record itself (the record
+// answers them); it was told the key is in flight (so are they); else
+// one of them executes the key.
+func (res result) endFor() ended {
 	switch res.outcome {
 	case OutcomeExecuted, OutcomeReplayed, OutcomeKeyReused:
-		return true
+		return endedAnswered
+	case OutcomeInFlight:
+		return endedBusy
 	}
-	return false
+	return endedOpen
 }

@@ -35,18 +35,26 @@ func TestRunningDuplicateWaitsForTheFirst(t *testing.T) {
 	r, k := newRunning(), scopedKey{"alice", "k1"}
 	require.Equal(t, entered, r.enter(ctx, k, long))
 	require.Equal(t, entered, r.enter(ctx, scopedKey{"bob", "k1"}, long), "keys are scoped")
-	r.leave(scopedKey{"bob", "k1"}, true)
+	r.leave(scopedKey{"bob", "k1"}, endedAnswered)
 
 	// The first fails retriably: its waiter executes in its place, and
 	// the next duplicate waits for that one, which answers it.
 	second := enterAsync(r, ctx, k, long)
 	waitForWaiter(r, k)
-	r.leave(k, false)
+	r.leave(k, endedOpen)
 	require.Equal(t, entered, <-second)
 	third := enterAsync(r, ctx, k, long)
 	waitForWaiter(r, k)
-	r.leave(k, true)
+	r.leave(k, endedAnswered)
 	require.Equal(t, answered, <-third)
+
+	// The first is told another process holds the key: so is its waiter,
+	// at once, not after a wait of its own at the store.
+	require.Equal(t, entered, r.enter(ctx, k, long))
+	fourth := enterAsync(r, ctx, k, long)
+	waitForWaiter(r, k)
+	r.leave(k, endedBusy)
+	require.Equal(t, waitedOut, <-fourth)
 	require.Empty(t, r.keys, "an ended execution leaves nothing behind")
 }
 
@@ -55,13 +63,13 @@ func TestRunningWaitIsBounded(t *testing.T) {
 	ctx := context.Background()
 	r, k := newRunning(), scopedKey{"alice", "k1"}
 	require.Equal(t, entered, r.enter(ctx, k, time.Minute))
-	// Past its bound a duplicate goes down the store's path, as does one
-	// whose client has left.
+	// Past its bound a duplicate is told the key is in flight; one whose
+	// client has left gives up.
 	require.Equal(t, waitedOut, r.enter(ctx, k, time.Millisecond))
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	require.Equal(t, givenUp, r.enter(gone, k, time.Minute))
-	r.leave(k, true)
+	r.leave(k, endedAnswered)
 	require.Empty(t, r.keys)
 	require.Equal(t, entered, r.enter(ctx, k, time.Minute), "a key that ended may be executed again")
 }

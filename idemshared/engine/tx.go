@@ -107,7 +107,7 @@ func (ts txSession) End(ctx context.Context, op Op, _ Executor, err error) (bool
 	if err != nil && t.retriable && t.e.Classify(err) == ErrDeadlock {
 		_ = t.tx.Rollback()
 		t.tx, t.wrote = nil, false
-		return true, err
+		return true, t.e.Translate(err) // the error when the retries run out
 	}
 	return false, t.e.Translate(err)
 }
