@@ -55,7 +55,7 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 		f := newFixtureWith(t, idem.Config{Mode: idem.ModeAtomic, WaitTimeout: 200 * time.Millisecond}, g)
 		first := f.postAsync(t, "k1", `{}`)
 		release := <-g // the first request's transaction holds the key
-		require.Equal(t, http.StatusConflict, f.post(t, "k1", `{}`), "the duplicate's claim waited 200ms, then answered 409")
+		require.Equal(t, http.StatusConflict, f.replica().post(t, "k1", `{}`), "the other replica's claim waited 200ms, then answered 409")
 		close(release)
 		require.Equal(t, http.StatusCreated, <-first)
 		f.requireAnswer(t, "idem.insert", "wait_timeout")
@@ -67,8 +67,8 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 		f := newFixtureWith(t, idem.Config{Mode: idem.ModeAtomicDeferred}, g)
 		first := f.postAsync(t, "k1", `{}`)
 		releaseFirst := <-g
-		second := f.postAsync(t, "k1", `{}`)
-		releaseSecond := <-g // both run: a deferred claim runs at the completion
+		second := f.replica().postAsync(t, "k1", `{}`)
+		releaseSecond := <-g // both run on two replicas: a deferred claim runs at the completion
 		close(releaseFirst)
 		require.Equal(t, http.StatusCreated, <-first)
 		close(releaseSecond)

@@ -26,7 +26,11 @@ import (
 // fixture is the middleware on a real PostgreSQL behind a real HTTP
 // server, traced and measured by the OpenTelemetry SDK into memory.
 type fixture struct {
-	url    string
+	url string
+	// other is a second replica's: a middleware of its own on the same
+	// store and telemetry, as another process would be (in one process a
+	// duplicate waits for the first before the store sees it).
+	other  string
 	pool   *pgxpool.Pool
 	spans  *tracetest.SpanRecorder
 	reader *sdkmetric.ManualReader
@@ -56,16 +60,25 @@ func newFixtureWith(t *testing.T, cfg idem.Config, h http.Handler) *fixture {
 	})
 	require.NoError(t, err)
 	cfg.StartFunc, cfg.TraceFunc, cfg.ObserveFunc = tel.Start, tel.Trace, tel.Observe
-	mw, err := idem.New(pgstore.New(pool), cfg)
-	require.NoError(t, err)
-	mux := http.NewServeMux()
-	mux.Handle("POST /v1/payments", mw.Require(h))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mux.ServeHTTP(w, r.WithContext(idem.WithScope(r.Context(), "alice")))
-	}))
-	t.Cleanup(srv.Close)
-	f.url = srv.URL
+	for _, url := range []*string{&f.url, &f.other} {
+		mw, err := idem.New(pgstore.New(pool), cfg)
+		require.NoError(t, err)
+		mux := http.NewServeMux()
+		mux.Handle("POST /v1/payments", mw.Require(h))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mux.ServeHTTP(w, r.WithContext(idem.WithScope(r.Context(), "alice")))
+		}))
+		t.Cleanup(srv.Close)
+		*url = srv.URL
+	}
 	return f
+}
+
+// replica is f seen through its second replica.
+func (f *fixture) replica() *fixture {
+	r := *f
+	r.url = f.other
+	return &r
 }
 
 func (f *fixture) post(t *testing.T, key, body string) int {
