@@ -432,7 +432,7 @@ func (r *runner) baselineVariants(ctx context.Context, db *database) ([]*variant
 	if r.baseTrivial == "" {
 		return vs, nil
 	}
-	base, err := r.startTrivial(ctx, "trivial-baseline", r.baseTrivial, db, trivialWirings(false))
+	base, err := r.startBaselineTrivial(ctx, db)
 	if err != nil {
 		return nil, err
 	}

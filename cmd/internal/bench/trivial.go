@@ -124,6 +124,35 @@ func (r *runner) startTrivial(ctx context.Context, name, bin string, db *databas
 	return out, nil
 }
 
+// legacyWiring names a wiring as a trivial server built before the
+// wirings took their idem.Mode names knows it (a baseline): "atomic"
+// then meant the deferred claim, and "claim-first" what ModeAtomic is.
+var legacyWiring = strings.NewReplacer("atomic-deferred", "atomic", "atomic", "claim-first")
+
+// startBaselineTrivial starts the baseline's trivial server with the
+// current wirings, or, for a build from before their names, with the
+// names it knows; either way its servers are keyed by the current names.
+func (r *runner) startBaselineTrivial(ctx context.Context, db *database) (map[string]*server, error) {
+	ws := trivialWirings(false)
+	base, err := r.startTrivial(ctx, "trivial-baseline", r.baseTrivial, db, ws)
+	if err == nil || !strings.Contains(err.Error(), "unknown wiring") {
+		return base, err
+	}
+	legacy := make([]string, len(ws))
+	for i, w := range ws {
+		legacy[i] = legacyWiring.Replace(w)
+	}
+	old, err := r.startTrivial(ctx, "trivial-baseline", r.baseTrivial, db, legacy)
+	if err != nil {
+		return nil, err
+	}
+	base = make(map[string]*server, len(ws))
+	for i, w := range ws {
+		base[w] = old[legacy[i]]
+	}
+	return base, nil
+}
+
 // trivialWirings are the wirings of the current build: bare, and each
 // mode with and without the replay cache; a baseline has no bare.
 func trivialWirings(bare bool) []string {
