@@ -113,7 +113,7 @@ func (m *Middleware) cached(q *request) (result, bool) {
 // proceedFirst is proceed for the request that executes k in this
 // process: its duplicates wait until it ends, panics included.
 func (m *Middleware) proceedFirst(q *request, k scopedKey) (res result) {
-	defer func() { m.running.leave(k, res.endFor()) }()
+	defer func() { m.running.leave(k, res.forWaiters()) }()
 	return m.proceed(q, false)
 }
 

@@ -26,26 +26,14 @@ type running struct {
 type scopedKey struct{ scope, key string }
 
 // runEnd is how the execution of a key ended, for the duplicates that
-// wait for it: done is closed then, after how is set.
+// wait for it: done is closed then, after then is set to what each of
+// them returns (answered, waitedOut), or to entered: nothing answers for
+// the key (a retriable failure, a panic, a client gone), and one of them
+// executes it in the first's place.
 type runEnd struct {
 	done chan struct{}
-	how  ended
+	then entry
 }
-
-// ended is what the end of a key's execution tells its waiters.
-type ended int
-
-const (
-	// endedOpen: nothing answers for the key (a retriable failure, a
-	// panic, a client gone); one waiter executes it in its place.
-	endedOpen ended = iota
-	// endedAnswered: the key's record answers every duplicate (a replay,
-	// or 422 for another request), so none of them runs the handler.
-	endedAnswered
-	// endedBusy: the first was itself told the key is in flight (another
-	// process holds it, past WaitTimeout): so is every waiter, at once.
-	endedBusy
-)
 
 // entry says what enter did: the request executes the key (entered),
 // the first's execution answered it (answered), the first still runs
@@ -90,13 +78,9 @@ func (r *running) enter(ctx context.Context, k scopedKey, wait time.Duration) en
 		}
 		select {
 		case <-end.done:
-			switch end.how {
-			case endedAnswered:
+			if end.then != entered {
 				timer.Stop()
-				return answered
-			case endedBusy:
-				timer.Stop()
-				return waitedOut
+				return end.then
 			}
 		case <-timer.C:
 			return waitedOut
@@ -109,27 +93,27 @@ func (r *running) enter(ctx context.Context, k scopedKey, wait time.Duration) en
 
 // leave ends the execution of k that enter registered, waking its
 // waiters.
-func (r *running) leave(k scopedKey, how ended) {
+func (r *running) leave(k scopedKey, then entry) {
 	r.mu.Lock()
 	end := r.keys[k]
 	delete(r.keys, k)
 	r.mu.Unlock()
 	if end != nil {
-		end.how = how
+		end.then = then
 		close(end.done)
 	}
 }
 
-// endFor is what a request's result tells the duplicates waiting for it:
-// it executed, or was answered from the record itself (the record
+// forWaiters is what a request's result tells the duplicates waiting for
+// it: it executed, or was answered from the record itself (the record
 // answers them); it was told the key is in flight (so are they); else
 // one of them executes the key.
-func (res result) endFor() ended {
+func (res result) forWaiters() entry {
 	switch res.outcome {
 	case OutcomeExecuted, OutcomeReplayed, OutcomeKeyReused:
-		return endedAnswered
+		return answered
 	case OutcomeInFlight:
-		return endedBusy
+		return waitedOut
 	}
-	return endedOpen
+	return entered
 }

@@ -35,17 +35,17 @@ func TestRunningDuplicateWaitsForTheFirst(t *testing.T) {
 	r, k := newRunning(), scopedKey{"alice", "k1"}
 	require.Equal(t, entered, r.enter(ctx, k, long))
 	require.Equal(t, entered, r.enter(ctx, scopedKey{"bob", "k1"}, long), "keys are scoped")
-	r.leave(scopedKey{"bob", "k1"}, endedAnswered)
+	r.leave(scopedKey{"bob", "k1"}, answered)
 
 	// The first fails retriably: its waiter executes in its place, and
 	// the next duplicate waits for that one, which answers it.
 	second := enterAsync(r, ctx, k, long)
 	waitForWaiter(r, k)
-	r.leave(k, endedOpen)
+	r.leave(k, entered)
 	require.Equal(t, entered, <-second)
 	third := enterAsync(r, ctx, k, long)
 	waitForWaiter(r, k)
-	r.leave(k, endedAnswered)
+	r.leave(k, answered)
 	require.Equal(t, answered, <-third)
 
 	// The first is told another process holds the key: so is its waiter,
@@ -53,7 +53,7 @@ func TestRunningDuplicateWaitsForTheFirst(t *testing.T) {
 	require.Equal(t, entered, r.enter(ctx, k, long))
 	fourth := enterAsync(r, ctx, k, long)
 	waitForWaiter(r, k)
-	r.leave(k, endedBusy)
+	r.leave(k, waitedOut)
 	require.Equal(t, waitedOut, <-fourth)
 	require.Empty(t, r.keys, "an ended execution leaves nothing behind")
 }
@@ -69,7 +69,7 @@ func TestRunningWaitIsBounded(t *testing.T) {
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
 	require.Equal(t, givenUp, r.enter(gone, k, time.Minute))
-	r.leave(k, endedAnswered)
+	r.leave(k, answered)
 	require.Empty(t, r.keys)
 	require.Equal(t, entered, r.enter(ctx, k, time.Minute), "a key that ended may be executed again")
 }
