@@ -13,10 +13,7 @@ import (
 // transaction of its own (autocommit), or the request's transaction
 // (lazy).
 type conn interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	DBTX
 	// lockWait bounds a claim's wait on a row another transaction holds;
 	// restore: the setting must be put back after the claim's statement
 	// (inside a request's transaction, which the handler goes on with).
