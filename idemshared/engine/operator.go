@@ -56,7 +56,7 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 // CountKeys counts the records by state, exactly (see
 // store.Capabilities.Search): on a large table it reads every row.
 func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
-	c := store.KeyCounts{Now: time.Now().UTC(), Unfinished: map[string]int64{}}
+	c := store.KeyCounts{Now: time.Now().UTC()}
 	if e.sql.Now != "" {
 		if err := e.pool.QueryRow(ctx, e.sql.Now).Scan(e.timeDest(&c.Now)); err != nil {
 			return c, fmt.Errorf("count keys: %w", e.Translate(err))
@@ -74,18 +74,25 @@ func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 		}
 	})
 	if err == nil {
-		err = e.each(ctx, e.sql.CountUnfinished, func(point string, n int64, held time.Time) {
-			c.Unfinished[point] = n
-			if c.OldestUnfinished.IsZero() || held.Before(c.OldestUnfinished) {
-				c.OldestUnfinished = held
-			}
-		})
+		err = e.CountUnfinished(ctx, &c)
 	}
 	if err != nil {
 		return c, fmt.Errorf("count keys: %w", err)
 	}
 	c.Processing.Exact, c.Completed.Exact, c.Failed.Exact = true, true, true
 	return c, nil
+}
+
+// CountUnfinished sets c's unfinished records by recovery point and the
+// oldest hold among them, counted through their index.
+func (e *Engine) CountUnfinished(ctx context.Context, c *store.KeyCounts) error {
+	c.Unfinished = map[string]int64{}
+	return e.each(ctx, e.sql.CountUnfinished, func(point string, n int64, held time.Time) {
+		c.Unfinished[point] = n
+		if c.OldestUnfinished.IsZero() || held.Before(c.OldestUnfinished) {
+			c.OldestUnfinished = held
+		}
+	})
 }
 
 // each runs a count, calling fn with each row's name, count and time.
