@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemshared/engine"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -69,10 +70,10 @@ type bounded[C conn] struct{ executor[C] }
 func (b bounded[C]) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	wait, restore := b.c.lockWait()
 	batch := &pgx.Batch{}
-	batch.Queue(setLockWait(wait))
+	batch.Queue(pgsql.LockWait(wait))
 	batch.Queue(sql, args...)
 	if restore {
-		batch.Queue(restoreLockWait)
+		batch.Queue(pgsql.RestoreLockWait)
 	}
 	br := b.c.SendBatch(ctx, batch)
 	defer br.Close()
