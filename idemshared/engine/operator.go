@@ -38,17 +38,12 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 		})
 		args = pos
 	}
-	var recs []store.Record
-	err := e.query(ctx, keytable.Rewrite(query, e.table), args, func(r Row) error {
-		var rec store.Record
-		if err := e.scanRecord(r, &rec, &rec.Scope, &rec.Key); err != nil {
-			return err
-		}
-		recs = append(recs, rec)
-		return nil
+	recs, err := collect(ctx, e.pool, keytable.Rewrite(query, e.table), args, func(r Row) (rec store.Record, err error) {
+		err = e.scanRecord(r, &rec, &rec.Scope, &rec.Key)
+		return rec, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
+		return nil, fmt.Errorf("list keys: %w", e.Translate(err))
 	}
 	return recs, nil
 }
@@ -97,7 +92,7 @@ func (e *Engine) CountUnfinished(ctx context.Context, c *store.KeyCounts) error 
 
 // each runs a count, calling fn with each row's name, count and time.
 func (e *Engine) each(ctx context.Context, query string, fn func(name string, n int64, t time.Time)) error {
-	return e.query(ctx, query, nil, func(r Row) error {
+	return e.Translate(e.pool.Query(ctx, query, nil, func(r Row) error {
 		var (
 			name string
 			n    int64
@@ -108,7 +103,7 @@ func (e *Engine) each(ctx context.Context, query string, fn func(name string, n 
 		}
 		fn(name, n, t)
 		return nil
-	})
+	}))
 }
 
 // ProviderKeys reads the downstream keys recorded on a record (see
@@ -137,22 +132,11 @@ func (e *Engine) ListCompleted(ctx context.Context, code int, after store.KeyRef
 		return nil, err
 	}
 	l := e.sql.ListCompleted
-	refs, err := e.keyRefs(ctx, e.pool, l.SQL, e.args(l, e.now(), code, after.Scope, after.Key, limit))
+	refs, err := collect(ctx, e.pool, l.SQL, e.args(l, e.now(), code, after.Scope, after.Key, limit), scanKeyRef)
 	if err != nil {
 		return nil, fmt.Errorf("list completed: %w", e.Translate(err))
 	}
 	return refs, nil
-}
-
-// keyRefs runs query on q, a read of the keys of records.
-func (e *Engine) keyRefs(ctx context.Context, q Executor, query string, args []any) ([]store.KeyRef, error) {
-	var refs []store.KeyRef
-	err := q.Query(ctx, query, args, func(r Row) error {
-		ref, err := ScanKeyRef(r)
-		refs = append(refs, ref)
-		return err
-	})
-	return refs, err
 }
 
 // Release reopens the COMPLETED record a's token holds: FAILED, its
@@ -191,17 +175,12 @@ func (k Keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 // store.Capabilities.AuditLog).
 func (e *Engine) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
 	l := e.sql.ListAudit
-	var es []store.AuditEntry
-	err := e.query(ctx, l.SQL, e.args(l, e.now(), ref.Scope, ref.Key, limit), func(r Row) error {
-		var a store.AuditEntry
-		if err := r.Scan(e.timeDest(&a.At), &a.Actor, &a.Action, &a.Reason, &a.Scope, &a.Key, &a.Before, &a.After); err != nil {
-			return err
-		}
-		es = append(es, a)
-		return nil
+	es, err := collect(ctx, e.pool, l.SQL, e.args(l, e.now(), ref.Scope, ref.Key, limit), func(r Row) (a store.AuditEntry, err error) {
+		err = r.Scan(e.timeDest(&a.At), &a.Actor, &a.Action, &a.Reason, &a.Scope, &a.Key, &a.Before, &a.After)
+		return a, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
+		return nil, fmt.Errorf("list audit: %w", e.Translate(err))
 	}
 	return es, nil
 }
