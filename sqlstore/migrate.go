@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/idemshared/migrate"
 )
 
@@ -22,13 +23,9 @@ var postgresMigrate = engine.MigrateSQL{
 	// The schema's and table's, the key pgstore's migrations take in
 	// their transactions: the two stores sharing a schema exclude each
 	// other, and schemas migrating at once do not queue behind each other.
-	Lock:   `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext(current_schema()), hashtext($1))) AS locked`,
-	Unlock: `SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext($1))`,
-	TableSQL: `CREATE TABLE IF NOT EXISTS %s (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)`,
+	Lock:     `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext(current_schema()), hashtext($1))) AS locked`,
+	Unlock:   `SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext($1))`,
+	TableSQL: pgsql.MigrationsTable,
 }
 
 var mysqlMigrate = engine.MigrateSQL{
