@@ -85,17 +85,7 @@ func postgresClassify(err error) engine.ErrKind {
 	if !errors.As(err, &e) {
 		return engine.ErrOther
 	}
-	switch e.SQLState() {
-	case "55P03": // lock_not_available: lock_timeout fired
-		return engine.ErrLockTimeout
-	case "40P01":
-		return engine.ErrDeadlock
-	case "23505":
-		return engine.ErrDuplicate
-	case "25P02":
-		return engine.ErrInFailedTx
-	}
-	return engine.ErrOther
+	return pgsql.Classify(e.SQLState())
 }
 
 func mysqlClassify(number func(error) (uint16, bool)) func(error) engine.ErrKind {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
 )
 
@@ -203,3 +204,18 @@ type lockWaitSQL struct {
 
 // lastLockWait is the statement LockWait made last.
 var lastLockWait atomic.Pointer[lockWaitSQL]
+
+// Classify names the kind of a PostgreSQL error by its SQLSTATE code.
+func Classify(code string) engine.ErrKind {
+	switch code {
+	case "55P03": // lock_not_available: lock_timeout fired
+		return engine.ErrLockTimeout
+	case "40P01": // deadlock_detected
+		return engine.ErrDeadlock
+	case "23505": // unique_violation
+		return engine.ErrDuplicate
+	case "25P02": // in_failed_sql_transaction
+		return engine.ErrInFailedTx
+	}
+	return engine.ErrOther
+}
