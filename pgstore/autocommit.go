@@ -30,6 +30,13 @@ func (a autocommit) QueryRow(ctx context.Context, sql string, args ...any) pgx.R
 	return a.pool.QueryRow(ctx, sql, args...)
 }
 
+// CopyFrom and Begin, which the engine does not use, go to the pool.
+func (a autocommit) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	return a.pool.CopyFrom(ctx, table, columns, src)
+}
+
+func (a autocommit) Begin(ctx context.Context) (pgx.Tx, error) { return a.pool.Begin(ctx) }
+
 // lockWait: a claim outside a request waits at most DefaultMaxWait, in a
 // transaction of its own that ends the setting.
 func (a autocommit) lockWait() (time.Duration, bool) { return DefaultMaxWait, false }

@@ -3,9 +3,6 @@ package pgstore
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"sync/atomic"
-	"time"
 
 	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
@@ -28,13 +25,6 @@ ON CONFLICT (scope, idempotency_key) DO NOTHING
 RETURNING 1)
 SELECT 1 / count(*) FROM claimed`
 
-// restoreLockWait ends the bound of a claim's wait (setLockWait) inside a
-// request's transaction: the handler's statements after it wait as long as
-// the session's default says (the server's, the role's or the connection
-// string's). SET LOCAL, unlike set_config, is what Citus passes on to the
-// workers that hold the rows (citus.propagate_set_commands = 'local').
-const restoreLockWait = `SET LOCAL lock_timeout TO DEFAULT`
-
 // DeferClaim holds the claim of c back until the completion, which then
 // records the key and its response in one insert (insertCompletedOrAbort):
 // a fresh request's key costs one statement in the round trip of the
@@ -48,7 +38,7 @@ func (t *Tx) DeferredClaimResult() (ran bool, err error) { return t.claim.Result
 // queueClaimAndComplete queues the deferred claim with its response on b.
 // The claim's own token is the lock: nothing else held the key.
 func (t *Tx) queueClaimAndComplete(b *pgx.Batch, resp store.Response) {
-	b.Queue(setLockWait(t.wait))
+	b.Queue(pgsql.LockWait(t.wait))
 	b.Queue(t.s.sql.insertCompletedOrAbort, engine.InsertCompletedArgs(*t.claim.Claim(), resp)...)
 }
 
@@ -70,25 +60,3 @@ func (t *Tx) claimRan(br pgx.BatchResults) error {
 	}
 	return t.claim.Ran(translate(err))
 }
-
-// setLockWait bounds the transaction's waits for locks to wait, at least a
-// millisecond; the deferred claim has only the COMMIT behind it, and
-// bounded restores the setting after its statement (restoreLockWait).
-func setLockWait(wait time.Duration) string {
-	ms := max(wait.Milliseconds(), 1)
-	if last := lastLockWait.Load(); last != nil && last.ms == ms {
-		return last.sql // a store's waits are all alike: one string, made once
-	}
-	s := "SET LOCAL lock_timeout = '" + strconv.FormatInt(ms, 10) + "ms'"
-	lastLockWait.Store(&lockWaitSQL{ms: ms, sql: s})
-	return s
-}
-
-// lockWaitSQL is a statement of setLockWait, for a wait in milliseconds.
-type lockWaitSQL struct {
-	ms  int64
-	sql string
-}
-
-// lastLockWait is the statement setLockWait made last.
-var lastLockWait atomic.Pointer[lockWaitSQL]

@@ -22,10 +22,6 @@ type DBTX interface {
 
 type txKey struct{}
 
-// ambient is the request's transaction as a handler sees it: everything but
-// Commit and Rollback, which belong to the middleware.
-type ambient struct{ t *Tx }
-
 // DB returns the request's ambient transaction when ctx carries one (an
 // idempotent request), else fallback (usually the pool). Repositories call
 // it for every unit of work, so their writes commit together with the
@@ -33,30 +29,17 @@ type ambient struct{ t *Tx }
 //
 //	_, err := pgstore.DB(ctx, r.pool).Exec(ctx, "INSERT INTO payments …")
 func DB(ctx context.Context, fallback DBTX) DBTX {
-	if a, ok := ctx.Value(txKey{}).(ambient); ok {
-		return a
+	if l, ok := ctx.Value(txKey{}).(lazy); ok {
+		return l
 	}
 	return fallback
 }
 
-func (a ambient) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
-	return lazy(a).Exec(ctx, sql, args...)
-}
-
-func (a ambient) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	return lazy(a).Query(ctx, sql, args...)
-}
-
-func (a ambient) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	return lazy(a).QueryRow(ctx, sql, args...)
-}
-
-func (a ambient) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	return lazy(a).SendBatch(ctx, b)
-}
-
-func (a ambient) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
-	tx, err := a.t.flushed(ctx)
+// CopyFrom and Begin make lazy, the request's transaction as DB hands it
+// to a handler, a DBTX: everything but Commit and Rollback, which belong
+// to the middleware.
+func (l lazy) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error) {
+	tx, err := l.t.flushed(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -65,8 +48,8 @@ func (a ambient) CopyFrom(ctx context.Context, table pgx.Identifier, columns []s
 
 // Begin starts a savepoint: a business error the handler rolls back to it
 // leaves the request's transaction usable.
-func (a ambient) Begin(ctx context.Context) (pgx.Tx, error) {
-	tx, err := a.t.flushed(ctx)
+func (l lazy) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := l.t.flushed(ctx)
 	if err != nil {
 		return nil, err
 	}

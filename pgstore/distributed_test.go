@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/internal/require"
 	"github.com/idem-dev/idem/pgstore/pgtest"
 )
@@ -39,8 +40,8 @@ func TestStatementsRoutedByUser(t *testing.T) {
 		"sweepShard":      sweepShard,
 		"citusInstalled":  citusInstalled,
 		"keysDistributed": keysDistributed,
-		"setLockWait":     setLockWait(time.Second),
-		"restoreLockWait": restoreLockWait,
+		"LockWait":        pgsql.LockWait(time.Second),
+		"RestoreLockWait": pgsql.RestoreLockWait,
 	}
 	v := reflect.ValueOf(*newStatements(keytable.Default))
 	for i := range v.NumField() {

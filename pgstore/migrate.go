@@ -44,16 +44,12 @@ type MigrateConfig struct {
 
 // migrationSet is migrations for opts: the files rewritten for its table
 // and partitions, recorded in the table's own migrations table (see
-// keytable.Migrations).
+// migrate.Set.KeyTable).
 func migrationSet(opts MigrateConfig) (pgmigrate.Set, error) {
-	table, err := keytable.Check(opts.Table)
-	if err != nil {
-		return pgmigrate.Set{}, fmt.Errorf("pgstore: %w", err)
-	}
 	set := migrations
-	set.Table = keytable.Migrations(table)
-	set.Rewrite, err = pgmigrate.Partitions(opts.Partitions, func(sql string) string { return keytable.Rewrite(sql, table) })
-	if err != nil {
+	set.KeyTable, set.Table = opts.Table, keytable.Migrations(opts.Table)
+	var err error
+	if set.Rewrite, err = pgmigrate.Partitions(opts.Partitions, nil); err != nil {
 		return pgmigrate.Set{}, fmt.Errorf("pgstore: %w", err)
 	}
 	return set, nil

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem/idemshared/keytable"
-	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/store"
 )
 
@@ -84,25 +83,8 @@ func (s *Store) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 			}
 		}
 	}
-	rows, err := s.pool.Query(ctx, r(pgsql.CountUnfinished))
-	if err != nil {
-		return c, fmt.Errorf("count keys: %w", translate(err))
-	}
-	c.Unfinished = map[string]int64{}
-	var (
-		point string
-		n     int64
-		held  time.Time
-	)
-	_, err = pgx.ForEachRow(rows, []any{&point, &n, &held}, func() error {
-		c.Unfinished[point] = n
-		if c.OldestUnfinished.IsZero() || held.Before(c.OldestUnfinished) {
-			c.OldestUnfinished = held
-		}
-		return nil
-	})
-	if err != nil {
-		return c, fmt.Errorf("count keys: %w", translate(err))
+	if err := s.e.CountUnfinished(ctx, &c); err != nil {
+		return c, fmt.Errorf("count keys: %w", err)
 	}
 	return c, nil
 }

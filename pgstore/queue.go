@@ -40,11 +40,11 @@ type queuedWrite struct {
 // Queue reports false, queuing nothing, when ctx carries no ambient
 // transaction (or it has ended): the caller runs the write itself.
 func Queue(ctx context.Context, what, sql string, args ...any) bool {
-	a, ok := ctx.Value(txKey{}).(ambient)
-	if !ok || a.t.closed {
+	l, ok := ctx.Value(txKey{}).(lazy)
+	if !ok || l.t.closed {
 		return false
 	}
-	a.t.queued = append(a.t.queued, queuedWrite{what: what, sql: sql, args: args})
+	l.t.queued = append(l.t.queued, queuedWrite{what: what, sql: sql, args: args})
 	return true
 }
 

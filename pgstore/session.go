@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/idem-dev/idem/idemshared/engine"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -13,10 +14,7 @@ import (
 // transaction of its own (autocommit), or the request's transaction
 // (lazy).
 type conn interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	DBTX
 	// lockWait bounds a claim's wait on a row another transaction holds;
 	// restore: the setting must be put back after the claim's statement
 	// (inside a request's transaction, which the handler goes on with).
@@ -72,10 +70,10 @@ type bounded[C conn] struct{ executor[C] }
 func (b bounded[C]) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	wait, restore := b.c.lockWait()
 	batch := &pgx.Batch{}
-	batch.Queue(setLockWait(wait))
+	batch.Queue(pgsql.LockWait(wait))
 	batch.Queue(sql, args...)
 	if restore {
-		batch.Queue(restoreLockWait)
+		batch.Queue(pgsql.RestoreLockWait)
 	}
 	br := b.c.SendBatch(ctx, batch)
 	defer br.Close()

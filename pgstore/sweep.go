@@ -14,9 +14,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// finished is true of a row that is not unfinished (keytable.Finished).
-const finished = keytable.Finished
-
 // sweepLock takes the sweep lock of one table holding key records (the key
 // table, or one of its partitions) for the transaction, without waiting: a
 // transaction-scoped advisory lock, which works through a pooler in
@@ -29,16 +26,6 @@ SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_k
 // behind a migration gives up rather than hold up the requests queued
 // behind it.
 const sweepLockWait = `SET LOCAL lock_timeout = '2s'`
-
-// sweepable is true of a row the sweep may delete: past its expiry, not a
-// claim whose lease is live, not an unfinished row
-// (store.Capabilities.RecoveryPoints: model/payout.pml's sweeper skips
-// UNKNOWN), not one holding the outcome-unknown answer
-// (store.AwaitsOperator).
-var sweepable = `expires_at <= now()
-            AND (status <> 'PROCESSING' OR lease_expires_at <= now())
-            AND ` + finished + `
-            AND ` + pgsql.NotAwaitingOperator
 
 // deleteExpired deletes the oldest sweepable rows of one table through
 // its expires_at index, at most $1, and skips rows another transaction
@@ -62,7 +49,7 @@ var deleteExpired = `
 DELETE FROM idempotency_keys
  WHERE ctid = ANY (ARRAY(
          SELECT ctid FROM idempotency_keys
-          WHERE ` + sweepable + ` AND expires_at >= $2
+          WHERE ` + pgsql.Sweepable + ` AND expires_at >= $2
           ORDER BY expires_at
           LIMIT $1
             FOR UPDATE SKIP LOCKED))
@@ -85,7 +72,7 @@ var (
 	sweepCandidates = `
 SELECT scope, idempotency_key, get_shard_id_for_distribution_column('idempotency_keys', scope)
   FROM idempotency_keys
- WHERE ` + sweepable + ` AND expires_at >= $2
+ WHERE ` + pgsql.Sweepable + ` AND expires_at >= $2
  ORDER BY expires_at
  LIMIT $1`
 	sweepShard = `
@@ -94,7 +81,7 @@ DELETE FROM idempotency_keys
    AND ctid = ANY (ARRAY(
          SELECT ctid FROM idempotency_keys
           WHERE scope = ANY ($1) AND idempotency_key = ANY ($2)
-            AND ` + sweepable + `
+            AND ` + pgsql.Sweepable + `
             FOR UPDATE SKIP LOCKED))
 RETURNING scope, idempotency_key, expires_at`
 )

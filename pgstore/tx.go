@@ -183,7 +183,7 @@ func (t *Tx) CompleteAndCommit(ctx context.Context, l store.Attempt, resp store.
 
 // Context returns a copy of ctx carrying the transaction for DB.
 func (t *Tx) Context(ctx context.Context) context.Context {
-	return context.WithValue(ctx, txKey{}, ambient{t})
+	return context.WithValue(ctx, txKey{}, lazy{t})
 }
 
 // Commit commits the transaction. An error on a transaction that a failed
@@ -226,7 +226,8 @@ func (t *Tx) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// lazy is the Tx as a conn: each statement begins the transaction first.
+// lazy is the Tx as a conn, and as the DBTX that DB returns: each
+// statement begins the transaction first.
 type lazy struct{ t *Tx }
 
 // lockWait: a claim in the transaction waits at most its MaxWait, and the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"fmt"
 
 	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/sqlitestore/sqlitemigrate"
@@ -32,32 +31,18 @@ func Migrate(ctx context.Context, db *sql.DB) ([]int, error) {
 func MigrationSQL() (string, error) { return migrations.SQL() }
 
 // tableMigrations is migrations for the key table name: the files
-// rewritten for it, recorded in its own migrations table (name_migrations).
-func tableMigrations(name string) (sqlitemigrate.Set, error) {
-	table, err := keytable.Check(name)
-	if err != nil {
-		return sqlitemigrate.Set{}, fmt.Errorf("sqlitestore: %w", err)
-	}
+// rewritten for it, recorded in its own migrations table (name_migrations);
+// see migrate.Set.KeyTable.
+func tableMigrations(name string) sqlitemigrate.Set {
 	set := migrations
-	set.Table = keytable.Migrations(table)
-	set.Rewrite = func(sql string) string { return keytable.Rewrite(sql, table) }
-	return set, nil
+	set.KeyTable, set.Table = name, keytable.Migrations(name)
+	return set
 }
 
 // MigrateTable is Migrate for a key table of another name (Config.Table).
 func MigrateTable(ctx context.Context, db *sql.DB, table string) ([]int, error) {
-	set, err := tableMigrations(table)
-	if err != nil {
-		return nil, err
-	}
-	return set.Apply(ctx, db)
+	return tableMigrations(table).Apply(ctx, db)
 }
 
 // MigrationSQLTable is MigrationSQL for a key table of another name.
-func MigrationSQLTable(table string) (string, error) {
-	set, err := tableMigrations(table)
-	if err != nil {
-		return "", err
-	}
-	return set.SQL()
-}
+func MigrationSQLTable(table string) (string, error) { return tableMigrations(table).SQL() }

@@ -109,7 +109,7 @@ func (ss storeSession) End(ctx context.Context, op engine.Op, q engine.Executor,
 	}
 	t := q.(ownTx).t
 	if err != nil {
-		err = t.explain(err) // it reads the transaction's state: first
+		err = t.Explain(err) // it reads the transaction's state: first
 		t.rollback(ctx)
 		return false, err
 	}
@@ -161,7 +161,7 @@ type Tx struct {
 
 // Context returns a copy of ctx carrying the transaction for DB.
 func (t *Tx) Context(ctx context.Context) context.Context {
-	return engine.WithAmbient(ctx, ambient{t.w})
+	return engine.WithHandle(ctx, t.w)
 }
 
 // Commit commits the transaction. A transaction that SQLite rolled back on

@@ -32,7 +32,7 @@ func (s *Store) sweep(ctx context.Context, batch func(q engine.Executor, now tim
 		return fmt.Errorf("delete expired: %w", err)
 	}
 	if err := batch(engine.SQL(c), time.Now()); err != nil {
-		return fmt.Errorf("delete expired: %w", t.explain(err))
+		return fmt.Errorf("delete expired: %w", t.Explain(err))
 	}
 	if err := t.commit(ctx); err != nil {
 		return fmt.Errorf("delete expired: commit: %w", err)

@@ -75,8 +75,20 @@ func (t *writeTx) begin(ctx context.Context) (*sql.Conn, error) {
 	return c, nil
 }
 
-// explain says why a statement in the transaction failed.
-func (t *writeTx) explain(err error) error {
+// Conn, Explain and DB make a writeTx the engine.RequestTx of a handler's
+// statements (DB): each begins the transaction first.
+func (t *writeTx) Conn(ctx context.Context) (engine.DBTX, error) {
+	c, err := t.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (t *writeTx) DB() *sql.DB { return t.s.DB() }
+
+// Explain says why a statement in the transaction failed.
+func (t *writeTx) Explain(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -109,7 +121,7 @@ func (t *writeTx) Begin(ctx context.Context, _ engine.Op) (engine.Executor, time
 }
 
 func (t *writeTx) End(_ context.Context, _ engine.Op, _ engine.Executor, err error) (bool, error) {
-	return false, t.explain(err)
+	return false, t.Explain(err)
 }
 
 // commit commits the transaction. One that never ran a statement has
@@ -132,7 +144,7 @@ func (t *writeTx) commit(ctx context.Context) error {
 	// Not cut short by ctx: an interrupted COMMIT leaves the outcome
 	// unknown, and a commit in WAL mode waits for no lock.
 	if _, err := t.conn.ExecContext(context.WithoutCancel(ctx), "COMMIT"); err != nil {
-		err = t.explain(err)
+		err = t.Explain(err)
 		t.release(ctx, false)
 		return err
 	}

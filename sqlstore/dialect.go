@@ -49,8 +49,8 @@ var postgres = engine.Dialect{
 	Statements:      pgsql.Statements,
 	Classify:        postgresClassify,
 	Placeholder:     pgsql.Placeholder,
-	LockWait:        postgresLockWait,
-	RestoreLockWait: `SET LOCAL lock_timeout TO DEFAULT`,
+	LockWait:        pgsql.LockWait,
+	RestoreLockWait: pgsql.RestoreLockWait,
 	SweepLockInTx:   true,
 	MigrationFS:     pgsql.Migrations,
 	MigrationDir:    "migrations",
@@ -85,17 +85,7 @@ func postgresClassify(err error) engine.ErrKind {
 	if !errors.As(err, &e) {
 		return engine.ErrOther
 	}
-	switch e.SQLState() {
-	case "55P03": // lock_not_available: lock_timeout fired
-		return engine.ErrLockTimeout
-	case "40P01":
-		return engine.ErrDeadlock
-	case "23505":
-		return engine.ErrDuplicate
-	case "25P02":
-		return engine.ErrInFailedTx
-	}
-	return engine.ErrOther
+	return pgsql.Classify(e.SQLState())
 }
 
 func mysqlClassify(number func(error) (uint16, bool)) func(error) engine.ErrKind {
@@ -114,14 +104,6 @@ func mysqlClassify(number func(error) (uint16, bool)) func(error) engine.ErrKind
 		}
 		return engine.ErrOther
 	}
-}
-
-// postgresLockWait sets lock_timeout for the transaction; RestoreLockWait
-// gives the handler's statements the session's default back. SET LOCAL,
-// unlike set_config, is what Citus passes on to its workers
-// (citus.propagate_set_commands = 'local').
-func postgresLockWait(d time.Duration) string {
-	return fmt.Sprintf(`SET LOCAL lock_timeout = '%dms'`, max(d.Milliseconds(), 1))
 }
 
 // mysqlLockWait sets innodb_lock_wait_timeout, which counts whole seconds:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable"
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/idemshared/migrate"
 )
 
@@ -22,13 +23,9 @@ var postgresMigrate = engine.MigrateSQL{
 	// The schema's and table's, the key pgstore's migrations take in
 	// their transactions: the two stores sharing a schema exclude each
 	// other, and schemas migrating at once do not queue behind each other.
-	Lock:   `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext(current_schema()), hashtext($1))) AS locked`,
-	Unlock: `SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext($1))`,
-	TableSQL: `CREATE TABLE IF NOT EXISTS %s (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)`,
+	Lock:     `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext(current_schema()), hashtext($1))) AS locked`,
+	Unlock:   `SELECT pg_advisory_unlock(hashtext(current_schema()), hashtext($1))`,
+	TableSQL: pgsql.MigrationsTable,
 }
 
 var mysqlMigrate = engine.MigrateSQL{
@@ -49,10 +46,10 @@ var mysqlMigrate = engine.MigrateSQL{
 func MigrationsTable(table string) string { return keytable.Migrations(table) }
 
 // migrations loads opts' dialect's migrations, written for opts' table.
-func migrations(opts Config) (engine.Dialect, string, []migrate.Migration, error) {
+func migrations(opts Config) (engine.Dialect, []migrate.Migration, error) {
 	d := opts.Dialect.engine()
-	table, ms, err := d.Migrations("sqlstore", opts.Table)
-	return d, table, ms, err
+	ms, err := migrate.Set{Name: "sqlstore", FS: d.MigrationFS, Dir: d.MigrationDir, KeyTable: opts.Table}.Migrations()
+	return d, ms, err
 }
 
 // Migrate creates or upgrades the key table opts name, with opts' dialect.
@@ -62,22 +59,22 @@ func migrations(opts Config) (engine.Dialect, string, []migrate.Migration, error
 // only what is missing, or says how to tell that it ran (a "-- made when:"
 // line).
 func Migrate(ctx context.Context, db *sql.DB, opts Config) ([]int, error) {
-	d, table, ms, err := migrations(opts)
+	d, ms, err := migrations(opts)
 	if err != nil {
 		return nil, err
 	}
-	return d.Apply(ctx, db, "sqlstore", MigrationsTable(table), ms)
+	return d.Apply(ctx, db, "sqlstore", MigrationsTable(opts.Table), ms)
 }
 
 // MigrationSQL returns the migrations of the key table opts name as one
 // plain SQL script, for teams that apply schema changes with their own
 // tool.
 func MigrationSQL(opts Config) (string, error) {
-	d, table, ms, err := migrations(opts)
+	d, ms, err := migrations(opts)
 	if err != nil {
 		return "", err
 	}
-	return d.Script(MigrationsTable(table), ms), nil
+	return d.Script(MigrationsTable(opts.Table), ms), nil
 }
 
 // Set is an application's own numbered, embedded migrations, NNN_name.sql

@@ -15,85 +15,98 @@ type DBTX interface {
 	PrepareContext(ctx context.Context, query string) (*sql.Stmt, error)
 }
 
-// ambient is the request's transaction as a handler sees it: the *sql.Tx's
+// RequestTx is a store's request transaction as its handler's statements
+// use it: Conn begins it if it has not begun and returns where the
+// statements run, Explain says why one failed, and DB is the store's
+// *sql.DB, for the row of a transaction that failed to begin.
+type RequestTx interface {
+	Conn(ctx context.Context) (DBTX, error)
+	Explain(err error) error
+	DB() *sql.DB
+}
+
+// Handle is a store's request transaction as a handler sees it: its
 // statements, but no Commit or Rollback, which belong to the middleware.
-type ambient struct{ t *Tx }
+type Handle[T RequestTx] struct{ t T }
 
-var _ DBTX = ambient{}
+// handleKey is the context key of a Handle[T], one per store.
+type handleKey[T RequestTx] struct{}
 
-// DB returns the request's ambient transaction (Tx.Context) when ctx
-// carries one, else fallback.
-func DB(ctx context.Context, fallback DBTX) DBTX {
-	if a, ok := Ambient[ambient](ctx); ok {
-		return a
+// WithHandle returns a copy of ctx carrying t for HandleDB: a store's
+// Tx.Context.
+func WithHandle[T RequestTx](ctx context.Context, t T) context.Context {
+	return context.WithValue(ctx, handleKey[T]{}, Handle[T]{t})
+}
+
+// HandleDB returns the Handle[T] ctx carries, else fallback: a store's DB.
+func HandleDB[T RequestTx](ctx context.Context, fallback DBTX) DBTX {
+	if h, ok := ctx.Value(handleKey[T]{}).(Handle[T]); ok {
+		return h
 	}
 	return fallback
 }
 
-// noted records that a statement of the handler failed.
-func (a ambient) noted(err error) error {
+func (h Handle[T]) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	c, err := h.t.Conn(ctx)
 	if err != nil {
-		a.t.failed = true
-		a.t.wrote = true
+		return nil, err
+	}
+	res, err := c.ExecContext(ctx, query, args...)
+	return res, h.t.Explain(err)
+}
+
+// PrepareContext prepares a statement in the transaction; close it before
+// the request ends.
+func (h Handle[T]) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
+	c, err := h.t.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.PrepareContext(ctx, query)
+	return st, h.t.Explain(err)
+}
+
+func (h Handle[T]) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	c, err := h.t.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.QueryContext(ctx, query, args...)
+	return rows, h.t.Explain(err)
+}
+
+func (h Handle[T]) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	c, err := h.t.Conn(ctx)
+	if err != nil {
+		return sqlrow.Err(h.t.DB(), err)
+	}
+	return c.QueryRowContext(ctx, query, args...)
+}
+
+// handlerTx is a Tx as the RequestTx of its handler's statements, any of
+// which may write: a failed one is noted.
+type handlerTx struct{ t *Tx }
+
+var _ DBTX = Handle[handlerTx]{}
+
+// DB returns the request's ambient transaction (Tx.Context) when ctx
+// carries one, else fallback.
+func DB(ctx context.Context, fallback DBTX) DBTX { return HandleDB[handlerTx](ctx, fallback) }
+
+func (h handlerTx) Conn(ctx context.Context) (DBTX, error) {
+	tx, err := h.t.begin(ctx)
+	h.t.wrote = true
+	if err != nil {
+		return nil, err
+	}
+	return tx, nil
+}
+
+func (h handlerTx) Explain(err error) error {
+	if err != nil {
+		h.t.failed, h.t.wrote = true, true
 	}
 	return err
 }
 
-func (a ambient) tx(ctx context.Context) (*sql.Tx, error) {
-	tx, err := a.t.begin(ctx)
-	a.t.wrote = true
-	return tx, err
-}
-
-func (a ambient) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	res, err := tx.ExecContext(ctx, query, args...)
-	return res, a.noted(err)
-}
-
-// PrepareContext prepares a statement on the transaction; it is closed
-// with the transaction.
-func (a ambient) PrepareContext(ctx context.Context, query string) (*sql.Stmt, error) {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := tx.PrepareContext(ctx, query)
-	return st, a.noted(err)
-}
-
-func (a ambient) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := tx.QueryContext(ctx, query, args...)
-	return rows, a.noted(err)
-}
-
-func (a ambient) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	tx, err := a.tx(ctx)
-	if err != nil {
-		return sqlrow.Err(a.t.e.db, err)
-	}
-	return tx.QueryRowContext(ctx, query, args...)
-}
-
-// ambientKey is the context key of a store's request transaction as its
-// handler sees it, one per type.
-type ambientKey[T any] struct{}
-
-// WithAmbient returns a copy of ctx carrying a, a store's request
-// transaction as its handler sees it.
-func WithAmbient[T any](ctx context.Context, a T) context.Context {
-	return context.WithValue(ctx, ambientKey[T]{}, a)
-}
-
-// Ambient returns the request transaction of type T that ctx carries.
-func Ambient[T any](ctx context.Context) (T, bool) {
-	a, ok := ctx.Value(ambientKey[T]{}).(T)
-	return a, ok
-}
+func (h handlerTx) DB() *sql.DB { return h.t.e.db }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/idem-dev/idem/idemshared/keytable"
 	"github.com/idem-dev/idem/idemshared/migrate"
 )
 
@@ -16,21 +15,6 @@ type MigrateSQL struct {
 	// and answers 1 when it holds it; Unlock gives it back.
 	Lock, Unlock string
 	TableSQL     string // creates the migrations table, %s its name
-}
-
-// Migrations loads d's migrations of the key table table, written for
-// it; name prefixes the errors.
-func (d Dialect) Migrations(name, table string) (string, []migrate.Migration, error) {
-	table, err := keytable.Check(table)
-	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", name, err)
-	}
-	ms, err := migrate.Set{Name: name, FS: d.MigrationFS, Dir: d.MigrationDir,
-		Rewrite: func(sql string) string { return keytable.Rewrite(sql, table) }}.Migrations()
-	if err != nil {
-		return "", nil, err
-	}
-	return table, ms, nil
 }
 
 // Apply applies the migrations ms not yet recorded in the table mt, under

@@ -38,17 +38,12 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 		})
 		args = pos
 	}
-	var recs []store.Record
-	err := e.query(ctx, keytable.Rewrite(query, e.table), args, func(r Row) error {
-		var rec store.Record
-		if err := e.scanRecord(r, &rec, &rec.Scope, &rec.Key); err != nil {
-			return err
-		}
-		recs = append(recs, rec)
-		return nil
+	recs, err := collect(ctx, e.pool, keytable.Rewrite(query, e.table), args, func(r Row) (rec store.Record, err error) {
+		err = e.scanRecord(r, &rec, &rec.Scope, &rec.Key)
+		return rec, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list keys: %w", err)
+		return nil, fmt.Errorf("list keys: %w", e.Translate(err))
 	}
 	return recs, nil
 }
@@ -56,7 +51,7 @@ func (e *Engine) ListKeys(ctx context.Context, q store.KeyQuery) ([]store.Record
 // CountKeys counts the records by state, exactly (see
 // store.Capabilities.Search): on a large table it reads every row.
 func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
-	c := store.KeyCounts{Now: time.Now().UTC(), Unfinished: map[string]int64{}}
+	c := store.KeyCounts{Now: time.Now().UTC()}
 	if e.sql.Now != "" {
 		if err := e.pool.QueryRow(ctx, e.sql.Now).Scan(e.timeDest(&c.Now)); err != nil {
 			return c, fmt.Errorf("count keys: %w", e.Translate(err))
@@ -74,12 +69,7 @@ func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 		}
 	})
 	if err == nil {
-		err = e.each(ctx, e.sql.CountUnfinished, func(point string, n int64, held time.Time) {
-			c.Unfinished[point] = n
-			if c.OldestUnfinished.IsZero() || held.Before(c.OldestUnfinished) {
-				c.OldestUnfinished = held
-			}
-		})
+		err = e.CountUnfinished(ctx, &c)
 	}
 	if err != nil {
 		return c, fmt.Errorf("count keys: %w", err)
@@ -88,9 +78,21 @@ func (e *Engine) CountKeys(ctx context.Context) (store.KeyCounts, error) {
 	return c, nil
 }
 
+// CountUnfinished sets c's unfinished records by recovery point and the
+// oldest hold among them, counted through their index.
+func (e *Engine) CountUnfinished(ctx context.Context, c *store.KeyCounts) error {
+	c.Unfinished = map[string]int64{}
+	return e.each(ctx, e.sql.CountUnfinished, func(point string, n int64, held time.Time) {
+		c.Unfinished[point] = n
+		if c.OldestUnfinished.IsZero() || held.Before(c.OldestUnfinished) {
+			c.OldestUnfinished = held
+		}
+	})
+}
+
 // each runs a count, calling fn with each row's name, count and time.
 func (e *Engine) each(ctx context.Context, query string, fn func(name string, n int64, t time.Time)) error {
-	return e.query(ctx, query, nil, func(r Row) error {
+	return e.Translate(e.pool.Query(ctx, query, nil, func(r Row) error {
 		var (
 			name string
 			n    int64
@@ -101,7 +103,7 @@ func (e *Engine) each(ctx context.Context, query string, fn func(name string, n 
 		}
 		fn(name, n, t)
 		return nil
-	})
+	}))
 }
 
 // ProviderKeys reads the downstream keys recorded on a record (see
@@ -130,22 +132,11 @@ func (e *Engine) ListCompleted(ctx context.Context, code int, after store.KeyRef
 		return nil, err
 	}
 	l := e.sql.ListCompleted
-	refs, err := e.keyRefs(ctx, e.pool, l.SQL, e.args(l, e.now(), code, after.Scope, after.Key, limit))
+	refs, err := collect(ctx, e.pool, l.SQL, e.args(l, e.now(), code, after.Scope, after.Key, limit), scanKeyRef)
 	if err != nil {
 		return nil, fmt.Errorf("list completed: %w", e.Translate(err))
 	}
 	return refs, nil
-}
-
-// keyRefs runs query on q, a read of the keys of records.
-func (e *Engine) keyRefs(ctx context.Context, q Executor, query string, args []any) ([]store.KeyRef, error) {
-	var refs []store.KeyRef
-	err := q.Query(ctx, query, args, func(r Row) error {
-		ref, err := ScanKeyRef(r)
-		refs = append(refs, ref)
-		return err
-	})
-	return refs, err
 }
 
 // Release reopens the COMPLETED record a's token holds: FAILED, its
@@ -184,17 +175,12 @@ func (k Keys) AppendAudit(ctx context.Context, e store.AuditEntry) error {
 // store.Capabilities.AuditLog).
 func (e *Engine) ListAudit(ctx context.Context, ref store.KeyRef, limit int) ([]store.AuditEntry, error) {
 	l := e.sql.ListAudit
-	var es []store.AuditEntry
-	err := e.query(ctx, l.SQL, e.args(l, e.now(), ref.Scope, ref.Key, limit), func(r Row) error {
-		var a store.AuditEntry
-		if err := r.Scan(e.timeDest(&a.At), &a.Actor, &a.Action, &a.Reason, &a.Scope, &a.Key, &a.Before, &a.After); err != nil {
-			return err
-		}
-		es = append(es, a)
-		return nil
+	es, err := collect(ctx, e.pool, l.SQL, e.args(l, e.now(), ref.Scope, ref.Key, limit), func(r Row) (a store.AuditEntry, err error) {
+		err = r.Scan(e.timeDest(&a.At), &a.Actor, &a.Action, &a.Reason, &a.Scope, &a.Key, &a.Before, &a.After)
+		return a, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list audit: %w", err)
+		return nil, fmt.Errorf("list audit: %w", e.Translate(err))
 	}
 	return es, nil
 }

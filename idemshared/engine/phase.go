@@ -53,20 +53,9 @@ func (e *Engine) FindUnfinished(ctx context.Context, limit int) ([]store.Unfinis
 		return nil, err
 	}
 	f := e.sql.FindUnfinished
-	var out []store.Unfinished
-	err := e.query(ctx, f.SQL, e.args(f, e.now(), limit), func(r Row) error {
-		u, err := ScanUnfinished(r)
-		out = append(out, u)
-		return err
-	})
+	out, err := collect(ctx, e.pool, f.SQL, e.args(f, e.now(), limit), scanUnfinished)
 	if err != nil {
-		return nil, fmt.Errorf("find unfinished: %w", err)
+		return nil, fmt.Errorf("find unfinished: %w", e.Translate(err))
 	}
 	return out, nil
-}
-
-// query runs a read on the pool, calling fn for each row, and translates
-// its error.
-func (e *Engine) query(ctx context.Context, query string, args []any, fn func(r Row) error) error {
-	return e.Translate(e.pool.Query(ctx, query, args, fn))
 }

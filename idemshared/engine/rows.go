@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/idem-dev/idem/idemshared/keytable"
@@ -22,18 +23,29 @@ func SearchQuery(q store.KeyQuery) keytable.Query {
 		ResponseCode: q.ResponseCode, PathPrefix: q.PathPrefix, CreatedBefore: q.CreatedBefore, Limit: q.MaxRecords()}
 }
 
-// ScanUnfinished reads a row of an unfinished record (FindUnfinished):
+// collect runs query on q and scans each row with scan.
+func collect[T any](ctx context.Context, q Executor, query string, args []any, scan func(Row) (T, error)) ([]T, error) {
+	var out []T
+	err := q.Query(ctx, query, args, func(r Row) error {
+		v, err := scan(r)
+		out = append(out, v)
+		return err
+	})
+	return out, err
+}
+
+// scanUnfinished reads a row of an unfinished record (FindUnfinished):
 // scope, key, the fingerprint's method, path, hash and version, the
 // recovery point and the token.
-func ScanUnfinished(r Row) (store.Unfinished, error) {
+func scanUnfinished(r Row) (store.Unfinished, error) {
 	var u store.Unfinished
 	fp := &u.Fingerprint
 	err := r.Scan(&u.Scope, &u.Key, &fp.Method, &fp.Path, &fp.Hash, &fp.Version, &u.Point, &u.Token)
 	return u, err
 }
 
-// ScanKeyRef reads a row of scope and key.
-func ScanKeyRef(r Row) (store.KeyRef, error) {
+// scanKeyRef reads a row of scope and key.
+func scanKeyRef(r Row) (store.KeyRef, error) {
 	var k store.KeyRef
 	err := r.Scan(&k.Scope, &k.Key)
 	return k, err

@@ -26,10 +26,10 @@ func (e *Engine) DeleteExpired(ctx context.Context, limit int) ([]store.KeyRef, 
 	var refs []store.KeyRef
 	err := sweep(ctx, func(q Executor, now time.Time) (err error) {
 		if d := e.sql.DeleteExpired; d.SQL != "" {
-			refs, err = e.keyRefs(ctx, q, d.SQL, e.args(d, now, limit))
+			refs, err = collect(ctx, q, d.SQL, e.args(d, now, limit), scanKeyRef)
 			return err
 		}
-		refs, err = e.keyRefs(ctx, q, e.sql.SweepSelect.SQL, []any{limit})
+		refs, err = collect(ctx, q, e.sql.SweepSelect.SQL, []any{limit}, scanKeyRef)
 		if err != nil || len(refs) == 0 {
 			return err
 		}

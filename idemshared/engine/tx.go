@@ -127,7 +127,7 @@ func (t *Tx) Complete(ctx context.Context, a store.Attempt, resp store.Response)
 
 // Context returns a copy of ctx carrying the transaction for DB.
 func (t *Tx) Context(ctx context.Context) context.Context {
-	return WithAmbient(ctx, ambient{t})
+	return WithHandle(ctx, handlerTx{t})
 }
 
 // Commit commits the transaction. An error on a transaction a failed

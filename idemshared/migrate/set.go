@@ -3,6 +3,8 @@ package migrate
 import (
 	"fmt"
 	"io/fs"
+
+	"github.com/idem-dev/idem/idemshared/keytable"
 )
 
 // Set is one package's embedded migrations. The stores' migration packages
@@ -15,6 +17,11 @@ type Set struct {
 	// Rewrite, when set, rewrites each migration's SQL: a store writes its
 	// configured key table's name in.
 	Rewrite func(sql string) string
+	// KeyTable, when set, is the key table the files are rewritten for
+	// (they are written for keytable.Default); a name that is not an
+	// identifier fails Migrations. A store records them in Table
+	// keytable.Migrations(KeyTable).
+	KeyTable string
 }
 
 // Migrations loads the set's files (see Load).
@@ -27,9 +34,16 @@ func (s Set) Migrations() ([]Migration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.Name, err)
 	}
-	if s.Rewrite != nil {
-		for i := range ms {
+	table, err := keytable.Check(s.KeyTable)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.Name, err)
+	}
+	for i := range ms {
+		if s.Rewrite != nil {
 			ms[i].SQL = s.Rewrite(ms[i].SQL)
+		}
+		if s.KeyTable != "" {
+			ms[i].SQL = keytable.Rewrite(ms[i].SQL, table)
 		}
 	}
 	return ms, nil

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 
 	"github.com/idem-dev/idem/mysqlstore"
@@ -46,17 +47,7 @@ func DB(t testing.TB) *sql.DB {
 		t.Fatalf("mysqltest: MYSQL_URL: %v", err)
 	}
 	var cerr error
-	createOnce.Do(func() {
-		admin := *cfg
-		admin.DBName = ""
-		db, err := mysqlstore.Open(admin.FormatDSN())
-		if err != nil {
-			cerr = err
-			return
-		}
-		defer db.Close()
-		_, cerr = db.ExecContext(context.Background(), "CREATE DATABASE IF NOT EXISTS "+Database)
-	})
+	createOnce.Do(func() { cerr = adminExec(cfg, "CREATE DATABASE IF NOT EXISTS "+Database) })
 	if cerr != nil {
 		t.Fatalf("mysqltest: no MySQL or MariaDB at %s (%v): start one (apt-get install mariadb-server) or set MYSQL_URL", URL(), cerr)
 	}
@@ -103,24 +94,10 @@ func NewDatabase(t testing.TB) string {
 		t.Fatalf("mysqltest: MYSQL_URL: %v", err)
 	}
 	name := "t_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:20]
-	admin := *cfg
-	admin.DBName = ""
-	db, err := mysqlstore.Open(admin.FormatDSN())
-	if err != nil {
-		t.Fatalf("mysqltest: %v", err)
-	}
-	defer db.Close()
-	if _, err := db.ExecContext(context.Background(), "CREATE DATABASE "+name); err != nil {
+	if err := adminExec(cfg, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("mysqltest: no MySQL or MariaDB at %s (%v): start one (apt-get install mariadb-server) or set MYSQL_URL", URL(), err)
 	}
-	t.Cleanup(func() {
-		db, err := mysqlstore.Open(admin.FormatDSN())
-		if err != nil {
-			return
-		}
-		defer db.Close()
-		_, _ = db.ExecContext(context.Background(), "DROP DATABASE IF EXISTS "+name)
-	})
+	t.Cleanup(func() { _ = adminExec(cfg, "DROP DATABASE IF EXISTS "+name) })
 	u := url.URL{Scheme: "mysql", Host: cfg.Addr, Path: "/" + name}
 	switch {
 	case cfg.Passwd != "":
@@ -132,4 +109,17 @@ func NewDatabase(t testing.TB) string {
 		u.RawQuery = orig.RawQuery
 	}
 	return u.String()
+}
+
+// adminExec runs sql on cfg's server, outside any database.
+func adminExec(cfg *mysql.Config, sql string) error {
+	admin := *cfg
+	admin.DBName = ""
+	db, err := mysqlstore.Open(admin.FormatDSN())
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(context.Background(), sql)
+	return err
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
 	"github.com/idem-dev/idem/idemshared/migrate"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,11 +16,7 @@ import (
 
 // tableSQL creates the table that records applied migrations.
 func tableSQL(table string) string {
-	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)`, pgx.Identifier{table}.Sanitize())
+	return fmt.Sprintf(pgsql.MigrationsTable, pgx.Identifier{table}.Sanitize())
 }
 
 func applyOne(ctx context.Context, pool *pgxpool.Pool, table string, m migrate.Migration) (bool, error) {

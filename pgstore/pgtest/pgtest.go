@@ -90,20 +90,25 @@ func Schema(t testing.TB) string {
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("create test schema: %v", err)
 	}
+	cleanup(t, "drop test schema", func(ctx context.Context, conn *pgx.Conn) error { return dropSchema(ctx, conn, schema) })
+	return schema
+}
+
+// cleanup runs drop on a connection of its own when the test ends, and
+// reports its failure as what.
+func cleanup(t testing.TB, what string, drop func(context.Context, *pgx.Conn) error) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		conn, err := pgx.Connect(ctx, URL())
-		if err != nil {
-			t.Errorf("drop test schema: %v", err)
-			return
+		if err == nil {
+			defer conn.Close(ctx)
+			err = drop(ctx, conn)
 		}
-		defer conn.Close(ctx)
-		if err := dropSchema(ctx, conn, schema); err != nil {
-			t.Errorf("drop test schema: %v", err)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
 		}
 	})
-	return schema
 }
 
 // dropSchema drops schema, its tables first, one statement each: a schema
@@ -146,19 +151,10 @@ func databaseSchema(t testing.TB, conn *pgx.Conn, schema string) {
 			t.Fatalf("create test database: %v", err)
 		}
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		conn, err := pgx.Connect(ctx, URL())
-		if err != nil {
-			t.Errorf("drop test database: %v", err)
-			return
-		}
-		defer conn.Close(ctx)
+	cleanup(t, "drop test database", func(ctx context.Context, conn *pgx.Conn) error {
 		// FORCE ends PgBouncer's idle server connections to it.
-		if _, err := conn.Exec(ctx, "DROP DATABASE "+schema+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop test database: %v", err)
-		}
+		_, err := conn.Exec(ctx, "DROP DATABASE "+schema+" WITH (FORCE)")
+		return err
 	})
 	dbConn, err := pgx.Connect(ctx, SchemaURL(t, schema))
 	if err != nil {

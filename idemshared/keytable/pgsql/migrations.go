@@ -8,3 +8,12 @@ import "embed"
 //
 //go:embed migrations/*.sql
 var Migrations embed.FS
+
+// MigrationsTable creates the table recording applied migrations, %s its
+// quoted name: pgstore's (pgmigrate) and sqlstore's PostgreSQL dialect's,
+// which may share a schema.
+const MigrationsTable = `CREATE TABLE IF NOT EXISTS %s (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)`

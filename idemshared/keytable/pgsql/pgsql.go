@@ -4,7 +4,14 @@
 // of the protocol lands in both stores at once.
 package pgsql
 
-import "github.com/idem-dev/idem/idemshared/keytable"
+import (
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/idem-dev/idem/idemshared/engine"
+	"github.com/idem-dev/idem/idemshared/keytable"
+)
 
 // InsertClaim claims a key in one insert; a recorded key inserts nothing.
 const InsertClaim = `
@@ -169,3 +176,46 @@ SELECT at, actor, action, reason, scope, idempotency_key, before, after
 var NotAwaitingOperator = keytable.NotAwaitingOperator(func(haystack, needle string) string {
 	return "position(" + needle + "::bytea IN " + haystack + ") > 0"
 })
+
+// LockWait bounds the transaction's waits for locks to wait, at least a
+// millisecond: a claim's bound. RestoreLockWait ends it inside a request's
+// transaction: the handler's statements after it wait as long as the
+// session's default says (the server's, the role's or the connection
+// string's). SET LOCAL, unlike set_config, is what Citus passes on to the
+// workers that hold the rows (citus.propagate_set_commands = 'local').
+func LockWait(wait time.Duration) string {
+	ms := max(wait.Milliseconds(), 1)
+	if last := lastLockWait.Load(); last != nil && last.ms == ms {
+		return last.sql // a store's waits are all alike: one string, made once
+	}
+	s := "SET LOCAL lock_timeout = '" + strconv.FormatInt(ms, 10) + "ms'"
+	lastLockWait.Store(&lockWaitSQL{ms: ms, sql: s})
+	return s
+}
+
+// RestoreLockWait: see LockWait.
+const RestoreLockWait = `SET LOCAL lock_timeout TO DEFAULT`
+
+// lockWaitSQL is a statement of LockWait, for a wait in milliseconds.
+type lockWaitSQL struct {
+	ms  int64
+	sql string
+}
+
+// lastLockWait is the statement LockWait made last.
+var lastLockWait atomic.Pointer[lockWaitSQL]
+
+// Classify names the kind of a PostgreSQL error by its SQLSTATE code.
+func Classify(code string) engine.ErrKind {
+	switch code {
+	case "55P03": // lock_not_available: lock_timeout fired
+		return engine.ErrLockTimeout
+	case "40P01": // deadlock_detected
+		return engine.ErrDeadlock
+	case "23505": // unique_violation
+		return engine.ErrDuplicate
+	case "25P02": // in_failed_sql_transaction
+		return engine.ErrInFailedTx
+	}
+	return engine.ErrOther
+}

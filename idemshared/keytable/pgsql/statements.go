@@ -74,12 +74,19 @@ const sweepLock = `
 SELECT pg_try_advisory_xact_lock(hashtext('idem.sweep'), hashtext('idempotency_keys'::regclass::oid::text))
   FROM set_config('lock_timeout', '2s', true)`
 
+// Sweepable is true of a row a sweep may delete: past its expiry, not a
+// claim whose lease is live, not an unfinished row
+// (store.Capabilities.RecoveryPoints: model/payout.pml's sweeper skips
+// UNKNOWN), not one holding the outcome-unknown answer
+// (store.AwaitsOperator).
+var Sweepable = `expires_at <= now()
+            AND (status <> 'PROCESSING' OR lease_expires_at <= now())
+            AND ` + keytable.Finished + `
+            AND ` + NotAwaitingOperator
+
 var sweepSelect = `
 SELECT scope, idempotency_key FROM idempotency_keys
- WHERE expires_at <= now()
-   AND (status <> 'PROCESSING' OR lease_expires_at <= now())
-   AND ` + keytable.Finished + `
-   AND ` + NotAwaitingOperator + `
+ WHERE ` + Sweepable + `
  ORDER BY expires_at
  LIMIT $1
    FOR UPDATE SKIP LOCKED`
