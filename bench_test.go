@@ -17,3 +17,12 @@ func BenchmarkRequestPath(b *testing.B) {
 		Handler:  storetest.BenchmarkHandler(nil),
 	})
 }
+
+// BenchmarkReplayPath measures the middleware's replay path without a
+// replay cache on memstore: one read of the key's record a retry.
+func BenchmarkReplayPath(b *testing.B) {
+	storetest.BenchmarkReplayPath(b, storetest.BenchmarkConfig{
+		NewStore: func(*testing.B) store.Store { return memstore.New() },
+		Handler:  storetest.BenchmarkHandler(nil),
+	})
+}

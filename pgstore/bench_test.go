@@ -22,32 +22,71 @@ import (
 // its own (make bench's cluster) for figures that are the benchmark's
 // alone.
 func BenchmarkRequestPath(b *testing.B) {
+	bench := newBenchDB(b)
+	c := bench.config()
+	c.MeasureFunc = func(b *testing.B, s store.Store) func(int) {
+		before := readServerStats(b, bench.pool, bench.table)
+		report := bench.trips.measure(b)
+		return func(n int) {
+			report(n)
+			after := awaitServerStats(b, bench.pool, bench.table, before.inserts+int64(n))
+			after.report(b, before, n)
+		}
+	}
+	storetest.BenchmarkRequestPath(b, c)
+}
+
+// BenchmarkReplayPath runs retries of completed requests without the
+// replay cache, each one read of its key's record, for the replay path's
+// allocations (-benchmem) and round trips.
+func BenchmarkReplayPath(b *testing.B) {
+	bench := newBenchDB(b)
+	c := bench.config()
+	c.MeasureFunc = func(b *testing.B, _ store.Store) func(int) { return bench.trips.measure(b) }
+	storetest.BenchmarkReplayPath(b, c)
+}
+
+// benchDB is a benchmark's schema: its pool, counting round trips, a
+// table for the trivial handler's things, and the key table of the mode
+// being measured.
+type benchDB struct {
+	pool   *pgxpool.Pool
+	trips  *roundTrips
+	stores int
+	table  string
+}
+
+func newBenchDB(b *testing.B) *benchDB {
 	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(pgtest.SchemaURL(b, pgtest.Schema(b)))
 	if err != nil {
 		b.Fatal(err)
 	}
-	trips := &roundTrips{}
-	cfg.ConnConfig.Tracer, cfg.MaxConns = trips, 8
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
+	d := &benchDB{trips: &roundTrips{}}
+	cfg.ConnConfig.Tracer, cfg.MaxConns = d.trips, 8
+	if d.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(pool.Close)
-	if _, err := pool.Exec(ctx, `CREATE TABLE bench_things (
+	b.Cleanup(d.pool.Close)
+	if _, err := d.pool.Exec(ctx, `CREATE TABLE bench_things (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, user_id text NOT NULL, amount bigint NOT NULL, note text NOT NULL)`); err != nil {
 		b.Fatal(err)
 	}
-	stores, table := 0, ""
-	storetest.BenchmarkRequestPath(b, storetest.BenchmarkConfig{
+	return d
+}
+
+// config runs make bench's trivial handler on a key table of its own per
+// mode, in the same schema.
+func (d *benchDB) config() storetest.BenchmarkConfig {
+	ctx := context.Background()
+	return storetest.BenchmarkConfig{
 		NewStore: func(b *testing.B) store.Store {
-			// A key table of its own per mode, in the same schema.
-			stores++
-			table = "bench_keys_" + string(rune('a'+stores))
-			if _, err := pgstore.MigrateWithConfig(ctx, pool, pgstore.MigrateConfig{Table: table}); err != nil {
+			d.stores++
+			d.table = "bench_keys_" + string(rune('a'+d.stores))
+			if _, err := pgstore.MigrateWithConfig(ctx, d.pool, pgstore.MigrateConfig{Table: d.table}); err != nil {
 				b.Fatal(err)
 			}
-			s, err := pgstore.NewWithConfig(pool, pgstore.Config{Table: table})
+			s, err := pgstore.NewWithConfig(d.pool, pgstore.Config{Table: d.table})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -55,21 +94,21 @@ func BenchmarkRequestPath(b *testing.B) {
 		},
 		Handler: storetest.BenchmarkHandler(func(ctx context.Context, amount int64, note string) (int64, error) {
 			var id int64
-			err := pgstore.DB(ctx, pool).QueryRow(ctx,
+			err := pgstore.DB(ctx, d.pool).QueryRow(ctx,
 				`INSERT INTO bench_things (user_id, amount, note) VALUES ('u1', $1, $2) RETURNING id`, amount, note).Scan(&id)
 			return id, err
 		}),
-		MeasureFunc: func(b *testing.B, s store.Store) func(int) {
-			before := readServerStats(b, pool, table)
-			trips0, stmts0 := trips.n.Load(), trips.statements.Load()
-			return func(n int) {
-				b.ReportMetric(float64(trips.n.Load()-trips0)/float64(n), "trips/op")
-				b.ReportMetric(float64(trips.statements.Load()-stmts0)/float64(n), "sent/op")
-				after := awaitServerStats(b, pool, table, before.inserts+int64(n))
-				after.report(b, before, n)
-			}
-		},
-	})
+	}
+}
+
+// measure reports, per request from now to the call of the function it
+// returns, the round trips and the statements sent.
+func (c *roundTrips) measure(b *testing.B) func(n int) {
+	trips0, stmts0 := c.n.Load(), c.statements.Load()
+	return func(n int) {
+		b.ReportMetric(float64(c.n.Load()-trips0)/float64(n), "trips/op")
+		b.ReportMetric(float64(c.statements.Load()-stmts0)/float64(n), "sent/op")
+	}
 }
 
 // serverStats are PostgreSQL's counters a benchmark reads before and after.
