@@ -19,21 +19,32 @@ import (
 type atomic struct{ m *Middleware }
 
 func (h atomic) hold(ctx context.Context, q *request) (context.Context, result) {
-	m := h.m
-	tx, err := m.store.Begin(ctx, store.TxOptions{MaxWait: m.cfg.WaitTimeout})
+	tx, err := h.m.store.Begin(ctx, store.TxOptions{MaxWait: h.m.cfg.WaitTimeout})
 	if err != nil {
 		// A store may wait for the key here rather than in the claim: a
 		// bounded wait is still 409.
 		return nil, notClaimed(fmt.Errorf("begin: %w", err))
 	}
-	if res, ok := m.claim(ctx, tx, q); !ok {
-		dctx, cancel := m.detached(ctx)
-		defer cancel()
-		_ = tx.Rollback(dctx)
-		return nil, res
+	return h.claimIn(ctx, tx, q, nil)
+}
+
+// claimIn claims the key in tx, starting from rec when the caller has read
+// it (locked.hold), and keeps tx for the handler.
+func (h atomic) claimIn(ctx context.Context, tx store.Tx, q *request, rec *store.Record) (context.Context, result) {
+	if res, ok := h.m.claim(ctx, tx, q, rec); !ok {
+		return h.refuse(ctx, tx, res)
 	}
 	q.tx, q.claimDeferred = tx, false
 	return tx.Context(ctx), result{}
+}
+
+// refuse rolls back tx, whose request did not get the key, and returns
+// the answer res.
+func (h atomic) refuse(ctx context.Context, tx store.Tx, res result) (context.Context, result) {
+	dctx, cancel := h.m.detached(ctx)
+	defer cancel()
+	_ = tx.Rollback(dctx)
+	return nil, res
 }
 
 func (h atomic) complete(ctx context.Context, q *request, resp store.Response) error {
@@ -55,7 +66,7 @@ func (h atomic) completeAfresh(ctx context.Context, q *request, resp store.Respo
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if res, ok := m.claim(ctx, tx, q); !ok {
+	if res, ok := m.claim(ctx, tx, q, nil); !ok {
 		if res.outcome == OutcomeStoreUnavailable {
 			return res.err
 		}

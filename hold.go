@@ -40,6 +40,8 @@ func (m *Middleware) holder(claimFirst bool) holder {
 		return leased{m}
 	case m.cfg.Mode == ModeAtomicDeferred && !claimFirst:
 		return deferred{atomic{m}}
+	case m.cfg.Mode == ModeAtomic && m.caps.KeyLock && m.caps.DeferredClaim:
+		return locked{deferred{atomic{m}}}
 	}
 	return atomic{m}
 }
@@ -52,25 +54,31 @@ const maxClaimRounds = 4
 // claim takes the key for q through k: the store itself (leased mode) or a
 // transaction (atomic mode). The atomic insert is the only arbiter of who
 // executes; a record that exists is re-acquired by a conditional update
-// that exactly one contender wins. When q does not get the key, claim
-// returns the answer and false.
+// that exactly one contender wins. rec, when not nil, is the key's record
+// as the caller read it under the key's lock (locked.hold): the first
+// round starts from it rather than from an insert. When q does not get
+// the key, claim returns the answer and false.
 //
 // model/key.pml models this loop in every mode; keep them in step.
-func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (result, bool) {
+func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request, rec *store.Record) (result, bool) {
 	if q.resumes != "" {
 		return m.resumeClaim(ctx, q)
 	}
 	for range maxClaimRounds {
 		q.claim.Token = newToken()
-		rec, inserted, err := k.Insert(ctx, q.claim)
-		if err != nil {
-			return notClaimed(err), false
-		}
-		if inserted {
-			return result{}, true
-		}
 		if rec == nil {
-			continue // swept between the insert and the read
+			var inserted bool
+			var err error
+			rec, inserted, err = k.Insert(ctx, q.claim)
+			if err != nil {
+				return notClaimed(err), false
+			}
+			if inserted {
+				return result{}, true
+			}
+			if rec == nil {
+				continue // swept between the insert and the read
+			}
 		}
 		if res, answered := m.answerFrom(q, rec); answered {
 			return res, false
@@ -85,6 +93,7 @@ func (m *Middleware) claim(ctx context.Context, k store.Keys, q *request) (resul
 			q.lapsed = rec.Status == store.StatusProcessing
 			return result{}, true
 		}
+		rec = nil // another contender won it: read it again
 	}
 	return inFlight(), false
 }

@@ -27,7 +27,7 @@ type leased struct{ m *Middleware }
 func (h leased) hold(ctx context.Context, q *request) (context.Context, result) {
 	m := h.m
 	claimedAt := time.Now()
-	if res, ok := m.claim(ctx, m.store, q); !ok {
+	if res, ok := m.claim(ctx, m.store, q, nil); !ok {
 		return nil, res
 	}
 	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))

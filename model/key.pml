@@ -11,7 +11,11 @@
  *                  complete, free; lease.go: keepLease).
  *   MODE_ATOMIC    atomic mode, claim first: claim, business write and
  *                  completion in one transaction (atomic.go: atomic.hold,
- *                  complete, free).
+ *                  complete, free). rowlock is the claim's hold on the key:
+ *                  its uncommitted row, or on pgstore the key's lock
+ *                  (locked.go: locked.hold, store.TxOptions.LockKey), under
+ *                  which the record is read and a fresh key's row written
+ *                  only at the commit, as here.
  *   MODE_DEFERRED  ModeAtomicDeferred: no claim before the
  *                  handler, one insert at the commit records the key
  *                  COMPLETED (pgstore insertCompletedOrAbort), a lost claim

@@ -25,6 +25,25 @@ ON CONFLICT (scope, idempotency_key) DO NOTHING
 RETURNING 1)
 SELECT 1 / count(*) FROM claimed`
 
+// lockKey is a key's lock (store.TxOptions.LockKey): a transaction-scoped
+// advisory lock on a 64-bit hash of the scope and the key (the scope's
+// length in front, so that no two pairs make one string), seeded with the
+// key table's name. Two keys whose hashes collide only wait for each
+// other; the record's unique key is still the arbiter of who records it.
+const lockKey = `SELECT pg_advisory_xact_lock(hashtextextended(length($2) || ':' || $2 || $3, hashtextextended($1, 0)))`
+
+// queueLockKey queues k's lock in front of the transaction's first
+// statement, its wait bounded as a claim's (pgsql.LockWait): BEGIN, the
+// lock and the middleware's read of the record go in one round trip, the
+// read after the lock, so that it sees the record a holder committed
+// while this transaction waited.
+func (t *Tx) queueLockKey(k store.KeyRef) {
+	t.queued = append(t.queued,
+		queuedWrite{what: "lock key", sql: pgsql.LockWait(t.wait)},
+		queuedWrite{what: "lock key", sql: lockKey, args: []any{t.s.sql.table, k.Scope, k.Key}},
+		queuedWrite{what: "lock key", sql: pgsql.RestoreLockWait})
+}
+
 // DeferClaim holds the claim of c back until the completion, which then
 // records the key and its response in one insert (insertCompletedOrAbort):
 // a fresh request's key costs one statement in the round trip of the

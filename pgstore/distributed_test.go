@@ -42,6 +42,7 @@ func TestStatementsRoutedByUser(t *testing.T) {
 		"keysDistributed": keysDistributed,
 		"LockWait":        pgsql.LockWait(time.Second),
 		"RestoreLockWait": pgsql.RestoreLockWait,
+		"lockKey":         lockKey,
 	}
 	v := reflect.ValueOf(*newStatements(keytable.Default))
 	for i := range v.NumField() {

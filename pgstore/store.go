@@ -59,7 +59,7 @@ func NewWithConfig(pool *pgxpool.Pool, opts Config) (*Store, error) {
 // Capabilities reports every capability: the store serves them all, and
 // its transactions complete and commit in one round trip.
 func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{DeferredClaim: true, OneStepCommit: true, RecoveryPoints: true, Unfinished: true, Sweep: true, Search: true, Resolve: true, AuditLog: true}
+	return store.Capabilities{DeferredClaim: true, KeyLock: true, OneStepCommit: true, RecoveryPoints: true, Unfinished: true, Sweep: true, Search: true, Resolve: true, AuditLog: true}
 }
 
 // Pool returns the pool the store runs on.
@@ -74,6 +74,9 @@ func (s *Store) Begin(_ context.Context, opts store.TxOptions) (store.Tx, error)
 	}
 	t := &Tx{s: s, wait: wait}
 	t.keys = engine.NewKeys(s.e, session[lazy]{lazy{t}})
+	if k := opts.LockKey; k.Key != "" {
+		t.queueLockKey(k)
+	}
 	return t, nil
 }
 

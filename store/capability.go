@@ -38,6 +38,11 @@ type Capabilities struct {
 	// cache misses, so that a retry it has not cached reads beside the
 	// writers instead of queueing behind them.
 	ClaimLocksStore bool
+	// KeyLock: Begin takes TxOptions.LockKey's lock, so that a
+	// claim-first request (idem.ModeAtomic) claims the key with the lock
+	// alone and records it once, born COMPLETED, at the completion, as a
+	// deferred claim does (DeferredClaim is needed with it).
+	KeyLock bool
 }
 
 // unsupported is the error of an operation the store lacks: op names it,

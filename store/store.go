@@ -266,6 +266,15 @@ type TxOptions struct {
 	// wait for another transaction that holds the same key. Zero means the
 	// store's default bound, never an unbounded wait.
 	MaxWait time.Duration
+	// LockKey, when its Key is set, is a key the transaction locks before
+	// its first statement and holds until it ends (Capabilities.KeyLock):
+	// another transaction's lock of the same key waits for it, at most
+	// its own MaxWait, then fails with ErrWaitTimeout. The lock is the
+	// claim of a claim-first request that writes its record only at the
+	// completion; a read in the transaction after it sees every record
+	// committed before the lock was granted. A store without the
+	// capability ignores it.
+	LockKey KeyRef
 }
 
 // Tx is a store transaction. The middleware commits it; the handler reaches

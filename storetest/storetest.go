@@ -52,6 +52,7 @@ func Run(t *testing.T, newStore NewStoreFunc) {
 func RunContract(t *testing.T, newStore NewStoreFunc) {
 	t.Run("Keys", func(t *testing.T) { t.Parallel(); RunKeys(t, newStore) })
 	t.Run("Tx", func(t *testing.T) { t.Parallel(); RunTx(t, newStore) })
+	t.Run("KeyLock", func(t *testing.T) { t.Parallel(); RunKeyLock(t, newStore) })
 	t.Run("Race", func(t *testing.T) { t.Parallel(); RunRace(t, newStore) })
 	t.Run("Sweep", func(t *testing.T) { t.Parallel(); RunSweep(t, newStore) })
 	t.Run("Resolve", func(t *testing.T) { t.Parallel(); RunResolve(t, newStore) })
