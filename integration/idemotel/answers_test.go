@@ -58,7 +58,9 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 		require.Equal(t, http.StatusConflict, f.replica().post(t, "k1", `{}`), "the other replica's claim waited 200ms, then answered 409")
 		close(release)
 		require.Equal(t, http.StatusCreated, <-first)
-		f.requireAnswer(t, "idem.insert", "wait_timeout")
+		// pgstore claims first with the key's lock, which the read of the
+		// record waits behind (store.Capabilities.KeyLock).
+		f.requireAnswer(t, "idem.get", "wait_timeout")
 	})
 
 	t.Run("KeyExists", func(t *testing.T) {
