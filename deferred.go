@@ -26,13 +26,22 @@ func (h deferred) hold(ctx context.Context, q *request) (context.Context, result
 	if err != nil {
 		return nil, notClaimed(fmt.Errorf("begin: %w", err))
 	}
+	if hctx, ok := h.deferIn(ctx, tx, q); ok {
+		return hctx, result{}
+	}
+	_ = tx.Rollback(ctx)
+	return h.atomic.hold(ctx, q)
+}
+
+// deferIn holds q's claim back in tx until the completion and keeps tx for
+// the handler; false, holding nothing, when tx cannot defer a claim.
+func (h deferred) deferIn(ctx context.Context, tx store.Tx, q *request) (context.Context, bool) {
 	q.claim.Token = newToken()
 	if !tx.DeferClaim(q.claim) {
-		_ = tx.Rollback(ctx)
-		return h.atomic.hold(ctx, q)
+		return nil, false
 	}
 	q.tx, q.claimDeferred = tx, true
-	return tx.Context(ctx), result{}
+	return tx.Context(ctx), true
 }
 
 // complete records the key with resp. A claim that found the key taken

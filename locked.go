@@ -42,10 +42,8 @@ func (h locked) hold(ctx context.Context, q *request) (context.Context, result) 
 	rec, err := tx.Get(ctx, q.claim.Scope, q.claim.Key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		q.claim.Token = newToken()
-		if tx.DeferClaim(q.claim) {
-			q.tx, q.claimDeferred = tx, true
-			return tx.Context(ctx), result{}
+		if hctx, ok := h.deferIn(ctx, tx, q); ok {
+			return hctx, result{}
 		}
 	case err != nil:
 		return h.refuse(ctx, tx, notClaimed(err))
