@@ -335,7 +335,12 @@ func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	for _, d := range queued {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			return errBatch{&queuedError{what: d.what, err: translate(err)}}
+			err = translate(err)
+			if d.keyLock {
+				err = keyTaken(err)
+				t.lockFailed(err)
+			}
+			return errBatch{&queuedError{what: d.what, err: err}}
 		}
 	}
 	return br
