@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/idem-dev/idem/internal/require"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/idem-dev/idem"
 	"github.com/idem-dev/idem/pgstore"
@@ -65,19 +64,7 @@ func TestLockedClaimYieldsToAnotherMode(t *testing.T) {
 	t.Parallel()
 	w := newDeferredWallet(t)
 	wrote, release := make(chan struct{}), make(chan struct{})
-	slow := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		b := &pgx.Batch{}
-		b.Queue(`INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.Header.Get("Idempotency-Key"))
-		if err := pgstore.DB(r.Context(), w.pool).SendBatch(r.Context(), b).Close(); err != nil {
-			http.Error(rw, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		close(wrote)
-		<-release
-		rw.WriteHeader(http.StatusCreated)
-		fmt.Fprint(rw, `{"by":"claim-first"}`)
-	})
-	claimFirst := w.replica(t, claimFirstCached, slow)
+	claimFirst := w.replica(t, claimFirstCached, w.holding(wrote, release))
 	deferred := w.replica(t, deferredCached, w.handler(0))
 	key := uuid.NewString()
 
@@ -96,46 +83,20 @@ func TestLockedClaimYieldsToAnotherMode(t *testing.T) {
 // TestLockedClaimFailsTheFirstStatement: claiming first by the key's lock,
 // the lock goes with the handler's first statement. A duplicate on
 // another replica enters its handler, and its first statement waits for
-// the lock: past WaitTimeout it fails with store.ErrWaitTimeout, once the
-// first has recorded the key with store.ErrKeyExists. Whatever the
-// handler then answers (here a final 422 from a handler that treats every
-// failed write as the client's fault), the client gets 409 in flight or
-// the first request's answer, and nothing of the duplicate is stored.
-// A retry that misses the replica's replay cache meets the record in the
-// same way.
+// the lock: past WaitTimeout it fails with store.ErrWaitTimeout. Whatever
+// the handler then answers (here a final 422), the client gets 409 in
+// flight, and nothing of the duplicate is stored. A retry that misses the
+// replica's replay cache finds the key recorded at the same statement
+// (store.ErrKeyExists) and gets the first request's answer.
 func TestLockedClaimFailsTheFirstStatement(t *testing.T) {
 	t.Parallel()
 	w := newDeferredWallet(t)
 	wrote, release := make(chan struct{}), make(chan struct{})
-	first := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if _, err := pgstore.DB(r.Context(), w.pool).Exec(r.Context(), `INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.Header.Get("Idempotency-Key")); err != nil {
-			http.Error(rw, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		close(wrote)
-		<-release
-		rw.WriteHeader(http.StatusCreated)
-		fmt.Fprint(rw, `{"by":"first"}`)
-	})
-	var failures struct {
-		sync.Mutex
-		errs []error
-	}
-	careless := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if _, err := pgstore.DB(r.Context(), w.pool).Exec(r.Context(), `INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.Header.Get("Idempotency-Key")); err != nil {
-			failures.Lock()
-			failures.errs = append(failures.errs, err)
-			failures.Unlock()
-			http.Error(rw, "rejected", http.StatusUnprocessableEntity)
-			return
-		}
-		rw.WriteHeader(http.StatusCreated)
-		fmt.Fprint(rw, `{"by":"duplicate"}`)
-	})
+	errs := make(chan error, 4)
 	cfg := claimFirstCached
 	cfg.WaitTimeout = 200 * time.Millisecond
-	firstURL := w.replica(t, claimFirstCached, first)
-	duplicateURL := w.replica(t, cfg, careless)
+	firstURL := w.replica(t, claimFirstCached, w.holding(wrote, release))
+	duplicateURL := w.replica(t, cfg, w.careless(errs))
 	key := uuid.NewString()
 
 	done := make(chan answer, 1)
@@ -144,20 +105,15 @@ func TestLockedClaimFailsTheFirstStatement(t *testing.T) {
 	waited := postDeferred(t, duplicateURL, key)
 	require.Equal(t, http.StatusConflict, waited.status, waited.body)
 	require.Contains(t, waited.body, "in-flight")
+	err := <-errs
+	require.True(t, errors.Is(err, store.ErrWaitTimeout), "the wait: %v", err)
 
 	close(release)
 	require.Equal(t, answer{http.StatusCreated, `{"by":"first"}`, false}, <-done)
-	replayed := postDeferred(t, duplicateURL, key)
-	require.Equal(t, answer{http.StatusCreated, `{"by":"first"}`, true}, replayed, "the duplicate's 422s were never stored")
+	require.Equal(t, answer{http.StatusCreated, `{"by":"first"}`, true}, postDeferred(t, duplicateURL, key), "the duplicate's 422s were never stored")
+	err = <-errs
+	require.True(t, errors.Is(err, store.ErrKeyExists), "the retry: %v", err)
 	require.Equal(t, 1, w.rows(t, key))
-
-	failures.Lock()
-	defer failures.Unlock()
-	require.Len(t, failures.errs, 2)
-	require.True(t, errors.Is(failures.errs[0], store.ErrWaitTimeout), "the wait: %v", failures.errs[0])
-	// The retry missed this replica's cache: its handler's statement
-	// found the key recorded.
-	require.True(t, errors.Is(failures.errs[1], store.ErrKeyExists), "the retry: %v", failures.errs[1])
 }
 
 // TestLockedClaimFindsTheKeyRecorded: a duplicate whose first statement
@@ -169,8 +125,33 @@ func TestLockedClaimFindsTheKeyRecorded(t *testing.T) {
 	t.Parallel()
 	w := newDeferredWallet(t)
 	wrote, release := make(chan struct{}), make(chan struct{})
-	first := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if _, err := pgstore.DB(r.Context(), w.pool).Exec(r.Context(), `INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.Header.Get("Idempotency-Key")); err != nil {
+	errs := make(chan error, 1)
+	firstURL := w.replica(t, claimFirstCached, w.holding(wrote, release))
+	duplicateURL := w.replica(t, claimFirstCached, w.careless(errs))
+	key := uuid.NewString()
+
+	done := make(chan answer, 1)
+	go func() { done <- postDeferred(t, firstURL, key) }()
+	<-wrote
+	dup := make(chan answer, 1)
+	go func() { dup <- postDeferred(t, duplicateURL, key) }()
+	// The duplicate's statement waits for the lock (up to the default
+	// 5 s): let the first finish.
+	require.Eventually(t, func() bool { return w.lockWaiters(t, key) == 1 }, 5*time.Second, 5*time.Millisecond)
+	close(release)
+	require.Equal(t, answer{http.StatusCreated, `{"by":"first"}`, false}, <-done)
+	require.Equal(t, answer{http.StatusCreated, `{"by":"first"}`, true}, <-dup)
+	err := <-errs
+	require.True(t, errors.Is(err, store.ErrKeyExists), "the duplicate's statement: %v", err)
+	require.Equal(t, 1, w.rows(t, key))
+}
+
+// holding is the first request's handler: it writes its business row
+// (taking the key's lock), closes wrote, and answers 201 once release is
+// closed, holding the lock until then.
+func (w *deferredWallet) holding(wrote chan<- struct{}, release <-chan struct{}) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if err := w.pay(r); err != nil {
 			http.Error(rw, err.Error(), http.StatusInternalServerError)
 			return
 		}
@@ -179,37 +160,27 @@ func TestLockedClaimFindsTheKeyRecorded(t *testing.T) {
 		rw.WriteHeader(http.StatusCreated)
 		fmt.Fprint(rw, `{"by":"first"}`)
 	})
-	seen := make(chan error, 1)
-	entered := make(chan struct{})
-	careless := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		close(entered)
-		_, err := pgstore.DB(r.Context(), w.pool).Exec(r.Context(), `INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.Header.Get("Idempotency-Key"))
-		seen <- err
+}
+
+// careless is a handler that takes every failed write for the client's
+// fault: a final 422. It sends each write's error to errs.
+func (w *deferredWallet) careless(errs chan<- error) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		err := w.pay(r)
+		errs <- err
 		if err != nil {
 			http.Error(rw, "rejected", http.StatusUnprocessableEntity)
 			return
 		}
 		rw.WriteHeader(http.StatusCreated)
+		fmt.Fprint(rw, `{"by":"duplicate"}`)
 	})
-	firstURL := w.replica(t, claimFirstCached, first)
-	duplicateURL := w.replica(t, claimFirstCached, careless)
-	key := uuid.NewString()
+}
 
-	done := make(chan answer, 1)
-	go func() { done <- postDeferred(t, firstURL, key) }()
-	<-wrote
-	dup := make(chan answer, 1)
-	go func() { dup <- postDeferred(t, duplicateURL, key) }()
-	<-entered
-	// The duplicate's statement waits for the lock (up to the default 5 s):
-	// let the first finish.
-	require.Eventually(t, func() bool { return w.lockWaiters(t, key) == 1 }, 5*time.Second, 5*time.Millisecond)
-	close(release)
-	require.Equal(t, answer{http.StatusCreated, `{"by":"first"}`, false}, <-done)
-	require.Equal(t, answer{http.StatusCreated, `{"by":"first"}`, true}, <-dup)
-	err := <-seen
-	require.True(t, errors.Is(err, store.ErrKeyExists), "the duplicate's statement: %v", err)
-	require.Equal(t, 1, w.rows(t, key))
+// pay writes the request's business row in its transaction.
+func (w *deferredWallet) pay(r *http.Request) error {
+	_, err := pgstore.DB(r.Context(), w.pool).Exec(r.Context(), `INSERT INTO payments (ref, amount) VALUES ($1, 100)`, r.Header.Get("Idempotency-Key"))
+	return err
 }
 
 // lockWaiters counts the transactions waiting for key's lock (of scope
