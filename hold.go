@@ -32,8 +32,9 @@ type holder interface {
 
 // holder returns how the middleware's requests hold their keys:
 // claimFirst takes the key before the handler runs even with
-// ModeAtomicDeferred, because a record of it exists and must be
-// re-acquired (a deferred claim would only find it at the end).
+// ModeAtomicDeferred, and reads the record under the key's lock before it
+// with ModeAtomic, because a record of it exists and must be re-acquired
+// (a deferred claim would only find it at the end).
 func (m *Middleware) holder(claimFirst bool) holder {
 	switch {
 	case m.cfg.Mode == ModeLeased:
@@ -41,7 +42,7 @@ func (m *Middleware) holder(claimFirst bool) holder {
 	case m.cfg.Mode == ModeAtomicDeferred && !claimFirst:
 		return deferred{atomic{m}}
 	case m.cfg.Mode == ModeAtomic && m.caps.KeyLock && m.caps.DeferredClaim:
-		return locked{deferred{atomic{m}}}
+		return locked{deferred{atomic{m}}, claimFirst}
 	}
 	return atomic{m}
 }

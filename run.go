@@ -121,8 +121,13 @@ func (m *Middleware) settle(ctx context.Context, q *request, h holder, out endin
 	case endedRetriable:
 		res := result{outcome: OutcomeFailed, captured: out.captured, err: h.free(ctx, q)}
 		if q.claimDeferred {
-			// The deferred claim never ran: another request may have
-			// recorded the key, and a recorded answer beats this one.
+			// The deferred claim did not record the key: another
+			// request may have, and a recorded answer beats this one.
+			// A claim that waited past WaitTimeout under the key's lock
+			// (locked) gets what any such wait gets.
+			if _, err := q.tx.DeferredClaimResult(); errors.Is(err, store.ErrWaitTimeout) {
+				return inFlight(), nil
+			}
 			if rec, next := m.fromStore(q.ctx, q, true); next == nil {
 				return rec, nil
 			}

@@ -13,9 +13,11 @@
  *                  completion in one transaction (atomic.go: atomic.hold,
  *                  complete, free). rowlock is the claim's hold on the key:
  *                  its uncommitted row, or on pgstore the key's lock
- *                  (locked.go: locked.hold, store.TxOptions.LockKey), under
- *                  which the record is read and a fresh key's row written
- *                  only at the commit, as here.
+ *                  (locked.go: locked.hold, store.TxOptions.LockKey),
+ *                  taken with the handler's first statement, before any
+ *                  of its writes (which are the effect, here at the
+ *                  commit), under which the record is checked and a fresh
+ *                  key's row written only at the commit, as here.
  *   MODE_DEFERRED  ModeAtomicDeferred: no claim before the
  *                  handler, one insert at the commit records the key
  *                  COMPLETED (pgstore insertCompletedOrAbort), a lost claim

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/idem-dev/idem/idemshared/engine"
 	"github.com/idem-dev/idem/idemshared/keytable/pgsql"
@@ -32,6 +33,14 @@ SELECT 1 / count(*) FROM claimed`
 // other; the record's unique key is still the arbiter of who records it.
 const lockKey = `SELECT pg_advisory_xact_lock(hashtextextended(length($2) || ':' || $2 || $3, hashtextextended($1, 0)))`
 
+// unrecordedOrAbort checks, under the key's lock, that the key has no
+// record: when it has one, it fails with a division by zero, which aborts
+// the transaction, so that the handler's statements behind it do not run.
+// A statement of its own after the lock's, so that it reads what a holder
+// committed while this transaction waited.
+const unrecordedOrAbort = `
+SELECT 1 / (count(*) = 0)::int FROM idempotency_keys WHERE scope = $1 AND idempotency_key = $2`
+
 // queueLockKey queues k's lock in front of the transaction's first
 // statement, its wait bounded as a claim's (pgsql.LockWait): BEGIN, the
 // lock and the middleware's read of the record go in one round trip, the
@@ -39,16 +48,46 @@ const lockKey = `SELECT pg_advisory_xact_lock(hashtextextended(length($2) || ':'
 // while this transaction waited.
 func (t *Tx) queueLockKey(k store.KeyRef) {
 	t.queued = append(t.queued,
-		queuedWrite{what: "lock key", sql: pgsql.LockWait(t.wait)},
-		queuedWrite{what: "lock key", sql: lockKey, args: []any{t.s.sql.table, k.Scope, k.Key}},
-		queuedWrite{what: "lock key", sql: pgsql.RestoreLockWait})
+		queuedWrite{what: "lock key", sql: pgsql.LockWait(t.wait), keyLock: true},
+		queuedWrite{what: "lock key", sql: lockKey, args: []any{t.s.sql.table, k.Scope, k.Key}, keyLock: true},
+		queuedWrite{what: "lock key", sql: pgsql.RestoreLockWait, keyLock: true})
 }
 
 // DeferClaim holds the claim of c back until the completion, which then
 // records the key and its response in one insert (insertCompletedOrAbort):
 // a fresh request's key costs one statement in the round trip of the
-// COMMIT, and nothing else.
-func (t *Tx) DeferClaim(c store.Claim) bool { return t.claim.Defer(c, t.closed) }
+// COMMIT, and nothing else. When the key's lock has not been sent yet (the
+// transaction's first statement is to come), the lock is the claim: it
+// goes with the handler's first statement, and a check that the key has
+// no record behind it (unrecordedOrAbort), which fails the claim and the
+// statement when it has.
+func (t *Tx) DeferClaim(c store.Claim) bool {
+	if !t.claim.Defer(c, t.closed) {
+		return false
+	}
+	if slices.ContainsFunc(t.queued, func(w queuedWrite) bool { return w.keyLock }) {
+		t.queued = append(t.queued, queuedWrite{what: "lock key", sql: t.s.sql.unrecordedOrAbort, args: []any{c.Scope, c.Key}, keyLock: true})
+	}
+	return true
+}
+
+// lockFailed fails the deferred claim with the failure of the key's lock
+// or of its check, translated: the key is recorded (store.ErrKeyExists) or
+// the wait for it ran out (store.ErrWaitTimeout).
+func (t *Tx) lockFailed(err error) {
+	if t.claim.Pending() {
+		_ = t.claim.Ran(err)
+	}
+}
+
+// keyTaken is err, a statement's that aborts on a recorded key, with
+// store.ErrKeyExists for that abort.
+func keyTaken(err error) error {
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero {
+		return fmt.Errorf("%w (%w)", store.ErrKeyExists, err)
+	}
+	return err
+}
 
 // DeferredClaimResult reports whether the deferred claim has run, and its
 // error.
@@ -74,8 +113,5 @@ func (t *Tx) claimRan(br pgx.BatchResults) error {
 	if err == nil {
 		return t.claim.Ran(nil)
 	}
-	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == codeDivisionByZero {
-		err = fmt.Errorf("%w (%w)", store.ErrKeyExists, err)
-	}
-	return t.claim.Ran(translate(err))
+	return t.claim.Ran(translate(keyTaken(err)))
 }

@@ -137,6 +137,19 @@ func TestDefer(t *testing.T) {
 		require.ErrorIs(t, err, store.ErrNotFound)
 		require.Zero(t, count("bad"))
 	})
+	t.Run("KeptWhenAStatementCannotBegin", func(t *testing.T) {
+		tx, err := s.Begin(ctx, store.TxOptions{})
+		require.NoError(t, err)
+		tctx := tx.Context(ctx)
+		require.True(t, pgstore.Queue(tctx, "entry", `INSERT INTO entries VALUES ('kept', 1)`))
+		gone, cancel := context.WithCancel(tctx)
+		cancel() // the handler's first statement gets no connection
+		_, err = pgstore.DB(gone, s.Pool()).Exec(gone, `INSERT INTO entries VALUES ($1, 1)`, "after")
+		require.Error(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		require.Equal(t, 1, count("kept"), "the queued write went with the commit")
+		require.Zero(t, count("after"))
+	})
 	t.Run("RollbackDropsIt", func(t *testing.T) {
 		tx, err := s.Begin(ctx, store.TxOptions{})
 		require.NoError(t, err)

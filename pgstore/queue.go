@@ -27,6 +27,9 @@ type queuedWrite struct {
 	what string // names the write in its error
 	sql  string
 	args []any
+	// keyLock marks the statements of the key's lock (claim.go), whose
+	// failure is the deferred claim's.
+	keyLock bool
 }
 
 // Queue queues a write on the request's ambient transaction, to be sent in

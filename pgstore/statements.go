@@ -23,7 +23,7 @@ var dialect = engine.Dialect{
 // constants are written for the default table; newStatements rewrites
 // them once, when the store is made.
 type statements struct {
-	completeOrAbort, insertCompletedOrAbort, sweepLeaves string
+	completeOrAbort, insertCompletedOrAbort, unrecordedOrAbort, sweepLeaves string
 	// table is the key table's name, for the counts and the sweep's
 	// statements, built per table holding its rows (sweep.go).
 	table string
@@ -34,6 +34,7 @@ func newStatements(table string) *statements {
 	return &statements{
 		completeOrAbort:        r(completeOrAbort),
 		insertCompletedOrAbort: r(insertCompletedOrAbort),
+		unrecordedOrAbort:      r(unrecordedOrAbort),
 		sweepLeaves:            r(sweepLeaves),
 		table:                  table,
 	}

@@ -101,9 +101,11 @@ func TestTraceFunc(t *testing.T) {
 			want []string
 		}{
 			{idem.ModeLeased, []string{"get:not_found", "insert", "begin", "complete", "commit"}},
-			// Claim first by the key's lock: the read under it, then the
-			// record's insert, reported when it has run with the completion.
-			{idem.ModeAtomic, []string{"get:not_found", "begin", "get:not_found", "insert", "complete", "commit"}},
+			// Claim first by the key's lock: the lock and its check go
+			// with the handler's first statement (none here: with the
+			// completion), then the record's insert, reported when it
+			// has run with the completion.
+			{idem.ModeAtomic, []string{"get:not_found", "begin", "insert", "complete", "commit"}},
 		} {
 			st, _ := tracedStore(t)
 			rec := &recorder{}

@@ -308,17 +308,20 @@ func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		nb.BeginTx(txOptions)
 	}
 	queued := t.queued
-	t.queued = nil
 	for _, d := range queued {
 		nb.Queue(d.sql, d.args...)
 	}
 	nb.QueuedQueries = append(nb.QueuedQueries, b.QueuedQueries...)
+	// The queued writes leave the queue only when they are sent: a
+	// statement that could not get a connection leaves them for the next
+	// one, or the completion.
 	var br pgx.BatchResults
 	if begin {
 		c, err := t.s.pool.Acquire(ctx)
 		if err != nil {
 			return errBatch{fmt.Errorf("begin: %w", translate(err))}
 		}
+		t.queued = nil
 		br = c.Conn().SendBatch(ctx, nb)
 		t.pc, t.tx = c, br.Tx()
 		if _, err := br.Exec(); err != nil { // BEGIN's own result
@@ -330,12 +333,18 @@ func (l lazy) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		if err != nil {
 			return errBatch{err}
 		}
+		t.queued = nil
 		br = tx.SendBatch(ctx, nb)
 	}
 	for _, d := range queued {
 		if _, err := br.Exec(); err != nil {
 			_ = br.Close()
-			return errBatch{&queuedError{what: d.what, err: translate(err)}}
+			err = translate(err)
+			if d.keyLock {
+				err = keyTaken(err)
+				t.lockFailed(err)
+			}
+			return errBatch{&queuedError{what: d.what, err: err}}
 		}
 	}
 	return br

@@ -272,8 +272,12 @@ type TxOptions struct {
 	// its own MaxWait, then fails with ErrWaitTimeout. The lock is the
 	// claim of a claim-first request that writes its record only at the
 	// completion; a read in the transaction after it sees every record
-	// committed before the lock was granted. A store without the
-	// capability ignores it.
+	// committed before the lock was granted. A claim deferred (DeferClaim)
+	// before the transaction's first statement is checked under the lock
+	// when it is granted: a recorded key fails it there, as a wait that
+	// ran out does (DeferredClaimResult), and fails that statement with
+	// it, so that the handler's statements never run under a key another
+	// request recorded. A store without the capability ignores it.
 	LockKey KeyRef
 }
 

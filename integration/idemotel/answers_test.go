@@ -53,14 +53,20 @@ func TestAnswersAreNotSpanErrors(t *testing.T) {
 		t.Parallel()
 		g := make(gate, 4)
 		f := newFixtureWith(t, idem.Config{Mode: idem.ModeAtomic, WaitTimeout: 200 * time.Millisecond}, g)
-		first := f.postAsync(t, "k1", `{}`)
-		release := <-g // the first request's transaction holds the key
-		require.Equal(t, http.StatusConflict, f.replica().post(t, "k1", `{}`), "the other replica's claim waited 200ms, then answered 409")
-		close(release)
-		require.Equal(t, http.StatusCreated, <-first)
-		// pgstore claims first with the key's lock, which the read of the
-		// record waits behind (store.Capabilities.KeyLock).
-		f.requireAnswer(t, "idem.get", "wait_timeout")
+		// Another transaction holds the key's lock, as a claim-first
+		// request's does from its handler's first statement on
+		// (store.Capabilities.KeyLock).
+		ctx := context.Background()
+		tx, err := f.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+		_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(length($2) || ':' || $2 || $3, hashtextextended($1, 0)))`, "idempotency_keys", "alice", "k1")
+		require.NoError(t, err)
+		waited := f.postAsync(t, "k1", `{}`)
+		close(<-g) // its handler writes nothing: the lock goes with the completion
+		require.Equal(t, http.StatusConflict, <-waited, "the claim waited 200ms for the lock, then answered 409")
+		// The deferred claim's result is reported as an insert's.
+		f.requireAnswer(t, "idem.insert", "wait_timeout")
 	})
 
 	t.Run("KeyExists", func(t *testing.T) {

@@ -18,7 +18,7 @@ fi
 busy() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }   # user nice system irq softirq, in ticks
 for round in $(seq 1 ${ROUNDS:-3}); do
   for v in "${variants[@]}"; do
-    $P -c "TRUNCATE t, idempotency_keys, kb, k3, k4, kn, kh, kx, ks" -c "CHECKPOINT" >/dev/null
+    $P -c "TRUNCATE t, idempotency_keys, kb, k3, k4, kn, kh, kx, ks, idemlease_records" -c "CHECKPOINT" >/dev/null
     lsn0=$($P -c "SELECT pg_current_wal_lsn()"); c0=$(busy)
     w0=$($P -c "SELECT wal_records || ' ' || wal_fpi FROM pg_stat_wal")
     out=$(pgbench -h 127.0.0.1 -U postgres -n -M prepared -c 16 -j 2 -T ${T:-15} -f $v.sql lever 2>&1)

@@ -16,6 +16,13 @@ CREATE TABLE t (id bigserial PRIMARY KEY, user_id text NOT NULL, amount bigint N
 CREATE TABLE k3 (LIKE idempotency_keys INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
 ALTER TABLE k3 ADD PRIMARY KEY (scope, idempotency_key);
 CREATE TABLE k4 (LIKE k3 INCLUDING ALL) WITH (fillfactor = 70);
+-- The peer idemlease's table (repenguin22/idemlease, pgstore.Schema): the
+-- primary key alone.
+CREATE TABLE idemlease_records (
+    key bytea PRIMARY KEY, state smallint NOT NULL, token text NOT NULL,
+    fingerprint bytea NOT NULL DEFAULT ''::bytea, payload bytea,
+    lease_expires_at timestamptz NOT NULL, record_expires_at timestamptz,
+    created_at timestamptz NOT NULL DEFAULT now());
 -- kb: migration 007's indexes.
 CREATE TABLE kb (LIKE k3 INCLUDING ALL);
 CREATE INDEX ON kb (expires_at);
@@ -142,3 +149,29 @@ shape leased >"$here/leased_shape.sql"
 sed -e '/^BEGIN ISOLATION LEVEL READ COMMITTED;$/d' \
 	-e "s/^SET LOCAL lock_timeout = '5000ms';\$/SELECT set_config('lock_timeout', '5000ms', true);/" "$here/leased.sql" |
 	awk '/^COMMIT;$/ && !done { done = 1; next } { print }' >"$here/leased_implicit.sql"
+
+# locked: claim-first by the key's lock as pgstore sends it since issue 35
+# (2026-12-06, evening): BEGIN, the lock with its bound, the check that the
+# key has no record, then the handler's INSERT, in one round trip; the
+# record inserted born COMPLETED with the COMMIT in the next (the deferred
+# claim's).
+scope="'user-' || :u" key="'key-' || :client_id || '-' || :k"
+claim idempotency_keys 1 1 | awk -v lw="SET LOCAL lock_timeout = '5000ms';" \
+	-v lock="SELECT pg_advisory_xact_lock(hashtextextended(length($scope) || ':' || $scope || $key, hashtextextended('idempotency_keys', 0)));" \
+	-v check="SELECT 1 / (count(*) = 0)::int FROM idempotency_keys WHERE scope = $scope AND idempotency_key = $key;" \
+	'/^BEGIN;$/ && !done { print; print lw; print lock; print "SET LOCAL lock_timeout TO DEFAULT;"; print check; done = 1; next } { print }' >"$here/locked.sql"
+# idemlease: the peer's fresh request (its pgstore and httpidem): the
+# reserve upsert, the handler's INSERT and the compare-and-set completion,
+# each auto-committed, each a round trip.
+lkey="('u' || :u || '/key-' || :client_id || '-' || :k)::bytea" ltok="md5(:client_id || '-' || :k)"
+cat >"$here/idemlease.sql" <<SQL
+\set u random(1, 10000)
+\set k random(1, 9000000000000000000)
+INSERT INTO idemlease_records (key, state, token, fingerprint, lease_expires_at, record_expires_at, payload, created_at) VALUES ($lkey, 1, $ltok, '\\x000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f'::bytea, now() + interval '1 millisecond' * 30000::double precision, NULL, NULL, now()) ON CONFLICT (key) DO UPDATE SET state = 1, token = EXCLUDED.token, fingerprint = EXCLUDED.fingerprint, lease_expires_at = EXCLUDED.lease_expires_at, record_expires_at = NULL, payload = NULL, created_at = now() WHERE ((idemlease_records.state = 1 AND idemlease_records.lease_expires_at <= now()) OR (idemlease_records.state = 2 AND idemlease_records.record_expires_at <= now())) RETURNING (extract(epoch from (lease_expires_at - now())) * 1000)::bigint;
+$handler
+UPDATE idemlease_records SET state = 2, payload = '\\x7b226964223a3132333435362c22616d6f756e74223a313235302c226e6f7465223a22636f66666565227d'::bytea, record_expires_at = now() + interval '1 millisecond' * 86400000::double precision WHERE key = $lkey AND token = $ltok AND state = 1 AND lease_expires_at > now();
+SQL
+# locked_read: the same, as sent before (b101375): the lock and a read of
+# the record in a round trip of their own, before the handler's.
+awk -v read="SELECT * FROM idempotency_keys WHERE scope = $scope AND idempotency_key = $key;" \
+	'/^SELECT 1 \/ \(count/ { print read; print "\\endpipeline"; print "\\startpipeline"; next } { print }' "$here/locked.sql" >"$here/locked_read.sql"
