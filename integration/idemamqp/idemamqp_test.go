@@ -250,8 +250,12 @@ func TestRedeliveryAfterMissedAck(t *testing.T) {
 	run(t, pool, handler(pool, &runs), commands, results, dead)
 	a := next(t, ch, results)
 	require.Equal(t, "true", a.Headers[consumer.HeaderReplayed])
-	require.Equal(t, int32(1), runs.Load())
-	require.Equal(t, 1, count(t, pool, "order-1"))
+	// The new consumer's replay cache does not hold the answer. Claiming
+	// first on pgstore, the key's lock goes with the handler's first
+	// statement: the handler starts again, that statement finds the key
+	// recorded and fails, and the record answers (docs/modes.md).
+	require.True(t, runs.Load() <= 2, "handler runs: %d", runs.Load())
+	require.Equal(t, 1, count(t, pool, "order-1"), "the effect, once")
 }
 
 func TestSeveralConsumersOnOneQueue(t *testing.T) {
