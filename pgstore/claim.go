@@ -43,9 +43,11 @@ SELECT 1 / (count(*) = 0)::int FROM idempotency_keys WHERE scope = $1 AND idempo
 
 // queueLockKey queues k's lock in front of the transaction's first
 // statement, its wait bounded as a claim's (pgsql.LockWait): BEGIN, the
-// lock and the middleware's read of the record go in one round trip, the
-// read after the lock, so that it sees the record a holder committed
-// while this transaction waited.
+// lock and that statement go in one round trip. The statement is the
+// check a deferred claim adds behind the lock (DeferClaim), then the
+// handler's first; or the middleware's read of a record to take over.
+// Either comes after the lock, so that it sees the record a holder
+// committed while this transaction waited.
 func (t *Tx) queueLockKey(k store.KeyRef) {
 	t.queued = append(t.queued,
 		queuedWrite{what: "lock key", sql: pgsql.LockWait(t.wait), keyLock: true},
